@@ -1,0 +1,119 @@
+# airlock - see README.md. `make` builds ./airlock, `make check` runs every
+# test through prove, `make SAN=1 check` does the same under ASan+UBSan.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+PKGS := openssl jansson libcares libseccomp
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wvla -Werror
+HARDEN := -fPIE -fstack-protector-strong -D_FORTIFY_SOURCE=3
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -MMD -MP \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
+
+ifeq ($(SAN),1)
+BUILD := build/san
+HARDEN := -fPIE -fstack-protector-strong
+ALL_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+ALL_LDFLAGS += -fsanitize=address,undefined
+BIN := $(BUILD)/airlock
+else
+BUILD := build/release
+BIN := airlock
+endif
+ALL_CFLAGS += $(HARDEN)
+
+SRC := $(wildcard src/*.c)
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/src/%.o,$(filter-out src/main.c,$(SRC)))
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%.t,$(UNIT_SRC))
+INTEGRATION := $(sort $(wildcard tests/integration/*.t))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,tests/fuzz/bin/%,$(FUZZ_SRC))
+
+.PHONY: all deps check unit integration lint fuzz install demo bench clean
+
+all: $(BIN)
+
+# Installs the Debian packages the build needs when one is missing; quick
+# and silent when everything is there.
+deps:
+	@scripts/install-deps --build
+
+$(BUILD)/src/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/unit/%.o: tests/unit/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+
+$(BIN): $(BUILD)/src/main.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Every test speaks TAP; prove runs the compiled unit tests and the
+# integration scripts, each in a network namespace of its own
+# (tests/netns-exec).
+check: $(BIN) $(UNIT_BIN)
+	@scripts/install-deps --test
+	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) \
+		prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN) $(INTEGRATION)
+
+unit: $(UNIT_BIN)
+	prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN)
+
+integration: $(BIN)
+	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove --exec $(CURDIR)/tests/netns-exec $(INTEGRATION)
+
+lint: | deps
+	@scripts/install-deps --lint
+	cppcheck --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
+		--inline-suppr --std=c11 -D_GNU_SOURCE --suppressions-list=.cppcheck-suppressions \
+		-I src src tests/unit tests/fuzz
+	clang-tidy --quiet $(SRC) -- -std=c11 -D_GNU_SOURCE -Isrc \
+		$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+
+# libFuzzer targets include the module under test; each runs FUZZ_SECONDS
+# on a copy of its committed corpus (the committed files are never changed).
+tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) | deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(LDLIBS)
+
+fuzz: $(FUZZ_BIN)
+	@scripts/install-deps --fuzz
+	@set -e; for f in $(FUZZ_BIN); do \
+		name=$$(basename $$f); work=build/fuzz-corpus/$$name; \
+		rm -rf $$work; mkdir -p $$work; \
+		cp tests/fuzz/corpus/$$name/* $$work/ 2>/dev/null || true; \
+		echo "== $$name ($(FUZZ_SECONDS) s)"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+			-print_final_stats=1 $$work tests/fuzz/corpus/$$name; \
+	done
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/airlock
+	install -m 0644 man/airlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/airlock.1
+
+demo: $(BIN)
+	@scripts/install-deps --test
+	@AIRLOCK=$(abspath $(BIN)) scripts/demo
+
+bench: $(BIN)
+	@AIRLOCK=$(abspath $(BIN)) bench/run
+
+clean:
+	rm -rf build airlock tests/fuzz/bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

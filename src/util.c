@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * util.c - see util.h.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void util_assert_fail(const char *expr, const char *file, int line)
+{
+	fprintf(stderr, "airlock: internal error: assertion '%s' failed at %s:%d\n",
+		expr, file, line);
+	abort();
+}
+
+static void vwarn(const char *fmt, va_list ap, int err)
+{
+	char msg[1024];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (err)
+		fprintf(stderr, "airlock: %s: %s\n", msg, strerror(err));
+	else
+		fprintf(stderr, "airlock: %s\n", msg);
+}
+
+void util_die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(fmt, ap, 0);
+	va_end(ap);
+	exit(status);
+}
+
+void util_die_errno(int status, const char *fmt, ...)
+{
+	int err = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(fmt, ap, err);
+	va_end(ap);
+	exit(status);
+}
+
+void util_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(fmt, ap, 0);
+	va_end(ap);
+}
+
+static void *oom(void)
+{
+	fputs("airlock: out of memory\n", stderr);
+	abort();
+}
+
+void *util_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	return p ? p : oom();
+}
+
+void *util_xcalloc(size_t nmemb, size_t size)
+{
+	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+
+	return p ? p : oom();
+}
+
+void *util_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	return q ? q : oom();
+}
+
+char *util_xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	return p ? p : oom();
+}
+
+char *util_xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	return p ? p : oom();
+}
+
+char *util_xasprintf(const char *fmt, ...)
+{
+	char *p = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	return n < 0 ? oom() : p;
+}
+
+bool util_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+
+	if (size == 0)
+		return false;
+	if (n >= size) {
+		dst[0] = '\0';
+		return false;
+	}
+	memcpy(dst, src, n + 1);
+	return true;
+}
+
+char *util_read_file(const char *path, size_t max, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t used = 0, cap;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0)
+		goto fail;
+	if (S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		goto fail;
+	}
+	cap = 4096;
+	buf = util_xmalloc(cap);
+	for (;;) {
+		ssize_t r;
+
+		if (used + 1 >= cap) {
+			if (cap > max + 1) {
+				errno = EFBIG;
+				goto fail;
+			}
+			cap *= 2;
+			buf = util_xrealloc(buf, cap);
+		}
+		r = read(fd, buf + used, cap - used - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		used += (size_t)r;
+		if (used > max) {
+			errno = EFBIG;
+			goto fail;
+		}
+	}
+	buf[used] = '\0';
+	close(fd);
+	if (len)
+		*len = used;
+	return buf;
+fail:
+	err = errno;
+	free(buf);
+	close(fd);
+	errno = err;
+	return NULL;
+}
+
+int util_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+void util_hex(const uint8_t *in, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+}
+
+void util_rfc3339_now(char out[25])
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	/* Years past 9999 would not fit; RFC 3339 has four digits anyway. */
+	if (strftime(out, 20, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+		memcpy(out, "9999-12-31T23:59:59", 20);
+	snprintf(out + 19, 6, ".%03uZ", (unsigned int)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+void util_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t r = getrandom(p, len, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "getrandom");
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+}
+
+bool util_parse_uint(const char *s, unsigned long min, unsigned long max,
+		     unsigned long *out)
+{
+	unsigned long v = 0;
+	const char *p;
+
+	if (!s || !*s || strlen(s) > 20)
+		return false;
+	for (p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		if (v > (ULONG_MAX - (unsigned long)(*p - '0')) / 10)
+			return false;
+		v = v * 10 + (unsigned long)(*p - '0');
+	}
+	if (v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}

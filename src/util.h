@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * util.h - small helpers shared by every module: fatal errors, checked
+ * allocation, bounded string handling and the always-on ASSERT().
+ */
+#ifndef AIRLOCK_UTIL_H
+#define AIRLOCK_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Exit statuses of `airlock run` (SPEC §2). */
+#define EXIT_AIRLOCK_FAILURE 125
+#define EXIT_CANNOT_EXEC 126
+#define EXIT_NOT_FOUND 127
+
+/* Always-on invariant check: a security property never depends on NDEBUG. */
+#define ASSERT(expr)                                                       \
+	do {                                                               \
+		if (!(expr))                                               \
+			util_assert_fail(#expr, __FILE__, __LINE__);       \
+	} while (0)
+
+__attribute__((noreturn)) void util_assert_fail(const char *expr,
+						const char *file, int line);
+
+/* Prints "airlock: MESSAGE" on stderr and exits with @status. */
+__attribute__((noreturn, format(printf, 2, 3))) void
+util_die(int status, const char *fmt, ...);
+
+/* Like util_die() and appends ": strerror(errno)". */
+__attribute__((noreturn, format(printf, 2, 3))) void
+util_die_errno(int status, const char *fmt, ...);
+
+/* Prints "airlock: MESSAGE" on stderr. */
+__attribute__((format(printf, 1, 2))) void util_warn(const char *fmt, ...);
+
+/* Allocation that cannot fail: out of memory aborts the process. */
+void *util_xmalloc(size_t n);
+void *util_xcalloc(size_t nmemb, size_t size);
+void *util_xrealloc(void *p, size_t n);
+char *util_xstrdup(const char *s);
+char *util_xstrndup(const char *s, size_t n);
+__attribute__((format(printf, 1, 2))) char *util_xasprintf(const char *fmt,
+							 ...);
+
+/* Copies @src into @dst of @size bytes; false (and dst untouched beyond a
+ * NUL at dst[0]) when it does not fit. */
+bool util_strlcpy(char *dst, const char *src, size_t size);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer, refusing files
+ * over @max bytes. Returns NULL and sets errno on failure (EFBIG if too big).
+ * The caller frees *out. @len receives the length without the NUL. */
+char *util_read_file(const char *path, size_t max, size_t *len);
+
+/* Writes all of @buf to @fd, retrying on EINTR and short writes.
+ * Returns 0 or -errno. */
+int util_write_all(int fd, const void *buf, size_t len);
+
+/* Lowercase hex of @len bytes into @out (2*len+1 bytes). */
+void util_hex(const uint8_t *in, size_t len, char *out);
+
+/* Current UTC time as RFC 3339 with milliseconds, e.g.
+ * "2026-11-30T12:00:00.123Z"; @out must hold 25 bytes. */
+void util_rfc3339_now(char out[25]);
+
+/* Fills @buf with @len bytes from the kernel CSPRNG; aborts on failure. */
+void util_random(void *buf, size_t len);
+
+/* Parses a decimal integer in [min, max] with no sign, spaces or junk. */
+bool util_parse_uint(const char *s, unsigned long min, unsigned long max,
+		     unsigned long *out);
+
+#endif /* AIRLOCK_UTIL_H */
