@@ -35,6 +35,8 @@ LIB_OBJ := $(patsubst src/%.c,$(BUILD)/src/%.o,$(filter-out src/main.c,$(SRC)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%.t,$(UNIT_SRC))
 INTEGRATION := $(sort $(wildcard tests/integration/*.t))
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,tests/fuzz/bin/%,$(FUZZ_SRC))
 
@@ -61,19 +63,27 @@ $(BIN): $(BUILD)/src/main.o $(LIB_OBJ)
 $(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Small programs the integration tests run inside the sandbox.
+$(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
+
 # Every test speaks TAP; prove runs the compiled unit tests and the
 # integration scripts, each in a network namespace of its own
 # (tests/netns-exec).
-check: $(BIN) $(UNIT_BIN)
+TEST_ENV = AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) \
+	AIRLOCK_HELPERS=$(abspath $(BUILD)/tests/helpers)
+
+check: $(BIN) $(UNIT_BIN) $(HELPER_BIN)
 	@scripts/install-deps --test
-	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) \
+	$(TEST_ENV) \
 		prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN) $(INTEGRATION)
 
 unit: $(UNIT_BIN)
 	prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN)
 
-integration: $(BIN)
-	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove --exec $(CURDIR)/tests/netns-exec $(INTEGRATION)
+integration: $(BIN) $(HELPER_BIN)
+	$(TEST_ENV) prove --exec $(CURDIR)/tests/netns-exec $(INTEGRATION)
 
 lint: | deps
 	@scripts/install-deps --lint

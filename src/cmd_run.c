@@ -31,15 +31,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "commands.h"
 #include "doctor.h"
+#include "env.h"
 #include "policy.h"
 #include "receipt.h"
+#include "sandbox.h"
 #include "util.h"
 
 const char cmd_run_help[] =
@@ -301,18 +308,33 @@ static int spawn_and_wait(char **cmd)
 	return WEXITSTATUS(status);
 }
 
-static json_t *start_subject(const struct policy *p, const char *pubkey,
-			     const char *argv0)
-{
+/* The session's receipt stream, or none when --events was not given:
+ * every record() is then a no-op and returns -1 as its seq. */
+struct session {
+	const struct run_opts *o;
+	const struct policy *p;
+	struct receipt_writer *w;
+	char pubkey[64];
 	struct doctor_caps caps;
-	json_t *s;
+	const char *id;
+};
 
-	doctor_probe(&caps);
-	s = json_pack("{s:s, s:o, s:s, s:s}", "mode", policy_mode_to_string(p->mode),
-		      "capabilities", doctor_caps_json(&caps), "pubkey", pubkey,
-		      "argv0", argv0);
-	ASSERT(s);
-	return s;
+static int64_t record(struct session *s, const char *type,
+		      enum receipt_decision d, enum receipt_point point,
+		      const char *rule, json_t *subject, const char *reason)
+{
+	int64_t seq;
+
+	if (!s->w) {
+		json_decref(subject);
+		return -1;
+	}
+	seq = receipt_append(s->w, type, d, point, rule, subject, reason);
+	json_decref(subject);
+	if (seq < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot write a receipt",
+			 s->o->events);
+	return seq;
 }
 
 static EVP_PKEY *signing_key(const struct run_opts *o)
@@ -332,30 +354,410 @@ static EVP_PKEY *signing_key(const struct run_opts *o)
 	return k;
 }
 
-static int run_off_with_events(const struct run_opts *o, const struct policy *p,
-			       const char *session)
+static void session_open(struct session *s, const struct run_opts *o,
+			 const struct policy *p, const char *id)
 {
-	struct receipt_writer *w;
-	char err[256], pub[64];
-	EVP_PKEY *key = signing_key(o);
-	json_t *subject;
+	char err[256];
+	EVP_PKEY *key;
+
+	memset(s, 0, sizeof(*s));
+	s->o = o;
+	s->p = p;
+	s->id = id;
+	doctor_probe(&s->caps);
+	if (!o->events)
+		return;
+	key = signing_key(o);
+	if (!receipt_pubkey_b64(key, s->pubkey, sizeof(s->pubkey)))
+		util_die(EXIT_AIRLOCK_FAILURE, "cannot encode the signing public key");
+	s->w = receipt_open(o->events, key, id, p->digest, err, sizeof(err));
+	EVP_PKEY_free(key);
+	if (!s->w)
+		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: %s", o->events, err);
+}
+
+/* session.start, or session.refused when the session cannot start: both
+ * open a stream and carry the signing key. */
+static void session_begin(struct session *s, const char *type,
+			  enum receipt_decision d, const char *rule,
+			  const char *reason)
+{
+	json_t *subject = json_pack("{s:s, s:o, s:s, s:s}", "mode",
+				    policy_mode_to_string(s->p->mode), "capabilities",
+				    doctor_caps_json(&s->caps), "pubkey", s->pubkey,
+				    "argv0", s->o->cmd[0]);
+
+	ASSERT(subject);
+	record(s, type, d, RECEIPT_POINT_SUPERVISOR, rule, subject, reason);
+}
+
+static void session_end(struct session *s, int status)
+{
+	if (s->w && receipt_close(s->w, status) < 0)
+		util_warn("--events %s: cannot write session.end", s->o->events);
+	s->w = NULL;
+}
+
+/* Refuses to start: a block receipt instead of session.start, then
+ * session.end with 125, and one line on stderr. */
+__attribute__((noreturn)) static void session_refuse(struct session *s,
+						     const char *rule,
+						     const char *msg)
+{
+	session_begin(s, "session.refused", RECEIPT_BLOCK, rule, msg);
+	session_end(s, EXIT_AIRLOCK_FAILURE);
+	util_die(EXIT_AIRLOCK_FAILURE, "%s", msg);
+}
+
+static int run_off_with_events(const struct run_opts *o, const struct policy *p,
+			       const char *id)
+{
+	struct session s;
 	int status;
 
-	if (!receipt_pubkey_b64(key, pub, sizeof(pub)))
-		util_die(EXIT_AIRLOCK_FAILURE, "cannot encode the signing public key");
-	w = receipt_open(o->events, key, session, p->digest, err, sizeof(err));
-	EVP_PKEY_free(key);
-	if (!w)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: %s", o->events, err);
-	subject = start_subject(p, pub, o->cmd[0]);
-	if (receipt_append(w, "session.start", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
-			   "session", subject, "session started in mode off") < 0)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot write the receipt",
-			 o->events);
-	json_decref(subject);
+	session_open(&s, o, p, id);
+	session_begin(&s, "session.start", RECEIPT_INFO, "session",
+		      "session started in mode off");
 	status = spawn_and_wait(o->cmd);
-	if (receipt_close(w, status) < 0)
-		util_warn("--events %s: cannot write session.end", o->events);
+	session_end(&s, status);
+	return status;
+}
+
+/* --- the proxy socket, until the egress proxy serves it --------------------
+ *
+ * Every request that reaches the sandbox's proxy socket is answered 403 and
+ * recorded: nothing leaves the sandbox. The request line is read (at most
+ * STUB_LINE_MAX bytes) only to name the target in the receipt. */
+
+#define STUB_CONNS 64
+#define STUB_LINE_MAX 1024
+
+struct stub_conn {
+	int fd;
+	size_t len;
+	char line[STUB_LINE_MAX];
+};
+
+enum ev_tag { EV_SIGNAL = 1, EV_LISTEN, EV_CONN };
+
+static uint64_t ev_data(enum ev_tag tag, uint32_t index)
+{
+	return ((uint64_t)tag << 32) | index;
+}
+
+/* Keeps printable ASCII of the request line for the receipt. */
+static char *sanitise(const char *in, size_t len)
+{
+	char *out = util_xmalloc(len + 1);
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
+	out[len] = '\0';
+	return out;
+}
+
+static void stub_answer(struct session *s, struct stub_conn *c)
+{
+	char *line, *sp, *target, resp[512];
+	const char *method = "";
+	int64_t seq;
+	int n;
+
+	line = sanitise(c->line, strcspn(c->line, "\r\n") < c->len
+				     ? strcspn(c->line, "\r\n") : c->len);
+	target = line;
+	sp = strchr(line, ' ');
+	if (sp) {
+		*sp = '\0';
+		method = line;
+		target = sp + 1;
+		sp = strchr(target, ' ');
+		if (sp)
+			*sp = '\0';
+	}
+	seq = record(s, "egress.block", RECEIPT_BLOCK, RECEIPT_POINT_EGRESS_PROXY,
+		     "egress.unavailable",
+		     json_pack("{s:s, s:s}", "method", method, "target", target),
+		     "this version of airlock has no egress proxy: nothing leaves "
+		     "the sandbox");
+	n = snprintf(resp, sizeof(resp),
+		     "HTTP/1.1 403 Forbidden\r\n"
+		     "X-Airlock-Rule: egress.unavailable\r\n"
+		     "X-Airlock-Receipt: %lld\r\n"
+		     "Content-Type: text/plain\r\n"
+		     "Content-Length: 61\r\n"
+		     "Connection: close\r\n\r\n"
+		     "airlock: denied: this version has no egress proxy (no egress)\n",
+		     (long long)seq);
+	(void)send(c->fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(line);
+	close(c->fd);
+	c->fd = -1;
+}
+
+static void stub_read(struct session *s, struct stub_conn *c)
+{
+	ssize_t r = recv(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len,
+			 MSG_DONTWAIT);
+
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	c->len += (size_t)r;
+	c->line[c->len] = '\0';
+	if (memchr(c->line, '\n', c->len) || c->len == sizeof(c->line) - 1)
+		stub_answer(s, c);
+}
+
+static void stub_accept(int epfd, int lfd, struct stub_conn *conns)
+{
+	struct epoll_event ev;
+	uint32_t i;
+	int fd;
+
+	while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		for (i = 0; i < STUB_CONNS && conns[i].fd >= 0; i++)
+			;
+		if (i == STUB_CONNS) {
+			close(fd); /* full: this client only */
+			continue;
+		}
+		conns[i].fd = fd;
+		conns[i].len = 0;
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.u64 = ev_data(EV_CONN, i);
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			conns[i].fd = -1;
+		}
+	}
+}
+
+static void block_signals(void)
+{
+	sigset_t mask;
+	size_t k;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	for (k = 0; k < ARRAY_SIZE(forwarded); k++)
+		sigaddset(&mask, forwarded[k]);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
+}
+
+/* Serves the proxy socket and forwards signals until init exits; returns
+ * init's wait status. */
+static int supervise(struct session *s, struct sandbox *sb)
+{
+	struct stub_conn *conns = util_xcalloc(STUB_CONNS, sizeof(*conns));
+	struct epoll_event ev, evs[16];
+	sigset_t mask;
+	int epfd, sfd, status = 0, n, i;
+	size_t k;
+
+	for (k = 0; k < STUB_CONNS; k++)
+		conns[k].fd = -1;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	for (k = 0; k < ARRAY_SIZE(forwarded); k++)
+		sigaddset(&mask, forwarded[k]);
+	/* Already blocked by run_sandboxed(), before the sandbox started. */
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || epfd < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "supervisor event loop");
+	ev.events = EPOLLIN;
+	ev.data.u64 = ev_data(EV_SIGNAL, 0);
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "epoll");
+	if (fcntl(sb->proxy_fd, F_SETFL, O_NONBLOCK) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy socket");
+	ev.data.u64 = ev_data(EV_LISTEN, 0);
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sb->proxy_fd, &ev) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "epoll");
+
+	for (;;) {
+		if (waitpid(sb->init_pid, &status, WNOHANG) == sb->init_pid)
+			break;
+		n = epoll_wait(epfd, evs, (int)ARRAY_SIZE(evs), -1);
+		for (i = 0; i < n; i++) {
+			uint32_t idx = (uint32_t)evs[i].data.u64;
+
+			switch ((enum ev_tag)(evs[i].data.u64 >> 32)) {
+			case EV_SIGNAL: {
+				struct signalfd_siginfo si;
+
+				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+					if (si.ssi_signo != SIGCHLD &&
+					    si.ssi_code != SI_KERNEL)
+						kill(sb->init_pid, (int)si.ssi_signo);
+				break;
+			}
+			case EV_LISTEN:
+				stub_accept(epfd, sb->proxy_fd, conns);
+				break;
+			case EV_CONN:
+				if (idx < STUB_CONNS && conns[idx].fd >= 0)
+					stub_read(s, &conns[idx]);
+				break;
+			}
+		}
+	}
+	for (k = 0; k < STUB_CONNS; k++)
+		if (conns[k].fd >= 0)
+			close(conns[k].fd);
+	free(conns);
+	close(epfd);
+	close(sfd);
+	return status;
+}
+
+/* --- shadow and enforce ---------------------------------------------------- */
+
+static char *resolve(const char *path, bool must_exist)
+{
+	char *r = realpath(path, NULL);
+
+	if (r)
+		return r;
+	if (must_exist)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "%s", path);
+	return util_xstrdup(path);
+}
+
+static void add_path(char ***v, size_t *n, char *path)
+{
+	*v = util_xrealloc(*v, (*n + 1) * sizeof(char *));
+	(*v)[(*n)++] = path;
+}
+
+static void free_paths(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Runs in the sandbox's init, a copy of our memory: wipes the secret
+ * values, and the environment strings they came from. */
+static void scrub_secrets(void *arg)
+{
+	struct broker *b = arg;
+	size_t i;
+	char **e;
+
+	for (i = 0; i < b->count; i++) {
+		const char *name = b->secrets[i].def->from_env;
+		size_t n = name ? strlen(name) : 0;
+
+		for (e = environ; name && e && *e; e++)
+			if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
+	}
+	broker_free(b);
+}
+
+static bool is_path_dest(const char *events)
+{
+	return events && strcmp(events, "-") != 0 && strncmp(events, "fd:", 3) != 0;
+}
+
+static int run_sandboxed(const struct run_opts *o, const struct policy *p,
+			 const char *id, const char *workspace)
+{
+	bool enforce = p->mode == POLICY_MODE_ENFORCE;
+	struct sandbox_config cfg;
+	struct env_result env;
+	struct broker broker;
+	struct sandbox sb;
+	struct session s;
+	char err[512];
+	int status, exec_err;
+	size_t i;
+
+	memset(&cfg, 0, sizeof(cfg));
+	/* The supervisor holds secret values: no core dumps, no ptrace
+	 * from the caller's other processes. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
+	session_open(&s, o, p, id);
+	if (!doctor_enforce_ready(&s.caps)) {
+		json_t *caps = doctor_caps_json(&s.caps);
+		char *missing = json_dumps(json_object_get(caps, "missing"), JSON_COMPACT);
+
+		snprintf(err, sizeof(err),
+			 "mode %s needs %s, which this host does not provide "
+			 "(see 'airlock doctor')",
+			 policy_mode_to_string(p->mode), missing ? missing : "?");
+		free(missing);
+		json_decref(caps);
+		session_refuse(&s, "capabilities", err);
+	}
+	if (broker_load(&broker, p, err, sizeof(err)) < 0)
+		session_refuse(&s, "secrets", err);
+
+	cfg.workspace = workspace;
+	for (i = 0; i < p->nfs_rw; i++)
+		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
+	for (i = 0; i < p->nfs_hide; i++)
+		add_path(&cfg.hide, &cfg.nhide, resolve(p->fs_hide[i], false));
+	/* airlock's own files never reach the agent (SPEC §3.6). */
+	if (o->policy_path)
+		add_path(&cfg.hide, &cfg.nhide, resolve(o->policy_path, false));
+	if (o->signing_key)
+		add_path(&cfg.hide, &cfg.nhide, resolve(o->signing_key, false));
+	if (is_path_dest(o->events))
+		add_path(&cfg.hide, &cfg.nhide, resolve(o->events, false));
+	for (i = 0; i < p->nsecrets; i++)
+		if (p->secrets[i].from_file)
+			add_path(&cfg.hide, &cfg.nhide,
+				 resolve(p->secrets[i].from_file, false));
+
+	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
+	cfg.envp = env.envp;
+	cfg.argv = o->cmd;
+	cfg.proxy_port = SANDBOX_PROXY_PORT;
+	cfg.scrub = scrub_secrets;
+	cfg.scrub_arg = &broker;
+
+	session_begin(&s, "session.start", RECEIPT_INFO, "session",
+		      enforce ? "session started in mode enforce"
+			      : "session started in mode shadow");
+	for (i = 0; i < env.ndropped; i++)
+		record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
+		       RECEIPT_POINT_SUPERVISOR, "env.pass",
+		       json_pack("{s:s}", "name", env.dropped[i]),
+		       enforce ? "not in env.pass: not passed to the agent"
+			       : "not in env.pass: enforce would drop it");
+
+	/* Blocked before the clone, so no SIGCHLD or forwarded signal can be
+	 * lost before supervise() reads them from its signalfd. */
+	block_signals();
+	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
+		record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "sandbox", json_object(), err);
+		session_end(&s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
+	}
+	status = supervise(&s, &sb);
+	status = sandbox_exit_status(&sb, status, &exec_err);
+	if (exec_err)
+		report_exec_failure(o->cmd[0], exec_err);
+	sandbox_release(&sb);
+	session_end(&s, status);
+
+	env_result_free(&env);
+	broker_free(&broker);
+	free_paths(cfg.rw, cfg.nrw);
+	free_paths(cfg.hide, cfg.nhide);
 	return status;
 }
 
@@ -363,31 +765,35 @@ int cmd_run(int argc, char **argv)
 {
 	struct run_opts o;
 	struct policy *p;
-	char *session;
+	char *session, *workspace;
 	int status;
 
 	parse_opts(argc, argv, &o);
 	p = load_policy(&o);
-	if (p->mode != POLICY_MODE_OFF)
-		util_die(EXIT_AIRLOCK_FAILURE,
-			 "mode %s needs the sandbox, which this version of airlock "
-			 "does not provide yet; use --mode off",
-			 policy_mode_to_string(p->mode));
-	if (o.workspace && chdir(o.workspace) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", o.workspace);
+	workspace = realpath(o.workspace ? o.workspace : ".", NULL);
+	if (!workspace)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s",
+			       o.workspace ? o.workspace : ".");
+	if (chdir(workspace) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 	session = make_session_id(&o, p);
 
-	if (!o.events) {
+	if (p->mode != POLICY_MODE_OFF) {
+		status = run_sandboxed(&o, p, session, workspace);
+	} else if (!o.events) {
 		/* Nothing to record: become CMD, changing nothing. */
 		policy_free(p);
 		free(session);
+		free(workspace);
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);
 		return exec_status(status);
+	} else {
+		status = run_off_with_events(&o, p, session);
 	}
-	status = run_off_with_events(&o, p, session);
 	policy_free(p);
 	free(session);
+	free(workspace);
 	return status;
 }

@@ -1,0 +1,865 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * sandbox.c - namespaces, filesystem view, privileges, seccomp and Landlock
+ * for the agent (SPEC §4).
+ *
+ * DOC: Theory of Operation
+ *
+ * Three processes take part:
+ *
+ *   supervisor (airlock run, outside)
+ *     `- init: PID 1 of the new PID namespace, inside every new namespace
+ *          `- agent: the command, with no capabilities, under seccomp
+ *
+ * The supervisor clone()s init into new user, mount, PID, network, IPC and
+ * UTS namespaces, writes init's uid/gid maps (the caller's own ids, mapped
+ * to themselves) and only then lets it go on, over a pipe. Init:
+ *
+ *   1. asks to be SIGKILLed when the supervisor dies (PR_SET_PDEATHSIG) and
+ *      then checks the supervisor is still there: if it died first, the
+ *      sync pipe gives EOF and init exits; the death of PID 1 kills every
+ *      process of the namespace, so nothing can outlive the supervisor;
+ *   2. brings up loopback, the only interface of its network namespace, and
+ *      creates the proxy's listening socket there (127.0.0.1:PORT). The
+ *      socket goes to the supervisor over a unix socket pair (SCM_RIGHTS),
+ *      so the proxy is served from outside: the agent can reach the proxy
+ *      and nothing else;
+ *   3. builds the filesystem view on a tmpfs (as bubblewrap does): the host
+ *      root bound read-only (recursively, with mount_setattr), a private
+ *      /tmp, a fresh /proc for the new PID namespace, a minimal /dev, the
+ *      workspace and fs.rw bound writable, fs.hide and the files airlock
+ *      must keep from the agent masked; then pivot_root into it and detach
+ *      the old root;
+ *   4. forks the agent and waits, reaping every orphan; when the agent ends
+ *      init exits with its status, which takes the whole namespace down.
+ *
+ * The agent, before exec: setsid (no TIOCSTI into the caller's terminal),
+ * every descriptor but 0-2 closed on exec, Landlock limiting writes to the
+ * writable paths, every capability dropped (bounding, ambient, effective,
+ * permitted, inheritable; securebits locked), no_new_privs, and a seccomp
+ * filter that fails dangerous calls with EPERM (so tools print errors
+ * instead of dying mysteriously). Calls from another architecture's ABI
+ * kill the process: their numbers would bypass the filter.
+ *
+ * Should: see the host read-only, write its workspace, /tmp and fs.rw,
+ * reach 127.0.0.1:PORT. Mustn't: see airlock's own files (policy, key,
+ * secret files, events file), see or signal the supervisor, create
+ * namespaces or mounts, open raw/packet sockets, use io_uring, bpf, perf,
+ * keyrings or process_vm_*, outlive the session.
+ *
+ * Setup failures inside init travel to the supervisor as one line of text
+ * over the socket pair; the supervisor reports it and exits 125.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | \
+		  CLONE_NEWIPC | CLONE_NEWUTS)
+
+/* Inside init, after pivot_root, the new root is assembled here (on the
+ * staging tmpfs) and the host root is reachable at OLD. */
+#define NEW "/newroot"
+#define OLD "/oldroot"
+
+/* State init needs; lives in init's copy of the supervisor's memory. */
+struct init_ctx {
+	const struct sandbox_config *cfg;
+	int sync_fd;   /* read end: the supervisor has written our id maps */
+	int ctl_fd;    /* socket pair end: listening fd or an error line */
+	int exec_fd;   /* write end: errno of a failed exec */
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Reports a setup failure to the supervisor and exits. */
+__attribute__((noreturn, format(printf, 2, 3))) static void
+init_fail(const struct init_ctx *c, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int err = errno;
+	size_t n;
+
+	msg[0] = 'E';
+	va_start(ap, fmt);
+	vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	n = strlen(msg);
+	if (err && n + 3 < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(err));
+	(void)send(c->ctl_fd, msg, strlen(msg), MSG_NOSIGNAL);
+	_exit(EXIT_AIRLOCK_FAILURE);
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = util_write_all(fd, text, strlen(text));
+	close(fd);
+	return r;
+}
+
+static void loopback_up(const struct init_ctx *c)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		init_fail(c, "socket for loopback");
+	memset(&ifr, 0, sizeof(ifr));
+	util_strlcpy(ifr.ifr_name, "lo", sizeof(ifr.ifr_name));
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		init_fail(c, "loopback flags");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		init_fail(c, "bringing up loopback");
+	close(fd);
+}
+
+/* Creates the proxy's listening socket inside our network namespace and
+ * passes it to the supervisor. */
+static void hand_over_proxy_socket(const struct init_ctx *c)
+{
+	struct sockaddr_in sin;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	char ok = 'S';
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		init_fail(c, "proxy socket");
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(c->cfg->proxy_port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		init_fail(c, "binding the proxy socket to 127.0.0.1:%u",
+			  c->cfg->proxy_port);
+	if (listen(fd, SOMAXCONN) < 0)
+		init_fail(c, "listen on the proxy socket");
+
+	memset(&msg, 0, sizeof(msg));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = &ok;
+	iov.iov_len = 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
+		init_fail(c, "passing the proxy socket");
+	close(fd);
+}
+
+/* mkdir -p for a mount point under NEW; existing components are fine. */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	if (!util_strlcpy(buf, path, sizeof(buf)))
+		return -ENAMETOOLONG;
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void path_join(const struct init_ctx *c, char *out, size_t len,
+		      const char *prefix, const char *path)
+{
+	if ((size_t)snprintf(out, len, "%s%s", prefix, path) >= len)
+		init_fail(c, "path too long: %s", path);
+}
+
+/* Binds host @path (seen at OLD/@path) writable at NEW/@path. */
+static void bind_writable(const struct init_ctx *c, const char *path)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct stat st;
+
+	path_join(c, src, sizeof(src), OLD, path);
+	path_join(c, dst, sizeof(dst), NEW, path);
+	if (stat(src, &st) < 0)
+		init_fail(c, "writable path %s", path);
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir_p(dst, 0755) < 0)
+			init_fail(c, "mount point for %s", path);
+	} else if (access(dst, F_OK) < 0) {
+		init_fail(c, "writable path %s must be a directory or an existing file",
+			  path);
+	}
+	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		init_fail(c, "binding %s writable", path);
+}
+
+/* Masks NEW/@path: an empty unreadable directory or file takes its place.
+ * A path the view does not show (e.g. under the private /tmp) needs no
+ * mask. Symlinks are never followed into place. */
+static void hide_path(const struct init_ctx *c, const char *path)
+{
+	char dst[PATH_MAX];
+	struct stat st;
+
+	path_join(c, dst, sizeof(dst), NEW, path);
+	if (lstat(dst, &st) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return;
+		init_fail(c, "hiding %s", path);
+	}
+	if (S_ISLNK(st.st_mode))
+		init_fail(c, "hiding %s: it is a symbolic link in the sandbox view", path);
+	if (S_ISDIR(st.st_mode)) {
+		if (mount("airlock-hidden", dst, "tmpfs", MS_RDONLY | MS_NOSUID |
+			  MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
+			init_fail(c, "hiding directory %s", path);
+	} else if (mount("/hidden", dst, NULL, MS_BIND, NULL) < 0 ||
+		   mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+		init_fail(c, "hiding file %s", path);
+	}
+}
+
+static void bind_dev_node(const struct init_ctx *c, const char *name)
+{
+	char src[64], dst[64];
+	int fd;
+
+	snprintf(src, sizeof(src), OLD "/dev/%s", name);
+	snprintf(dst, sizeof(dst), NEW "/dev/%s", name);
+	fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+	if (fd < 0)
+		init_fail(c, "creating %s", dst);
+	close(fd);
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		init_fail(c, "binding /dev/%s", name);
+}
+
+static void make_dev(const struct init_ctx *c)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random",
+					     "urandom", "tty" };
+	static const char *const links[][2] = {
+		{ "/proc/self/fd", NEW "/dev/fd" },
+		{ "/proc/self/fd/0", NEW "/dev/stdin" },
+		{ "/proc/self/fd/1", NEW "/dev/stdout" },
+		{ "/proc/self/fd/2", NEW "/dev/stderr" },
+		{ "pts/ptmx", NEW "/dev/ptmx" },
+	};
+	size_t i;
+
+	if (mount("airlock-dev", NEW "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+		  "mode=0755") < 0)
+		init_fail(c, "mounting /dev");
+	for (i = 0; i < ARRAY_SIZE(nodes); i++)
+		bind_dev_node(c, nodes[i]);
+	for (i = 0; i < ARRAY_SIZE(links); i++)
+		if (symlink(links[i][0], links[i][1]) < 0)
+			init_fail(c, "creating %s", links[i][1]);
+	if (mkdir(NEW "/dev/pts", 0755) < 0 || mkdir(NEW "/dev/shm", 01777) < 0)
+		init_fail(c, "creating /dev/pts and /dev/shm");
+	if (mount("devpts", NEW "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		init_fail(c, "mounting /dev/pts");
+	if (mount("airlock-shm", NEW "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=01777") < 0)
+		init_fail(c, "mounting /dev/shm");
+}
+
+static void build_root(const struct init_ctx *c)
+{
+	const struct sandbox_config *cfg = c->cfg;
+	struct mount_attr attr;
+	size_t i;
+	int fd;
+
+	/* Nothing we mount may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		init_fail(c, "making mounts private");
+	/* A staging tmpfs becomes our root; the host root moves to OLD. */
+	if (mount("airlock-root", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+		init_fail(c, "mounting the staging tmpfs");
+	if (chdir("/tmp") < 0 || mkdir("newroot", 0755) < 0 ||
+	    mkdir("oldroot", 0755) < 0)
+		init_fail(c, "preparing the staging tmpfs");
+	if (syscall(SYS_pivot_root, ".", "oldroot") < 0)
+		init_fail(c, "pivot_root to the staging tmpfs");
+	if (chdir("/") < 0)
+		init_fail(c, "chdir /");
+	/* An empty, unreadable file to mask files with. */
+	fd = open("/hidden", O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		init_fail(c, "creating the mask file");
+	close(fd);
+
+	/* The host root, recursively and read-only, without setuid or
+	 * device files. */
+	if (mount(OLD, NEW, NULL, MS_BIND | MS_REC, NULL) < 0)
+		init_fail(c, "binding the host root");
+	memset(&attr, 0, sizeof(attr));
+	attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (mount_setattr(AT_FDCWD, NEW, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		init_fail(c, "making the host root read-only");
+
+	if (mount("airlock-tmp", NEW "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=01777") < 0)
+		init_fail(c, "mounting the private /tmp");
+	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		init_fail(c, "mounting /proc");
+	make_dev(c);
+
+	bind_writable(c, cfg->workspace);
+	for (i = 0; i < cfg->nrw; i++)
+		bind_writable(c, cfg->rw[i]);
+	for (i = 0; i < cfg->nhide; i++)
+		hide_path(c, cfg->hide[i]);
+
+	/* Enter the view and drop the host root and the staging tmpfs. */
+	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		init_fail(c, "entering the sandbox root");
+}
+
+/* Landlock: writes only beneath the writable paths. Reads are left to the
+ * read-only mounts. Returns the ABI applied (0: kernel without Landlock). */
+static int apply_landlock(const struct sandbox_config *cfg)
+{
+	struct landlock_ruleset_attr ra;
+	struct landlock_path_beneath_attr pb;
+	const char *fixed[] = { "/tmp", "/dev" };
+	long abi;
+	size_t i;
+	int rfd, fd;
+
+	abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
+		      LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi <= 0)
+		return 0;
+	memset(&ra, 0, sizeof(ra));
+	ra.handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE |
+			       LANDLOCK_ACCESS_FS_REMOVE_DIR |
+			       LANDLOCK_ACCESS_FS_REMOVE_FILE |
+			       LANDLOCK_ACCESS_FS_MAKE_CHAR |
+			       LANDLOCK_ACCESS_FS_MAKE_DIR |
+			       LANDLOCK_ACCESS_FS_MAKE_REG |
+			       LANDLOCK_ACCESS_FS_MAKE_SOCK |
+			       LANDLOCK_ACCESS_FS_MAKE_FIFO |
+			       LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+			       LANDLOCK_ACCESS_FS_MAKE_SYM;
+	if (abi >= 2)
+		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	if (rfd < 0)
+		return -errno;
+	pb.allowed_access = ra.handled_access_fs;
+	for (i = 0; i < ARRAY_SIZE(fixed) + 1 + cfg->nrw; i++) {
+		const char *p = i < ARRAY_SIZE(fixed) ? fixed[i]
+				: i == ARRAY_SIZE(fixed) ? cfg->workspace
+				: cfg->rw[i - ARRAY_SIZE(fixed) - 1];
+
+		fd = open(p, O_PATH | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		pb.parent_fd = fd;
+		/* A file (not a directory) accepts only file rights. */
+		if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH,
+			    &pb, 0) < 0) {
+			struct landlock_path_beneath_attr fpb = pb;
+
+			fpb.allowed_access &= LANDLOCK_ACCESS_FS_WRITE_FILE |
+					      LANDLOCK_ACCESS_FS_TRUNCATE;
+			(void)syscall(SYS_landlock_add_rule, rfd,
+				      LANDLOCK_RULE_PATH_BENEATH, &fpb, 0);
+		}
+		close(fd);
+	}
+	if (syscall(SYS_landlock_restrict_self, rfd, 0) < 0) {
+		int err = errno;
+
+		close(rfd);
+		return -err;
+	}
+	close(rfd);
+	return (int)abi;
+}
+
+static int drop_capabilities(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	unsigned long cap;
+
+	for (cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -errno;
+	/* uid 0 inside (when the caller is root) must not regain anything
+	 * on exec. */
+	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+		  SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+		  SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+		  SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0, 0, 0) < 0)
+		return -errno;
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -errno;
+	return 0;
+}
+
+static int deny(scmp_filter_ctx ctx, int sys)
+{
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 0);
+}
+
+/* The seccomp filter of SPEC §4 and docs/SANDBOX.md. */
+static int load_seccomp(void)
+{
+	static const int denied[] = {
+		SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
+		SCMP_SYS(io_uring_register), SCMP_SYS(keyctl), SCMP_SYS(add_key),
+		SCMP_SYS(request_key), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
+		SCMP_SYS(userfaultfd), SCMP_SYS(kexec_load),
+		SCMP_SYS(kexec_file_load), SCMP_SYS(init_module),
+		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(mount),
+		SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(move_mount),
+		SCMP_SYS(open_tree), SCMP_SYS(fsopen), SCMP_SYS(fsmount),
+		SCMP_SYS(fsconfig), SCMP_SYS(fspick), SCMP_SYS(mount_setattr),
+		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(process_vm_readv),
+		SCMP_SYS(process_vm_writev), SCMP_SYS(open_by_handle_at),
+		SCMP_SYS(reboot), SCMP_SYS(swapon), SCMP_SYS(swapoff),
+		SCMP_SYS(syslog), SCMP_SYS(acct), SCMP_SYS(quotactl),
+		SCMP_SYS(personality), SCMP_SYS(chroot),
+	};
+	/* Address families other than unix, IPv4, IPv6 and netlink. */
+	static const int families[] = { 0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
+	static const unsigned long ns_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+		CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME,
+	};
+	scmp_filter_ctx ctx;
+	size_t i;
+	int r = 0;
+
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	/* A syscall through another ABI (int 0x80, x32) is killed. */
+	r |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	for (i = 0; i < ARRAY_SIZE(denied); i++)
+		r |= deny(ctx, denied[i]);
+	/* clone3 passes its flags in memory, out of the filter's reach:
+	 * ENOSYS makes libc fall back to clone, whose flags we can see. */
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	for (i = 0; i < ARRAY_SIZE(ns_flags); i++)
+		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	for (i = 0; i < ARRAY_SIZE(families); i++)
+		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+			      SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
+	/* Raw and packet-type sockets of IPv4 and IPv6 (the type's low bits;
+	 * SOCK_CLOEXEC and SOCK_NONBLOCK live above them). */
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			      SCMP_A0(SCMP_CMP_EQ, AF_INET),
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			      SCMP_A0(SCMP_CMP_EQ, AF_INET6),
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			      SCMP_A0(SCMP_CMP_EQ, AF_INET),
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET));
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			      SCMP_A0(SCMP_CMP_EQ, AF_INET6),
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET));
+	/* Netlink: only NETLINK_ROUTE, which libc uses for getifaddrs. */
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+			      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+			      SCMP_A2(SCMP_CMP_NE, 0));
+	/* Terminal injection, matched on the 32 bits the kernel reads. */
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return r;
+}
+
+__attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
+{
+	extern char **environ;
+	int err, r;
+
+	if (setsid() < 0)
+		goto fail;
+	/* Only 0-2 and the exec error pipe (already close-on-exec) survive. */
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		goto fail;
+	if (chdir(c->cfg->workspace) < 0)
+		goto fail;
+	r = apply_landlock(c->cfg);
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	r = drop_capabilities();
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		goto fail;
+	r = load_seccomp();
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	/* execvp searches the PATH of environ: make it the agent's. */
+	environ = c->cfg->envp;
+	execvp(c->cfg->argv[0], c->cfg->argv);
+fail:
+	err = errno;
+	(void)util_write_all(c->exec_fd, &err, sizeof(err));
+	_exit(EXIT_CANNOT_EXEC);
+}
+
+/* PID 1: waits for the agent, reaps orphans, forwards termination signals,
+ * and exits with the agent's status (which kills the namespace). */
+__attribute__((noreturn)) static void init_loop(pid_t agent)
+{
+	sigset_t set;
+	int status = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	for (;;) {
+		siginfo_t si;
+		pid_t pid;
+		int sig = sigwaitinfo(&set, &si);
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			kill(agent, sig);
+			continue;
+		}
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (pid != agent)
+				continue;
+			if (WIFSIGNALED(status))
+				_exit(128 + WTERMSIG(status));
+			_exit(WEXITSTATUS(status));
+		}
+	}
+}
+
+__attribute__((noreturn)) static void init_main(struct init_ctx *c)
+{
+	sigset_t set;
+	char go;
+	pid_t agent;
+
+	if (c->cfg->scrub)
+		c->cfg->scrub(c->cfg->scrub_arg);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		init_fail(c, "PR_SET_PDEATHSIG");
+	/* The supervisor writes our id maps, then one byte. EOF means it
+	 * died before (PDEATHSIG may have been set too late to fire). */
+	if (read(c->sync_fd, &go, 1) != 1)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	close(c->sync_fd);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		init_fail(c, "PR_SET_DUMPABLE");
+	if (sethostname("airlock", 7) < 0)
+		init_fail(c, "sethostname");
+	loopback_up(c);
+	hand_over_proxy_socket(c);
+	build_root(c);
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		init_fail(c, "sigprocmask");
+	agent = fork();
+	if (agent < 0)
+		init_fail(c, "fork");
+	if (agent == 0) {
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		close(c->ctl_fd);
+		exec_agent(c);
+	}
+	/* Setup is over: closing the control socket tells the supervisor. */
+	close(c->ctl_fd);
+	close(c->exec_fd);
+	init_loop(agent);
+}
+
+static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	char path[64], map[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	snprintf(map, sizeof(map), "%u %u 1\n", uid, uid);
+	r = write_file(path, map);
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+		r = write_file(path, "deny");
+	}
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+		snprintf(map, sizeof(map), "%u %u 1\n", gid, gid);
+		r = write_file(path, map);
+	}
+	if (r < 0)
+		snprintf(err, errlen, "writing the sandbox's id maps: %s", strerror(-r));
+	return r;
+}
+
+/* Receives the proxy socket, or init's error line. */
+static int receive_proxy_socket(int ctl, int *fd_out, char *err, size_t errlen)
+{
+	char buf[512], cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	ssize_t n;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf) - 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	do
+		n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		snprintf(err, errlen, "the sandbox ended during setup");
+		return -1;
+	}
+	buf[n] = '\0';
+	if (buf[0] == 'E') {
+		snprintf(err, errlen, "%s", buf + 1);
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(&msg);
+	if (buf[0] != 'S' || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+		snprintf(err, errlen, "the sandbox sent no proxy socket");
+		return -1;
+	}
+	memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
+	return 0;
+}
+
+/* Waits for init to finish setup: the control socket closes (EOF) when the
+ * agent has been forked, or carries an error line. */
+static int wait_setup(int ctl, char *err, size_t errlen)
+{
+	char buf[512];
+	ssize_t n;
+
+	do
+		n = recv(ctl, buf, sizeof(buf) - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return 0;
+	if (n < 0) {
+		snprintf(err, errlen, "sandbox setup: %s", strerror(errno));
+		return -1;
+	}
+	buf[n] = '\0';
+	snprintf(err, errlen, "%s", buf[0] == 'E' ? buf + 1 : buf);
+	return -1;
+}
+
+int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
+		  char *err, size_t errlen)
+{
+	int sync[2] = { -1, -1 }, ctl[2] = { -1, -1 }, ex[2] = { -1, -1 };
+	struct init_ctx c;
+	pid_t pid;
+	int ret = -1;
+
+	memset(sb, 0, sizeof(*sb));
+	sb->init_pid = -1;
+	sb->proxy_fd = -1;
+	sb->exec_err_fd = -1;
+	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+		snprintf(err, errlen, "creating sandbox channels: %s", strerror(errno));
+		goto out;
+	}
+	c.cfg = cfg;
+	c.sync_fd = sync[0];
+	c.ctl_fd = ctl[1];
+	c.exec_fd = ex[1];
+	c.uid = getuid();
+	c.gid = getgid();
+
+	pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
+	if (pid < 0) {
+		snprintf(err, errlen, "creating the sandbox namespaces: %s "
+			 "(see 'airlock doctor')", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		close(sync[1]);
+		close(ctl[0]);
+		close(ex[0]);
+		init_main(&c);
+	}
+	sb->init_pid = pid;
+	close(sync[0]);
+	sync[0] = -1;
+	close(ctl[1]);
+	ctl[1] = -1;
+	close(ex[1]);
+	ex[1] = -1;
+	if (write_id_maps(pid, c.uid, c.gid, err, errlen) < 0)
+		goto kill;
+	if (util_write_all(sync[1], "g", 1) < 0) {
+		snprintf(err, errlen, "starting the sandbox: %s", strerror(errno));
+		goto kill;
+	}
+	if (receive_proxy_socket(ctl[0], &sb->proxy_fd, err, errlen) < 0)
+		goto kill;
+	if (wait_setup(ctl[0], err, errlen) < 0)
+		goto kill;
+	sb->exec_err_fd = ex[0];
+	ex[0] = -1;
+	sb->landlock_abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0,
+					LANDLOCK_CREATE_RULESET_VERSION);
+	if (sb->landlock_abi < 0)
+		sb->landlock_abi = 0;
+	ret = 0;
+	goto out;
+kill:
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	sb->init_pid = -1;
+	if (sb->proxy_fd >= 0)
+		close(sb->proxy_fd);
+	sb->proxy_fd = -1;
+out:
+	if (sync[0] >= 0)
+		close(sync[0]);
+	if (sync[1] >= 0)
+		close(sync[1]);
+	if (ctl[0] >= 0)
+		close(ctl[0]);
+	if (ctl[1] >= 0)
+		close(ctl[1]);
+	if (ex[0] >= 0)
+		close(ex[0]);
+	if (ex[1] >= 0)
+		close(ex[1]);
+	return ret;
+}
+
+int sandbox_exit_status(struct sandbox *sb, int wstatus, int *exec_errno)
+{
+	int e = 0;
+	ssize_t n = -1;
+
+	*exec_errno = 0;
+	if (sb->exec_err_fd >= 0) {
+		do
+			n = read(sb->exec_err_fd, &e, sizeof(e));
+		while (n < 0 && errno == EINTR);
+	}
+	if (n == (ssize_t)sizeof(e) && e != 0) {
+		*exec_errno = e;
+		return (e == ENOENT || e == ENOTDIR) ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+	}
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return WEXITSTATUS(wstatus);
+}
+
+void sandbox_release(struct sandbox *sb)
+{
+	if (sb->proxy_fd >= 0)
+		close(sb->proxy_fd);
+	if (sb->exec_err_fd >= 0)
+		close(sb->exec_err_fd);
+	sb->proxy_fd = -1;
+	sb->exec_err_fd = -1;
+}

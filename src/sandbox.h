@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * sandbox.h - the agent's sandbox (SPEC §4, §3.6): namespaces, filesystem
+ * view, privileges, seccomp, Landlock and the proxy socket hand-off.
+ */
+#ifndef AIRLOCK_SANDBOX_H
+#define AIRLOCK_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SANDBOX_PROXY_PORT 3128
+
+struct sandbox_config {
+	const char *workspace; /* absolute, symlink-free */
+	char **rw;             /* extra writable paths (absolute, resolved) */
+	size_t nrw;
+	char **hide;           /* masked paths (absolute, resolved) */
+	size_t nhide;
+	char **argv;           /* the agent command */
+	char **envp;           /* its complete environment */
+	uint16_t proxy_port;   /* 127.0.0.1:PORT inside the sandbox */
+	/* Called first thing in the sandbox's init (a copy of the caller's
+	 * memory): wipes what the sandbox must not hold, e.g. secret values. */
+	void (*scrub)(void *arg);
+	void *scrub_arg;
+};
+
+struct sandbox {
+	pid_t init_pid;        /* the sandbox's PID 1, a child of ours */
+	int proxy_fd;          /* listening socket, in the sandbox's netns */
+	int exec_err_fd;       /* readable: errno of a failed exec, or EOF */
+	int landlock_abi;      /* Landlock ABI applied (0: none) */
+};
+
+/* Builds the sandbox and starts argv[0] in it. On success returns 0 and
+ * fills @sb; the agent is running. On failure returns -1 with one line in
+ * @err saying what failed; nothing is left running. */
+int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
+		  char *err, size_t errlen);
+
+/* After the init process has been reaped with wait status @wstatus:
+ * the session's exit status (SPEC §2), or 126/127 if the agent could not be
+ * executed (read from exec_err_fd; *exec_errno receives the errno, else 0). */
+int sandbox_exit_status(struct sandbox *sb, int wstatus, int *exec_errno);
+
+/* Closes the descriptors of @sb. */
+void sandbox_release(struct sandbox *sb);
+
+#endif /* AIRLOCK_SANDBOX_H */
