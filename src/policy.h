@@ -29,10 +29,11 @@ struct policy_secret {
 	char *name;        /* key in "secrets" */
 	char *from_env;    /* exactly one of from_env / from_file is set */
 	char *from_file;
-	char *env;         /* variable that carries the placeholder */
-	struct host_rule *hosts;
+	char *env;         /* variable that carries the placeholder; never
+			      NULL (defaults to from_env) */
+	struct host_rule *hosts; /* document order; at least one */
 	size_t nhosts;
-	char **headers;    /* lowercase; NULL = any header */
+	char **headers;    /* lowercase, sorted; NULL = any header */
 	size_t nheaders;
 };
 
@@ -56,35 +57,38 @@ struct policy {
 	char *session_id;   /* NULL when the policy names none */
 	char *session_repo; /* "host/owner/repo", lowercase; NULL if none */
 
+	/* Rule lists and resolvers keep document order (an index names a
+	 * rule; resolvers are asked in order); the other lists are sets,
+	 * sorted, without duplicates. */
 	struct host_rule *allow;
 	size_t nallow;
 	struct host_rule *deny;
 	size_t ndeny;
-	uint16_t *ports;
+	uint16_t *ports;    /* ascending; may be empty */
 	size_t nports;
 	struct addr_cidr *allow_ranges;
 	size_t nallow_ranges;
-	struct policy_endpoint *resolvers;
+	struct policy_endpoint *resolvers; /* empty = the host's resolv.conf */
 	size_t nresolvers;
 	char *upstream_ca;  /* NULL = system trust store */
 
-	struct policy_secret *secrets;
+	struct policy_secret *secrets; /* document order */
 	size_t nsecrets;
 
-	char **git_hosts;   /* normalised names */
+	char **git_hosts;   /* normalised names, sorted */
 	size_t ngit_hosts;
 	struct policy_git_repo *git_repos;
 	size_t ngit_repos;
 	char *git_credential; /* a key of secrets, or NULL */
 	bool git_ssh;
 
-	char **env_pass;    /* names; a trailing '*' is a prefix match */
+	char **env_pass;    /* names, sorted; a trailing '*' is a prefix match */
 	size_t nenv_pass;
 	char **env_set_names;
 	char **env_set_values;
 	size_t nenv_set;
 
-	char **fs_rw;       /* absolute paths */
+	char **fs_rw;       /* absolute, cleaned ("/a//b/" -> "/a/b"), sorted */
 	size_t nfs_rw;
 	char **fs_hide;
 	size_t nfs_hide;
@@ -108,7 +112,9 @@ void policy_errors_free(struct policy_errors *errs);
 
 /* Parses and validates a policy document of @len bytes. On success returns
  * a policy (free with policy_free()) and leaves @errs empty; on failure
- * returns NULL and fills @errs with every error found, in document order.
+ * returns NULL and fills @errs with every error found, in document order
+ * (@errs is overwritten, not appended to: free an earlier result first;
+ * free this one with policy_errors_free()).
  * If @mode_override is not NULL it replaces "mode" before the canonical form
  * and digest are computed (the digest is of the effective policy). */
 struct policy *policy_parse(const char *text, size_t len,
@@ -121,12 +127,20 @@ struct policy *policy_load(const char *path,
 			   const enum policy_mode *mode_override,
 			   struct policy_errors *errs);
 
-/* The embedded default policy of SPEC §3.7. */
+/* The embedded default policy of SPEC §3.7, parsed from the JSON text that
+ * policy_default_text() returns (examples/shadow-default.json is a copy). */
 struct policy *policy_default(const enum policy_mode *mode_override);
+const char *policy_default_text(void);
 
 void policy_free(struct policy *p);
 
 /* Does the name @var pass env.pass? */
 bool policy_env_passes(const struct policy *p, const char *var);
+
+/* Is @name one of the variables airlock sets in the sandbox itself
+ * (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY and their lowercase twins,
+ * SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS,
+ * GIT_SSL_CAINFO)? Neither a secret placeholder nor env.set may use one. */
+bool policy_env_is_reserved(const char *name);
 
 #endif /* AIRLOCK_POLICY_H */
