@@ -88,7 +88,7 @@ integration: $(BIN) $(HELPER_BIN)
 lint: | deps
 	@scripts/install-deps --lint
 	cppcheck --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
-		--inline-suppr --std=c11 -D_GNU_SOURCE --suppressions-list=.cppcheck-suppressions \
+		--inline-suppr --std=c11 -D_GNU_SOURCE --include=.cppcheck-defs.h \
 		-I src src tests/unit tests/fuzz
 	clang-tidy --quiet $(SRC) -- -std=c11 -D_GNU_SOURCE -Isrc \
 		$(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -22,7 +22,7 @@
 
 #include "util.h"
 
-#define SECRET_FILE_MAX (64 * 1024)
+#define SECRET_FILE_MAX ((size_t)64 * 1024)
 
 static int read_value(struct broker_secret *s, char *err, size_t errlen)
 {

@@ -452,7 +452,7 @@ static char *sanitise(const char *in, size_t len)
 	size_t i;
 
 	for (i = 0; i < len; i++)
-		out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
+		out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : (char)'?';
 	out[len] = '\0';
 	return out;
 }

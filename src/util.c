@@ -62,7 +62,7 @@ void util_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void *oom(void)
+__attribute__((noreturn)) static void oom(void)
 {
 	fputs("airlock: out of memory\n", stderr);
 	abort();
@@ -72,35 +72,45 @@ void *util_xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 
-	return p ? p : oom();
+	if (!p)
+		oom();
+	return p;
 }
 
 void *util_xcalloc(size_t nmemb, size_t size)
 {
 	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
 
-	return p ? p : oom();
+	if (!p)
+		oom();
+	return p;
 }
 
 void *util_xrealloc(void *p, size_t n)
 {
 	void *q = realloc(p, n ? n : 1);
 
-	return q ? q : oom();
+	if (!q)
+		oom();
+	return q;
 }
 
 char *util_xstrdup(const char *s)
 {
 	char *p = strdup(s);
 
-	return p ? p : oom();
+	if (!p)
+		oom();
+	return p;
 }
 
 char *util_xstrndup(const char *s, size_t n)
 {
 	char *p = strndup(s, n);
 
-	return p ? p : oom();
+	if (!p)
+		oom();
+	return p;
 }
 
 char *util_xasprintf(const char *fmt, ...)
@@ -112,7 +122,9 @@ char *util_xasprintf(const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vasprintf(&p, fmt, ap);
 	va_end(ap);
-	return n < 0 ? oom() : p;
+	if (n < 0)
+		oom();
+	return p;
 }
 
 bool util_strlcpy(char *dst, const char *src, size_t size)
