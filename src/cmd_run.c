@@ -16,8 +16,13 @@
  *   airlock by another process (kill) are forwarded to CMD; signals the
  *   terminal sends to the whole foreground process group reach CMD directly
  *   and are not forwarded a second time.
- * - shadow and enforce need the sandbox (SPEC §4), which is not part of this
- *   build yet: run refuses with 125 rather than pretend.
+ * - shadow and enforce: reads the secrets, builds the agent's environment,
+ *   writes session.start and one env.drop per unclassified variable, starts
+ *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
+ *   init exits. Where the host lacks a capability (doctor.c), it writes a
+ *   session.refused block receipt instead of session.start and exits 125.
+ *   Until the egress proxy exists, every request on the proxy socket is
+ *   answered 403 and recorded: nothing leaves the sandbox.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -70,8 +75,13 @@ const char cmd_run_help[] =
 	"                      current directory)\n"
 	"  -h, --help          show this help\n"
 	"\n"
-	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' need the sandbox,\n"
-	"which this version of airlock does not provide yet: they exit 125.\n"
+	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' run it in the\n"
+	"sandbox (new namespaces, read-only host, network only through the proxy\n"
+	"at 127.0.0.1:3128); enforce drops every variable not in env.pass and\n"
+	"refuses to start (125) where 'airlock doctor' reports a missing\n"
+	"capability; shadow passes them and records each as env.drop\n"
+	"would_block. This version has no egress proxy yet: every request to\n"
+	"it is answered 403 and recorded, in both modes.\n"
 	"\n"
 	"Exit status: CMD's own status (128+N if it was killed by signal N);\n"
 	"125 if airlock itself fails, 126 if CMD cannot be executed, 127 if CMD\n"
