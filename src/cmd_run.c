@@ -700,15 +700,21 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
 	session_open(&s, o, p, id);
 	if (!doctor_enforce_ready(&s.caps)) {
-		json_t *caps = doctor_caps_json(&s.caps);
-		char *missing = json_dumps(json_object_get(caps, "missing"), JSON_COMPACT);
+		json_t *caps = doctor_caps_json(&s.caps), *name;
+		char missing[256] = "";
+		size_t k;
 
+		json_array_foreach(json_object_get(caps, "missing"), k, name) {
+			if (k > 0)
+				strncat(missing, ", ", sizeof(missing) - strlen(missing) - 1);
+			strncat(missing, json_string_value(name),
+				sizeof(missing) - strlen(missing) - 1);
+		}
+		json_decref(caps);
 		snprintf(err, sizeof(err),
 			 "mode %s needs %s, which this host does not provide "
 			 "(see 'airlock doctor')",
-			 policy_mode_to_string(p->mode), missing ? missing : "?");
-		free(missing);
-		json_decref(caps);
+			 policy_mode_to_string(p->mode), missing);
 		session_refuse(&s, "capabilities", err);
 	}
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)

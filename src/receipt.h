@@ -7,8 +7,16 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* The longest line a writer produces and a verifier accepts (bytes, without
+ * the newline). */
+#define RECEIPT_LINE_MAX (1024 * 1024)
+
+/* `reason` and `rule` longer than this are cut (on a UTF-8 boundary). */
+#define RECEIPT_TEXT_MAX 4096
 
 enum receipt_decision {
 	RECEIPT_ALLOW = 0,
@@ -28,11 +36,19 @@ enum receipt_point {
 };
 
 const char *receipt_decision_to_string(enum receipt_decision d);
+
+/* A stream opens with session.start, or with session.refused when the
+ * session could not start (followed only by session.end); both carry the
+ * signing public key in subject.pubkey. */
+bool receipt_type_opens_stream(const char *type);
 const char *receipt_point_to_string(enum receipt_point p);
 
 /* Signing keys. receipt_key_load() reads a PKCS#8 PEM Ed25519 private key and
- * refuses any other type; receipt_key_generate() makes a fresh one. Both
- * return NULL on failure with a reason in @err. Free with EVP_PKEY_free(). */
+ * refuses any other type or an encrypted key (it never prompts); it warns on
+ * stderr when the file is accessible by group or others. receipt_key_generate()
+ * makes a fresh one. Both return NULL on failure with a reason in @err (NULL
+ * from receipt_key_generate() means OpenSSL failed). Free with
+ * EVP_PKEY_free(). */
 EVP_PKEY *receipt_key_generate(void);
 EVP_PKEY *receipt_key_load(const char *path, char *err, size_t errlen);
 
@@ -40,29 +56,44 @@ EVP_PKEY *receipt_key_load(const char *path, char *err, size_t errlen);
  * @out holds at least 45 bytes. */
 bool receipt_pubkey_b64(EVP_PKEY *key, char *out, size_t len);
 
-/* `airlock keygen`: writes the private key to @path (PKCS#8 PEM, created
- * 0600, refusing to overwrite) and the public key (SPKI PEM) to @pub_out.
- * Returns 0 or -errno-style failure with a reason in @err. */
-int receipt_keygen(const char *path, FILE *pub_out, char *err, size_t errlen);
+/* `airlock keygen`: writes a fresh private key to @path (PKCS#8 PEM, mode
+ * 0600) and then its public key (SPKI PEM) to @pub_out. Without @force an
+ * existing @path (even a dangling symlink) is refused with -EEXIST; with
+ * @force it is replaced atomically (temporary file in the same directory,
+ * then rename). Returns 0 or -errno with a reason in @err. */
+int receipt_keygen(const char *path, bool force, FILE *pub_out, char *err,
+		   size_t errlen);
 
 struct receipt_writer;
 
-/* Opens an event stream. @dest is "-" (stdout), "fd:N", or a path (opened
- * O_APPEND|O_CREAT, mode 0600). The writer takes a reference on @key.
- * Returns NULL with a reason in @err. */
+/* Opens an event stream. @dest is "-" (stdout), "fd:N" (a descriptor
+ * inherited from the caller; set close-on-exec when N > 2, never closed by
+ * the writer), or a path (opened O_APPEND|O_CREAT, mode 0600). @session is a
+ * non-empty UTF-8 string, @policy_digest "sha256:" and 64 lowercase hex
+ * digits. The writer takes a reference on @key. Returns NULL with a reason in
+ * @err. One writer per stream: the chain allows no other writer. */
 struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 				    const char *session, const char *policy_digest,
 				    char *err, size_t errlen);
 
-/* Appends one receipt. @subject is borrowed (may be NULL: an empty object).
- * Returns the seq written, or -1 on I/O failure (the stream is then marked
- * broken and later appends fail too). Counts types for session.end. */
+/* Appends one receipt with a single write(). @subject is borrowed (may be
+ * NULL: an empty object). The first append must be "session.start" with
+ * subject "pubkey" equal to the writer's key, and later appends must not be
+ * session.start or session.end (receipt_close() writes it); @type is 1-64
+ * bytes of [a-z0-9._-]: these are ASSERTed. @rule and @reason (NULL: "")
+ * may hold untrusted bytes: invalid UTF-8 is replaced by U+FFFD and each is
+ * cut to RECEIPT_TEXT_MAX bytes. Returns the seq written, or -1 when the line
+ * would exceed RECEIPT_LINE_MAX (nothing written, the stream stays usable)
+ * or on an I/O failure (the stream is then marked broken and later appends
+ * fail too). Counts types for session.end. */
 int64_t receipt_append(struct receipt_writer *w, const char *type,
 		       enum receipt_decision decision, enum receipt_point point,
 		       const char *rule, json_t *subject, const char *reason);
 
-/* Writes session.end with {"exit": @exit_status, "counts": {...}}, fsyncs
- * the stream, closes it and frees @w. Returns 0 or -1 on I/O failure. */
+/* Writes session.end with {"exit": @exit_status, "counts": {...}} (counts
+ * include session.start and this line, keys sorted), fsyncs the stream
+ * (EINVAL/EROFS/ENOTSUP from a pipe or tty are not errors), closes it if
+ * the writer opened it, and frees @w. Returns 0 or -1 on I/O failure. */
 int receipt_close(struct receipt_writer *w, int exit_status);
 
 /* Frees @w without writing session.end (for a stream that is abandoned). */
@@ -71,21 +102,34 @@ void receipt_abort(struct receipt_writer *w);
 /* Result of verifying one stream file. */
 struct receipt_verify_result {
 	bool ok;
-	size_t lines;          /* lines read */
+	size_t lines;          /* lines read (up to the failing one) */
 	size_t sessions;       /* complete session streams */
 	size_t bad_line;       /* 1-based line of the first failure, 0 if none */
-	char reason[256];      /* why it failed */
-	json_t *counts;        /* type -> number over all sessions (owned) */
+	char reason[256];      /* why it failed (printable ASCII only) */
+	json_t *counts;        /* type -> number over all complete sessions,
+				  keys sorted (owned) */
 };
 
 /* Verifies a stream (SPEC §6). A file may hold several session streams one
- * after the other (the events path is appended to); each must be complete.
+ * after the other (the events path is appended to); each must be complete:
+ * a new stream starts with a seq 0 session.start right after a session.end.
  * @pubkey (NULL: trust each stream's session.start pubkey) must have signed
- * every line. @text is @len bytes, not necessarily NUL-terminated. */
+ * every line and equal every session.start pubkey. @text is @len bytes, not
+ * necessarily NUL-terminated. A last line without its newline is accepted
+ * when it is otherwise intact. An empty input fails at line 1. A truncated
+ * stream (no session.end) fails at its last line. The caller frees @res with
+ * receipt_verify_result_free(). */
 void receipt_verify_buffer(const char *text, size_t len, EVP_PKEY *pubkey,
 			   struct receipt_verify_result *res);
 
-/* Reads an SPKI PEM public key (`airlock keygen` output). */
+/* The same, reading @in to its end in bounded memory. Returns 0 when @res
+ * holds the verdict, or -errno when @in could not be read (@res then says
+ * nothing and still must be freed). */
+int receipt_verify_file(FILE *in, EVP_PKEY *pubkey,
+			struct receipt_verify_result *res);
+
+/* Reads an SPKI PEM Ed25519 public key (`airlock keygen` output); refuses
+ * other types. NULL with a reason in @err. */
 EVP_PKEY *receipt_pubkey_load(const char *path, char *err, size_t errlen);
 
 void receipt_verify_result_free(struct receipt_verify_result *res);

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * cmd_receipt.c - `airlock verify` and `airlock keygen`, thin command-line
+ * front ends to receipt.c.
+ *
+ * Exit statuses: 0 success; 1 the stream is not intact (verify) or the key
+ * could not be written (keygen); 2 a usage error, or a stream or key file
+ * that cannot be read.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "receipt.h"
+#include "util.h"
+
+#define EXIT_NOT_INTACT 1
+#define EXIT_USAGE 2
+
+const char cmd_verify_help[] =
+	"usage: airlock verify [--pubkey FILE] [--json] EVENTS\n"
+	"\n"
+	"Verifies a receipt stream: each line's members and formats, the seq\n"
+	"numbers, the SHA-256 chain (prev), every Ed25519 signature, and that\n"
+	"each session starts with session.start and ends with a session.end\n"
+	"whose counts match the lines. EVENTS is a file, which may hold several\n"
+	"sessions one after the other, or - for standard input.\n"
+	"\n"
+	"  --pubkey FILE  the signer's public key (PEM SubjectPublicKeyInfo, as\n"
+	"                 `airlock keygen` prints it): every line must be signed\n"
+	"                 by it. Without --pubkey each session is checked against\n"
+	"                 the key named in its own session.start, which proves\n"
+	"                 integrity but not who wrote it.\n"
+	"  --json         print one JSON object instead of text:\n"
+	"                 {\"ok\":true,\"lines\":N,\"sessions\":N,\"counts\":{...}} or\n"
+	"                 {\"ok\":false,\"line\":N,\"reason\":\"...\"}\n"
+	"  --help         print this help\n"
+	"\n"
+	"Intact: prints \"ok: ...\" and the number of lines of each type, exit 0.\n"
+	"Not intact: prints \"EVENTS:LINE: reason\" for the first bad line, exit 1.\n"
+	"A usage error, or a file or key that cannot be read: exit 2.\n";
+
+const char cmd_keygen_help[] =
+	"usage: airlock keygen --out FILE [--force]\n"
+	"\n"
+	"Makes an Ed25519 signing key for `airlock run --signing-key` and\n"
+	"`airlock proxy --signing-key`. Writes the private key to FILE (PKCS#8\n"
+	"PEM, mode 0600) and prints the public key on standard output (PEM\n"
+	"SubjectPublicKeyInfo), the form `airlock verify --pubkey` reads.\n"
+	"\n"
+	"  --out FILE  where to write the private key; an existing FILE is\n"
+	"              refused\n"
+	"  --force     replace an existing FILE (atomically, by rename)\n"
+	"  --help      print this help\n"
+	"\n"
+	"Exit status: 0 written, 1 the key could not be written, 2 usage error.\n";
+
+__attribute__((format(printf, 2, 3))) static int usage(const char *cmd,
+							 const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "airlock %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see airlock %s --help)\n", cmd);
+	return EXIT_USAGE;
+}
+
+/* The argument that getopt_long() just rejected, for the message. */
+static const char *bad_option(char **argv, char *buf, size_t len)
+{
+	if (optopt) {
+		snprintf(buf, len, "-%c", optopt);
+		return buf;
+	}
+	return argv[optind - 1];
+}
+
+static void print_text(const struct receipt_verify_result *res,
+		       const char *pubkey_path)
+{
+	const char *type;
+	size_t width = 0;
+	json_t *val;
+
+	printf("ok: %zu line%s, %zu session%s, chain and signatures intact "
+	       "(key: %s%s)\n",
+	       res->lines, res->lines == 1 ? "" : "s", res->sessions,
+	       res->sessions == 1 ? "" : "s",
+	       pubkey_path ? "--pubkey " : "from session.start",
+	       pubkey_path ? pubkey_path : "");
+	json_object_foreach(res->counts, type, val)
+		if (strlen(type) > width)
+			width = strlen(type);
+	json_object_foreach(res->counts, type, val)
+		printf("  %-*s %lld\n", (int)width + 2, type,
+		       (long long)json_integer_value(val));
+}
+
+static void print_json(const struct receipt_verify_result *res)
+{
+	json_t *out;
+	char *s;
+
+	if (res->ok)
+		out = json_pack("{s:b, s:I, s:I, s:O}", "ok", 1, "lines",
+				(json_int_t)res->lines, "sessions",
+				(json_int_t)res->sessions, "counts", res->counts);
+	else
+		out = json_pack("{s:b, s:I, s:s}", "ok", 0, "line",
+				(json_int_t)res->bad_line, "reason", res->reason);
+	ASSERT(out);
+	s = json_dumps(out, JSON_COMPACT);
+	ASSERT(s);
+	puts(s);
+	free(s);
+	json_decref(out);
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pubkey", required_argument, NULL, 'k'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct receipt_verify_result res = {0};
+	const char *pubkey_path = NULL, *events;
+	char err[256], opt[3];
+	EVP_PKEY *pin = NULL;
+	bool json = false;
+	FILE *in = NULL;
+	int c, r, rc = EXIT_USAGE;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			pubkey_path = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(cmd_verify_help, stdout);
+			rc = 0;
+			goto out;
+		case ':':
+			rc = usage("verify", "--pubkey needs a FILE");
+			goto out;
+		default:
+			rc = usage("verify", "unknown option '%s'",
+				   bad_option(argv, opt, sizeof(opt)));
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		rc = usage("verify", "expected one EVENTS file (or - for stdin)");
+		goto out;
+	}
+	events = argv[optind];
+	if (pubkey_path) {
+		pin = receipt_pubkey_load(pubkey_path, err, sizeof(err));
+		if (!pin) {
+			fprintf(stderr, "airlock verify: --pubkey %s: %s\n",
+				pubkey_path, err);
+			goto out;
+		}
+	}
+	in = strcmp(events, "-") == 0 ? stdin : fopen(events, "re");
+	if (!in) {
+		fprintf(stderr, "airlock verify: %s: %s\n", events, strerror(errno));
+		goto out;
+	}
+	r = receipt_verify_file(in, pin, &res);
+	if (r < 0) {
+		fprintf(stderr, "airlock verify: %s: %s\n", events, strerror(-r));
+		goto out;
+	}
+	if (json)
+		print_json(&res);
+	else if (res.ok)
+		print_text(&res, pubkey_path);
+	else
+		printf("%s:%zu: %s\n", events, res.bad_line, res.reason);
+	rc = res.ok ? 0 : EXIT_NOT_INTACT;
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "airlock verify: standard output: %s\n",
+			strerror(errno));
+		rc = EXIT_USAGE;
+	}
+out:
+	if (in && in != stdin)
+		fclose(in);
+	receipt_verify_result_free(&res);
+	EVP_PKEY_free(pin);
+	return rc;
+}
+
+int cmd_keygen(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"out", required_argument, NULL, 'o'},
+		{"force", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *out_path = NULL;
+	char err[256], opt[3];
+	bool force = false;
+	int c, rc = EXIT_USAGE;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'f':
+			force = true;
+			break;
+		case 'h':
+			fputs(cmd_keygen_help, stdout);
+			rc = 0;
+			goto out;
+		case ':':
+			rc = usage("keygen", "--out needs a FILE");
+			goto out;
+		default:
+			rc = usage("keygen", "unknown option '%s'",
+				   bad_option(argv, opt, sizeof(opt)));
+			goto out;
+		}
+	}
+	if (optind != argc) {
+		rc = usage("keygen", "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (!out_path || !*out_path) {
+		rc = usage("keygen", "--out FILE is required");
+		goto out;
+	}
+	if (receipt_keygen(out_path, force, stdout, err, sizeof(err)) < 0) {
+		fprintf(stderr, "airlock keygen: %s: %s\n", out_path, err);
+		rc = EXIT_NOT_INTACT;
+		goto out;
+	}
+	rc = 0;
+out:
+	return rc;
+}
