@@ -250,10 +250,10 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGU
 
 /* Forks and execs @cmd; returns its wait status encoded as SPEC §2 exit
  * status (or 126/127 on exec failure, reported on stderr). */
-static int spawn_and_wait(char **cmd)
+static int spawn_and_wait(char **cmd, const char *workspace)
 {
 	sigset_t mask, old;
-	int errpipe[2] = { -1, -1 }, sfd = -1, status = 0, err = 0, ret;
+	int errpipe[2] = { -1, -1 }, sfd = -1, status = 0, err = 0;
 	pid_t pid;
 	ssize_t r;
 	size_t i;
@@ -275,6 +275,11 @@ static int spawn_and_wait(char **cmd)
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		close(errpipe[0]);
+		if (chdir(workspace) < 0) {
+			fprintf(stderr, "airlock: --workspace %s: %s\n", workspace,
+				strerror(errno));
+			_exit(EXIT_AIRLOCK_FAILURE);
+		}
 		execvp(cmd[0], cmd);
 		err = errno;
 		(void)util_write_all(errpipe[1], &err, sizeof(err));
@@ -290,8 +295,8 @@ static int spawn_and_wait(char **cmd)
 
 	for (;;) {
 		struct signalfd_siginfo si;
+		pid_t ret = waitpid(pid, &status, WNOHANG);
 
-		ret = waitpid(pid, &status, WNOHANG);
 		if (ret == pid)
 			break;
 		if (ret < 0 && errno != EINTR)
@@ -420,7 +425,7 @@ __attribute__((noreturn)) static void session_refuse(struct session *s,
 }
 
 static int run_off_with_events(const struct run_opts *o, const struct policy *p,
-			       const char *id)
+			       const char *id, const char *workspace)
 {
 	struct session s;
 	int status;
@@ -428,7 +433,7 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 	session_open(&s, o, p, id);
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "session started in mode off");
-	status = spawn_and_wait(o->cmd);
+	status = spawn_and_wait(o->cmd, workspace);
 	session_end(&s, status);
 	return status;
 }
@@ -461,8 +466,11 @@ static char *sanitise(const char *in, size_t len)
 	char *out = util_xmalloc(len + 1);
 	size_t i;
 
-	for (i = 0; i < len; i++)
-		out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : (char)'?';
+	for (i = 0; i < len; i++) {
+		out[i] = '?';
+		if (in[i] >= 0x20 && in[i] < 0x7f)
+			out[i] = in[i];
+	}
 	out[len] = '\0';
 	return out;
 }
@@ -568,7 +576,7 @@ static int supervise(struct session *s, struct sandbox *sb)
 	struct stub_conn *conns = util_xcalloc(STUB_CONNS, sizeof(*conns));
 	struct epoll_event ev, evs[16];
 	sigset_t mask;
-	int epfd, sfd, status = 0, n, i;
+	int epfd, sfd, status = 0, i;
 	size_t k;
 
 	for (k = 0; k < STUB_CONNS; k++)
@@ -593,6 +601,8 @@ static int supervise(struct session *s, struct sandbox *sb)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "epoll");
 
 	for (;;) {
+		int n;
+
 		if (waitpid(sb->init_pid, &status, WNOHANG) == sb->init_pid)
 			break;
 		n = epoll_wait(epfd, evs, (int)ARRAY_SIZE(evs), -1);
@@ -630,15 +640,25 @@ static int supervise(struct session *s, struct sandbox *sb)
 
 /* --- shadow and enforce ---------------------------------------------------- */
 
+/* The absolute, symlink-free form of @path, relative to the caller's
+ * directory. A path that does not exist (yet) keeps its spelling, made
+ * absolute: a mask for it is then simply not needed. */
 static char *resolve(const char *path, bool must_exist)
 {
-	char *r = realpath(path, NULL);
+	char *r = realpath(path, NULL), *cwd;
 
 	if (r)
 		return r;
 	if (must_exist)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "%s", path);
-	return util_xstrdup(path);
+	if (path[0] == '/')
+		return util_xstrdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "getcwd");
+	r = util_xasprintf("%s/%s", cwd, path);
+	free(cwd);
+	return r;
 }
 
 static void add_path(char ***v, size_t *n, char *path)
@@ -786,18 +806,20 @@ int cmd_run(int argc, char **argv)
 
 	parse_opts(argc, argv, &o);
 	p = load_policy(&o);
+	/* Every other path (policy, key, events, secret files) is relative
+	 * to the caller's directory: only CMD runs in the workspace. */
 	workspace = realpath(o.workspace ? o.workspace : ".", NULL);
 	if (!workspace)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s",
 			       o.workspace ? o.workspace : ".");
-	if (chdir(workspace) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 	session = make_session_id(&o, p);
 
 	if (p->mode != POLICY_MODE_OFF) {
 		status = run_sandboxed(&o, p, session, workspace);
 	} else if (!o.events) {
 		/* Nothing to record: become CMD, changing nothing. */
+		if (chdir(workspace) < 0)
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 		policy_free(p);
 		free(session);
 		free(workspace);
@@ -806,7 +828,7 @@ int cmd_run(int argc, char **argv)
 		report_exec_failure(o.cmd[0], status);
 		return exec_status(status);
 	} else {
-		status = run_off_with_events(&o, p, session);
+		status = run_off_with_events(&o, p, session, workspace);
 	}
 	policy_free(p);
 	free(session);

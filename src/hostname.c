@@ -83,7 +83,9 @@ const char *hostname_error_to_string(enum hostname_error e)
 
 static char ascii_lower(char c)
 {
-	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+	if (c >= 'A' && c <= 'Z')
+		return (char)(c - 'A' + 'a');
+	return c;
 }
 
 static bool is_digit(char c)
@@ -668,7 +670,7 @@ static bool cidr_matches(const struct addr_cidr *c, const struct addr *a)
 		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0,
 						    0, 0, 0xff, 0xff };
 
-		if (a->family != AF_INET6 || memcmp(a->bytes, mapped, 12))
+		if (a->family != AF_INET6 || memcmp(a->bytes, mapped, 12) != 0)
 			return false;
 		alt.family = AF_INET;
 		memcpy(alt.bytes, a->bytes + 12, 4);

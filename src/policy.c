@@ -62,7 +62,7 @@
 
 #include "util.h"
 
-#define POLICY_MAX_BYTES (1024 * 1024)
+#define POLICY_MAX_BYTES ((size_t)1024 * 1024)
 #define POLICY_SECRET_NAME_MAX 64
 #define POLICY_SESSION_ID_MAX 128
 #define POLICY_REPO_PART_MAX 255

@@ -213,10 +213,11 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 static bool utf8_valid(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s), k;
+	size_t n = strlen(s);
 
 	while (n > 0) {
-		k = utf8_seq(p, n);
+		size_t k = utf8_seq(p, n);
+
 		if (k == 0)
 			return false;
 		p += k;
@@ -1219,7 +1220,7 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 		goto out;
 	}
 	if (len > RECEIPT_LINE_MAX) {
-		fail(v, "line longer than %d bytes", RECEIPT_LINE_MAX);
+		fail(v, "line longer than %zu bytes", RECEIPT_LINE_MAX);
 		goto out;
 	}
 	obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);

@@ -13,7 +13,7 @@
 
 /* The longest line a writer produces and a verifier accepts (bytes, without
  * the newline). */
-#define RECEIPT_LINE_MAX (1024 * 1024)
+#define RECEIPT_LINE_MAX ((size_t)1024 * 1024)
 
 /* `reason` and `rule` longer than this are cut (on a UTF-8 boundary). */
 #define RECEIPT_TEXT_MAX 4096

@@ -120,8 +120,7 @@ init_fail(const struct init_ctx *c, const char *fmt, ...)
 
 	msg[0] = 'E';
 	va_start(ap, fmt);
-	/* clang-analyzer 14 misreads va_start in a noreturn function. */
-	vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap); /* NOLINT(clang-analyzer-valist.Uninitialized) */
+	vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
 	va_end(ap);
 	n = strlen(msg);
 	if (err && n + 3 < sizeof(msg))
@@ -260,6 +259,10 @@ static void hide_path(const struct init_ctx *c, const char *path)
 	char dst[PATH_MAX];
 	struct stat st;
 
+	if (path[0] != '/') {
+		errno = 0;
+		init_fail(c, "hiding %s: not an absolute path", path);
+	}
 	path_join(c, dst, sizeof(dst), NEW, path);
 	if (lstat(dst, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
@@ -387,7 +390,7 @@ static int apply_landlock(const struct sandbox_config *cfg)
 	const char *fixed[] = { "/tmp", "/dev" };
 	long abi;
 	size_t i;
-	int rfd, fd;
+	int rfd;
 
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
 		      LANDLOCK_CREATE_RULESET_VERSION);
@@ -417,7 +420,8 @@ static int apply_landlock(const struct sandbox_config *cfg)
 				: i == ARRAY_SIZE(fixed) ? cfg->workspace
 				: cfg->rw[i - ARRAY_SIZE(fixed) - 1];
 
-		fd = open(p, O_PATH | O_CLOEXEC);
+		int fd = open(p, O_PATH | O_CLOEXEC);
+
 		if (fd < 0)
 			continue;
 		pb.parent_fd = fd;
