@@ -21,8 +21,8 @@
  *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
  *   init exits. Where the host lacks a capability (doctor.c), it writes a
  *   session.refused block receipt instead of session.start and exits 125.
- *   Until the egress proxy exists, every request on the proxy socket is
- *   answered 403 and recorded: nothing leaves the sandbox.
+ *   The egress proxy (proxy.c) serves the sandbox's proxy socket from this
+ *   process, in the loop that also waits for the sandbox.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -50,8 +49,10 @@
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
+#include "proxy.h"
 #include "receipt.h"
 #include "sandbox.h"
+#include "session.h"
 #include "util.h"
 
 const char cmd_run_help[] =
@@ -80,8 +81,8 @@ const char cmd_run_help[] =
 	"at 127.0.0.1:3128); enforce drops every variable not in env.pass and\n"
 	"refuses to start (125) where 'airlock doctor' reports a missing\n"
 	"capability; shadow passes them and records each as env.drop\n"
-	"would_block. This version has no egress proxy yet: every request to\n"
-	"it is answered 403 and recorded, in both modes.\n"
+	"would_block. The agent's only network path is the egress proxy, which\n"
+	"applies the policy's egress rules ('airlock proxy --help').\n"
 	"\n"
 	"Exit status: CMD's own status (128+N if it was killed by signal N);\n"
 	"125 if airlock itself fails, 126 if CMD cannot be executed, 127 if CMD\n"
@@ -323,114 +324,13 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 	return WEXITSTATUS(status);
 }
 
-/* The session's receipt stream, or none when --events was not given:
- * every record() is then a no-op and returns -1 as its seq. */
-struct session {
-	const struct run_opts *o;
-	const struct policy *p;
-	struct receipt_writer *w;
-	char pubkey[64];
-	struct doctor_caps caps;
-	const char *id;
-};
-
-static int64_t record(struct session *s, const char *type,
-		      enum receipt_decision d, enum receipt_point point,
-		      const char *rule, json_t *subject, const char *reason)
-{
-	int64_t seq;
-
-	if (!s->w) {
-		json_decref(subject);
-		return -1;
-	}
-	seq = receipt_append(s->w, type, d, point, rule, subject, reason);
-	json_decref(subject);
-	if (seq < 0)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot write a receipt",
-			 s->o->events);
-	return seq;
-}
-
-static EVP_PKEY *signing_key(const struct run_opts *o)
-{
-	char err[256];
-	EVP_PKEY *k;
-
-	if (!o->signing_key) {
-		k = receipt_key_generate();
-		if (!k)
-			util_die(EXIT_AIRLOCK_FAILURE, "cannot generate a signing key");
-		return k;
-	}
-	k = receipt_key_load(o->signing_key, err, sizeof(err));
-	if (!k)
-		util_die(EXIT_AIRLOCK_FAILURE, "--signing-key %s: %s", o->signing_key, err);
-	return k;
-}
-
-static void session_open(struct session *s, const struct run_opts *o,
-			 const struct policy *p, const char *id)
-{
-	char err[256];
-	EVP_PKEY *key;
-
-	memset(s, 0, sizeof(*s));
-	s->o = o;
-	s->p = p;
-	s->id = id;
-	doctor_probe(&s->caps);
-	if (!o->events)
-		return;
-	key = signing_key(o);
-	if (!receipt_pubkey_b64(key, s->pubkey, sizeof(s->pubkey)))
-		util_die(EXIT_AIRLOCK_FAILURE, "cannot encode the signing public key");
-	s->w = receipt_open(o->events, key, id, p->digest, err, sizeof(err));
-	EVP_PKEY_free(key);
-	if (!s->w)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: %s", o->events, err);
-}
-
-/* session.start, or session.refused when the session cannot start: both
- * open a stream and carry the signing key. */
-static void session_begin(struct session *s, const char *type,
-			  enum receipt_decision d, const char *rule,
-			  const char *reason)
-{
-	json_t *subject = json_pack("{s:s, s:o, s:s, s:s}", "mode",
-				    policy_mode_to_string(s->p->mode), "capabilities",
-				    doctor_caps_json(&s->caps), "pubkey", s->pubkey,
-				    "argv0", s->o->cmd[0]);
-
-	ASSERT(subject);
-	record(s, type, d, RECEIPT_POINT_SUPERVISOR, rule, subject, reason);
-}
-
-static void session_end(struct session *s, int status)
-{
-	if (s->w && receipt_close(s->w, status) < 0)
-		util_warn("--events %s: cannot write session.end", s->o->events);
-	s->w = NULL;
-}
-
-/* Refuses to start: a block receipt instead of session.start, then
- * session.end with 125, and one line on stderr. */
-__attribute__((noreturn)) static void session_refuse(struct session *s,
-						     const char *rule,
-						     const char *msg)
-{
-	session_begin(s, "session.refused", RECEIPT_BLOCK, rule, msg);
-	session_end(s, EXIT_AIRLOCK_FAILURE);
-	util_die(EXIT_AIRLOCK_FAILURE, "%s", msg);
-}
-
 static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 			       const char *id, const char *workspace)
 {
 	struct session s;
 	int status;
 
-	session_open(&s, o, p, id);
+	session_open(&s, o->events, o->signing_key, p, id, o->cmd[0]);
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "session started in mode off");
 	status = spawn_and_wait(o->cmd, workspace);
@@ -438,122 +338,34 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 	return status;
 }
 
-/* --- the proxy socket, until the egress proxy serves it --------------------
+/* --- the proxy socket ------------------------------------------------------
  *
- * Every request that reaches the sandbox's proxy socket is answered 403 and
- * recorded: nothing leaves the sandbox. The request line is read (at most
- * STUB_LINE_MAX bytes) only to name the target in the receipt. */
+ * The egress proxy (proxy.c) serves the sandbox's proxy socket from here,
+ * outside the sandbox, in the same loop that waits for the sandbox's init
+ * and forwards signals to it. */
 
-#define STUB_CONNS 64
-#define STUB_LINE_MAX 1024
-
-struct stub_conn {
-	int fd;
-	size_t len;
-	char line[STUB_LINE_MAX];
+struct supervise_ctx {
+	pid_t init_pid;
+	int status;
+	bool done;
 };
 
-enum ev_tag { EV_SIGNAL = 1, EV_LISTEN, EV_CONN };
-
-static uint64_t ev_data(enum ev_tag tag, uint32_t index)
+static bool supervise_signal(void *arg, const struct signalfd_siginfo *si)
 {
-	return ((uint64_t)tag << 32) | index;
-}
+	struct supervise_ctx *x = arg;
 
-/* Keeps printable ASCII of the request line for the receipt. */
-static char *sanitise(const char *in, size_t len)
-{
-	char *out = util_xmalloc(len + 1);
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		out[i] = '?';
-		if (in[i] >= 0x20 && in[i] < 0x7f)
-			out[i] = in[i];
-	}
-	out[len] = '\0';
-	return out;
-}
-
-static void stub_answer(struct session *s, struct stub_conn *c)
-{
-	char *line, *sp, *target, resp[512];
-	const char *method = "";
-	int64_t seq;
-	int n;
-
-	line = sanitise(c->line, strcspn(c->line, "\r\n") < c->len
-				     ? strcspn(c->line, "\r\n") : c->len);
-	target = line;
-	sp = strchr(line, ' ');
-	if (sp) {
-		*sp = '\0';
-		method = line;
-		target = sp + 1;
-		sp = strchr(target, ' ');
-		if (sp)
-			*sp = '\0';
-	}
-	seq = record(s, "egress.block", RECEIPT_BLOCK, RECEIPT_POINT_EGRESS_PROXY,
-		     "egress.unavailable",
-		     json_pack("{s:s, s:s}", "method", method, "target", target),
-		     "this version of airlock has no egress proxy: nothing leaves "
-		     "the sandbox");
-	n = snprintf(resp, sizeof(resp),
-		     "HTTP/1.1 403 Forbidden\r\n"
-		     "X-Airlock-Rule: egress.unavailable\r\n"
-		     "X-Airlock-Receipt: %lld\r\n"
-		     "Content-Type: text/plain\r\n"
-		     "Content-Length: 61\r\n"
-		     "Connection: close\r\n\r\n"
-		     "airlock: denied: this version has no egress proxy (no egress)\n",
-		     (long long)seq);
-	(void)send(c->fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	free(line);
-	close(c->fd);
-	c->fd = -1;
-}
-
-static void stub_read(struct session *s, struct stub_conn *c)
-{
-	ssize_t r = recv(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len,
-			 MSG_DONTWAIT);
-
-	if (r < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (r <= 0) {
-		close(c->fd);
-		c->fd = -1;
-		return;
-	}
-	c->len += (size_t)r;
-	c->line[c->len] = '\0';
-	if (memchr(c->line, '\n', c->len) || c->len == sizeof(c->line) - 1)
-		stub_answer(s, c);
-}
-
-static void stub_accept(int epfd, int lfd, struct stub_conn *conns)
-{
-	struct epoll_event ev;
-	uint32_t i;
-	int fd;
-
-	while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		for (i = 0; i < STUB_CONNS && conns[i].fd >= 0; i++)
-			;
-		if (i == STUB_CONNS) {
-			close(fd); /* full: this client only */
-			continue;
+	if (si->ssi_signo == SIGCHLD) {
+		if (waitpid(x->init_pid, &x->status, WNOHANG) == x->init_pid) {
+			x->done = true;
+			return false; /* stop serving: the session is over */
 		}
-		conns[i].fd = fd;
-		conns[i].len = 0;
-		ev.events = EPOLLIN | EPOLLRDHUP;
-		ev.data.u64 = ev_data(EV_CONN, i);
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			close(fd);
-			conns[i].fd = -1;
-		}
+		return true;
 	}
+	/* The terminal signals the whole foreground group; only signals aimed
+	 * at airlock are passed on. */
+	if (si->ssi_code != SI_KERNEL)
+		kill(x->init_pid, (int)si->ssi_signo);
+	return true;
 }
 
 static void block_signals(void)
@@ -573,69 +385,51 @@ static void block_signals(void)
  * init's wait status. */
 static int supervise(struct session *s, struct sandbox *sb)
 {
-	struct stub_conn *conns = util_xcalloc(STUB_CONNS, sizeof(*conns));
-	struct epoll_event ev, evs[16];
+	struct supervise_ctx x = { sb->init_pid, 0, false };
+	struct proxy_opts po;
+	struct proxy *px;
+	char err[256];
 	sigset_t mask;
-	int epfd, sfd, status = 0, i;
 	size_t k;
+	int sfd;
 
-	for (k = 0; k < STUB_CONNS; k++)
-		conns[k].fd = -1;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	for (k = 0; k < ARRAY_SIZE(forwarded); k++)
 		sigaddset(&mask, forwarded[k]);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (sfd < 0 || epfd < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "supervisor event loop");
-	ev.events = EPOLLIN;
-	ev.data.u64 = ev_data(EV_SIGNAL, 0);
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "epoll");
-	if (fcntl(sb->proxy_fd, F_SETFL, O_NONBLOCK) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy socket");
-	ev.data.u64 = ev_data(EV_LISTEN, 0);
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sb->proxy_fd, &ev) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "epoll");
-
-	for (;;) {
-		int n;
-
-		if (waitpid(sb->init_pid, &status, WNOHANG) == sb->init_pid)
-			break;
-		n = epoll_wait(epfd, evs, (int)ARRAY_SIZE(evs), -1);
-		for (i = 0; i < n; i++) {
-			uint32_t idx = (uint32_t)evs[i].data.u64;
-
-			switch ((enum ev_tag)(evs[i].data.u64 >> 32)) {
-			case EV_SIGNAL: {
-				struct signalfd_siginfo si;
-
-				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-					if (si.ssi_signo != SIGCHLD &&
-					    si.ssi_code != SI_KERNEL)
-						kill(sb->init_pid, (int)si.ssi_signo);
-				break;
-			}
-			case EV_LISTEN:
-				stub_accept(epfd, sb->proxy_fd, conns);
-				break;
-			case EV_CONN:
-				if (idx < STUB_CONNS && conns[idx].fd >= 0)
-					stub_read(s, &conns[idx]);
-				break;
-			}
-		}
+	if (sfd < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
+	memset(&po, 0, sizeof(po));
+	po.listen_fd = sb->proxy_fd;
+	sb->proxy_fd = -1; /* the proxy owns it now */
+	po.policy = s->p;
+	po.record = session_record_borrowed;
+	po.record_arg = s;
+	po.signal_fd = sfd;
+	po.on_signal = supervise_signal;
+	po.signal_arg = &x;
+	px = proxy_new(&po, err, sizeof(err));
+	if (!px) {
+		kill(sb->init_pid, SIGKILL);
+		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+			       "proxy", json_object(), err);
+		session_end(s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "egress proxy: %s", err);
 	}
-	for (k = 0; k < STUB_CONNS; k++)
-		if (conns[k].fd >= 0)
-			close(conns[k].fd);
-	free(conns);
-	close(epfd);
+	if (proxy_run(px) < 0)
+		util_warn("egress proxy: %s", strerror(errno));
+	proxy_free(px);
+	/* A loop that ended without init's exit (it cannot, barring an
+	 * internal error): make sure the sandbox is gone. */
+	if (!x.done) {
+		kill(sb->init_pid, SIGKILL);
+		while (waitpid(sb->init_pid, &x.status, 0) < 0 && errno == EINTR)
+			;
+	}
 	close(sfd);
-	return status;
+	return x.status;
 }
 
 /* --- shadow and enforce ---------------------------------------------------- */
@@ -718,7 +512,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	 * from the caller's other processes. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
-	session_open(&s, o, p, id);
+	session_open(&s, o->events, o->signing_key, p, id, o->cmd[0]);
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -768,7 +562,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		      enforce ? "session started in mode enforce"
 			      : "session started in mode shadow");
 	for (i = 0; i < env.ndropped; i++)
-		record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
+		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
 		       json_pack("{s:s}", "name", env.dropped[i]),
 		       enforce ? "not in env.pass: not passed to the agent"
@@ -778,7 +572,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	 * lost before supervise() reads them from its signalfd. */
 	block_signals();
 	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
-		record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "sandbox", json_object(), err);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);

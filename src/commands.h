@@ -7,6 +7,7 @@
 #define AIRLOCK_COMMANDS_H
 
 int cmd_run(int argc, char **argv);     /* cmd_run.c */
+int cmd_proxy(int argc, char **argv);   /* cmd_proxy.c */
 int cmd_check(int argc, char **argv);   /* cmd_check.c */
 int cmd_verify(int argc, char **argv);  /* cmd_receipt.c */
 int cmd_keygen(int argc, char **argv);  /* cmd_receipt.c */
@@ -14,6 +15,7 @@ int cmd_doctor(int argc, char **argv);  /* doctor.c */
 
 /* Help texts, printed by `airlock CMD --help` and `airlock help CMD`. */
 extern const char cmd_run_help[];
+extern const char cmd_proxy_help[];
 extern const char cmd_check_help[];
 extern const char cmd_verify_help[];
 extern const char cmd_keygen_help[];

@@ -25,6 +25,8 @@ struct command {
 static const struct command commands[] = {
 	{ "run", cmd_run, cmd_run_help,
 	  "run a command as an agent session under a policy" },
+	{ "proxy", cmd_proxy, cmd_proxy_help,
+	  "run the egress proxy alone (receipts as a session)" },
 	{ "check", cmd_check, cmd_check_help,
 	  "validate a policy and print its digest" },
 	{ "verify", cmd_verify, cmd_verify_help,

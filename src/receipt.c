@@ -866,6 +866,15 @@ out:
 	return rc;
 }
 
+int receipt_set_policy(struct receipt_writer *w, const char *policy_digest)
+{
+	if (!valid_policy_digest(policy_digest, strlen(policy_digest)))
+		return -1;
+	free(w->policy);
+	w->policy = util_xstrdup(policy_digest);
+	return 0;
+}
+
 bool receipt_type_opens_stream(const char *type)
 {
 	return strcmp(type, "session.start") == 0 ||
@@ -1086,9 +1095,18 @@ static bool stream_continue(struct verifier *v, json_t **val, int64_t seq,
 	if (strcmp(json_string_value(val[MEMBER_SESSION]), v->session) != 0)
 		return fail(v, "session differs from the session.start at line %zu",
 			    v->start_line);
-	if (strcmp(json_string_value(val[MEMBER_POLICY]), v->policy) != 0)
-		return fail(v, "policy differs from the session.start at line %zu",
-			    v->start_line);
+	if (strcmp(json_string_value(val[MEMBER_POLICY]), v->policy) != 0) {
+		/* The one place the digest may change: a successful reload
+		 * (`airlock proxy`, SIGHUP) names the new policy, and every
+		 * later line must carry it. */
+		if (strcmp(json_string_value(val[MEMBER_TYPE]), "policy.reload") != 0 ||
+		    strcmp(json_string_value(val[MEMBER_DECISION]), "info") != 0)
+			return fail(v, "policy differs from the session.start at line %zu "
+				    "(and this line is not a policy.reload)",
+				    v->start_line);
+		free(v->policy);
+		v->policy = util_xstrdup(json_string_value(val[MEMBER_POLICY]));
+	}
 	return true;
 }
 

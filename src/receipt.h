@@ -90,6 +90,12 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
 		       enum receipt_decision decision, enum receipt_point point,
 		       const char *rule, json_t *subject, const char *reason);
 
+/* Changes the policy digest of the lines appended from now on. The caller
+ * appends a policy.reload receipt (decision info) right after: `airlock
+ * verify` accepts a new digest only on such a line. Returns 0, or -1 for a
+ * malformed digest. */
+int receipt_set_policy(struct receipt_writer *w, const char *policy_digest);
+
 /* Writes session.end with {"exit": @exit_status, "counts": {...}} (counts
  * include session.start and this line, keys sorted), fsyncs the stream
  * (EINVAL/EROFS/ENOTSUP from a pipe or tty are not errors), closes it if

@@ -178,7 +178,7 @@ is "$?" 0 "the stream verifies"
 sandbox curl -sS --max-time 20 https://example.test/
 is "$?" 56 "curl https:// through the proxy: the CONNECT is refused (curl exit 56)"
 like "$(out)" "403" "with 403"
-like "$(grep '"type":"egress.block"' "$EV")" '"decision":"block".*example\.test:443' "recorded as egress.block"
+like "$(grep '"type":"egress.block"' "$EV")" '"decision":"block".*"subject":\{"method":"CONNECT","host":"example\.test","port":443' "recorded as egress.block"
 
 # --- after everything: the outside heard nothing --------------------------------
 
