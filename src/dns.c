@@ -60,14 +60,25 @@
  *
  * Servers. SERVFAIL, REFUSED, NOTIMP, an ICMP port unreachable or a
  * timeout moves a query to the next server (c-ares, in the policy's order:
- * ARES_OPT_NOROTATE). A truncated (TC) UDP answer is asked again over TCP
- * rather than used: a truncated answer may lack addresses. resolv.conf is
+ * ARES_OPT_NOROTATE). c-ares 1.18 then reports the first four alike
+ * (ECONNREFUSED, the status a query starts with): they are one status
+ * here, DNS_SERVFAIL, rather than a precise-looking wrong one. An ICMP
+ * error that a connected UDP socket reports on the next send instead of
+ * on receive is made to come back on receive (see sock_sendv()), so the
+ * query that drew it moves on at once instead of waiting for its timeout.
+ * A truncated (TC) UDP answer is asked again over TCP rather than used: a
+ * truncated answer may lack addresses. resolv.conf is
  * read once, by a throwaway channel, for its nameserver lines only; the
  * working channel gets that list explicitly, so "options rotate/ndots/
  * attempts", RES_OPTIONS and "search" never apply. A policy reload
  * (dns_set_servers) makes a new channel; the old one serves the resolves
  * already started and is destroyed once idle (c-ares 1.18 refuses to change
  * servers while queries are pending).
+ *
+ * Bursts. c-ares 1.18 sends every query to a server through one UDP
+ * socket; hundreds at once overflow the socket buffers at one end or the
+ * other and come back as timeouts. At most DNS_MAX_QUERIES queries are in
+ * flight; later resolves wait in order, their deadline running.
  *
  * Sockets and the loop. c-ares opens its sockets through our socket
  * functions: SOCK_NONBLOCK | SOCK_CLOEXEC at creation (no window in which a

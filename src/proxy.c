@@ -109,6 +109,8 @@ struct conn {
 	const struct host_rule *rule;
 	char rule_id[EGRESS_RULE_ID_MAX];
 	bool shadowed;              /* a would_block was recorded */
+	int tls;                    /* CONNECT first flight: 1 TLS, 0 not, -1 n/a */
+	char sni[HOSTNAME_MAX + 1];
 	struct addr addr;           /* where we connect */
 	/* request and response bodies */
 	enum http_body body;
@@ -533,6 +535,8 @@ static void handle_request(struct proxy *p, struct conn *c,
 	c->port = req->port;
 	c->keep_alive = req->keep_alive;
 	c->shadowed = false;
+	c->tls = -1;
+	c->sni[0] = '\0';
 	c->rule = NULL;
 	c->body = req->body;
 	c->left = req->content_length;
@@ -743,7 +747,8 @@ static void connected(struct proxy *p, struct conn *c)
 		/* The first flight, unchanged, then splice. */
 		buf_append(&c->uout, c->cin.data, c->cin.len);
 		c->cin.len = 0;
-		record_allow(p, c, NULL);
+		record_allow(p, c, c->tls == 1 ? json_pack("{s:b, s:s}", "tls", 1, "sni", c->sni)
+					       : json_pack("{s:b}", "tls", 0));
 		c->state = S_TUNNEL;
 		c->deadline = now_ms() + p->t.idle_ms;
 		return;
@@ -773,6 +778,9 @@ static void first_flight(struct proxy *p, struct conn *c)
 		else
 			return;
 	}
+	c->tls = r != CLIENTHELLO_NOT_TLS;
+	if (r == CLIENTHELLO_OK && ch.has_sni)
+		snprintf(c->sni, sizeof(c->sni), "%s", ch.sni);
 	if (r == CLIENTHELLO_NOT_TLS && !tls_port) {
 		/* Another protocol on a port that is not 443 (SSH, ...). */
 		start_connect(p, c);
@@ -841,34 +849,49 @@ static bool pump_request_body(struct proxy *p, struct conn *c)
 	return false;
 }
 
+/* Relays the response head in uin, once complete: interim (1xx) heads are
+ * passed on as they come, the final one moves @c to RESP_BODY. */
 static void response_head(struct proxy *p, struct conn *c)
 {
 	struct http_response resp;
-	enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
-						 c->head_only);
+	enum http_result r;
 	size_t i;
 
-	if (r == HTTP_INCOMPLETE)
-		return;
-	if (r != HTTP_OK) {
-		fail(p, c, 502, "upstream.malformed",
-		     resp.error ? resp.error : "malformed response");
-		return;
-	}
-	buf_printf(&c->cout, "HTTP/1.1 %u ", resp.status);
-	buf_append(&c->cout, resp.reason_phrase.ptr, resp.reason_phrase.len);
-	buf_printf(&c->cout, "\r\n");
-	for (i = 0; i < resp.headers.count; i++) {
-		const struct http_header *h = &resp.headers.h[i];
+	for (;;) {
+		r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL, c->head_only);
+		if (r == HTTP_INCOMPLETE)
+			return;
+		if (r != HTTP_OK) {
+			fail(p, c, 502, "upstream.malformed",
+			     resp.error ? resp.error : "malformed response");
+			return;
+		}
+		if (resp.status == 101) {
+			fail(p, c, 502, "upstream.malformed",
+			     "the upstream switched protocols without being asked");
+			return;
+		}
+		buf_printf(&c->cout, "HTTP/1.1 %u ", resp.status);
+		buf_append(&c->cout, resp.reason_phrase.ptr, resp.reason_phrase.len);
+		buf_printf(&c->cout, "\r\n");
+		for (i = 0; i < resp.headers.count; i++) {
+			const struct http_header *h = &resp.headers.h[i];
 
-		if (http_slice_eq_ci(h->name, "content-length") ||
-		    http_slice_eq_ci(h->name, "transfer-encoding") ||
-		    http_is_hop_by_hop(&resp.headers, h->name))
+			if (http_slice_eq_ci(h->name, "content-length") ||
+			    http_slice_eq_ci(h->name, "transfer-encoding") ||
+			    http_is_hop_by_hop(&resp.headers, h->name))
+				continue;
+			buf_append(&c->cout, h->name.ptr, h->name.len);
+			buf_append(&c->cout, ": ", 2);
+			buf_append(&c->cout, h->value.ptr, h->value.len);
+			buf_append(&c->cout, "\r\n", 2);
+		}
+		buf_consume(&c->uin, resp.head_len);
+		if (resp.status < 200) {
+			buf_append(&c->cout, "\r\n", 2); /* interim: the final head follows */
 			continue;
-		buf_append(&c->cout, h->name.ptr, h->name.len);
-		buf_append(&c->cout, ": ", 2);
-		buf_append(&c->cout, h->value.ptr, h->value.len);
-		buf_append(&c->cout, "\r\n", 2);
+		}
+		break;
 	}
 	c->body = resp.body;
 	c->left = resp.content_length;
@@ -877,10 +900,10 @@ static void response_head(struct proxy *p, struct conn *c)
 			   (unsigned long long)resp.content_length);
 	else if (resp.body == HTTP_BODY_CHUNKED)
 		buf_printf(&c->cout, "Transfer-Encoding: chunked\r\n");
-	c->resp_keep_alive = c->keep_alive && resp.body != HTTP_BODY_UNTIL_CLOSE;
+	c->resp_keep_alive = c->keep_alive && c->state == S_RESP_HEAD &&
+			     resp.body != HTTP_BODY_UNTIL_CLOSE;
 	buf_printf(&c->cout, "Connection: %s\r\n\r\n",
 		   c->resp_keep_alive ? "keep-alive" : "close");
-	buf_consume(&c->uin, resp.head_len);
 	free(c->chunked);
 	c->chunked = NULL;
 	if (c->body == HTTP_BODY_CHUNKED) {
@@ -1089,12 +1112,35 @@ static void step_tunnel(struct proxy *p, struct conn *c)
 	set_interest(p, c, true, c->uout.len ? EPOLLOUT : 0);
 }
 
+static void step_response(struct proxy *p, struct conn *c, bool upstream,
+			  bool readable);
+
 static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 			  bool readable)
 {
 	uint32_t idx = c->index;
 	int r;
 
+	if (upstream && readable) {
+		/* The upstream speaks before the body is complete: a 100
+		 * Continue, or an early final answer. */
+		ssize_t n = buf_read(&c->uin, c->ufd, c->uin.len + RELAY_CHUNK);
+
+		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR && n != -ENOBUFS)) {
+			fail(p, c, 502, "upstream.closed",
+			     "the upstream closed before a complete response");
+			return;
+		}
+		response_head(p, c);
+		if (!alive(p, idx, c) || c->state == S_CLOSING)
+			return;
+		if (c->state == S_RESP_BODY) {
+			/* The rest of the request body is never sent; the
+			 * client connection ends with this response. */
+			step_response(p, c, false, false);
+			return;
+		}
+	}
 	if (!upstream && readable && c->uout.len < BUF_HIGH &&
 	    !read_client(p, c, c->cin.len + RELAY_CHUNK))
 		return;
@@ -1107,10 +1153,17 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 		fail(p, c, 502, "upstream.write", strerror(-r));
 		return;
 	}
-	set_interest(p, c, true, (c->uout.len ? EPOLLOUT : 0) |
-				 (c->state == S_RESP_HEAD ? EPOLLIN : 0));
-	set_interest(p, c, false, c->state == S_REQ_BODY && c->uout.len < BUF_HIGH
-					  ? EPOLLIN | EPOLLRDHUP : 0);
+	r = buf_flush(&c->cout, c->cfd);
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(p, c);
+		return;
+	}
+	set_interest(p, c, true, (c->uout.len ? EPOLLOUT : 0) | EPOLLIN);
+	set_interest(p, c, false, (c->state == S_REQ_BODY && c->uout.len < BUF_HIGH
+					   ? EPOLLIN | EPOLLRDHUP : 0) |
+					  (c->cout.len ? EPOLLOUT : 0));
+	if (c->state == S_RESP_HEAD && c->uin.len > 0)
+		step_response(p, c, false, false);
 }
 
 static void step_response(struct proxy *p, struct conn *c, bool upstream,
