@@ -523,14 +523,10 @@ static void handle_request(struct proxy *p, struct conn *c,
 			   const struct http_request *req)
 {
 	struct egress_verdict v;
-	size_t mlen = req->method.len < sizeof(c->method) - 1
-			      ? req->method.len : sizeof(c->method) - 1;
 	uint64_t cookie;
 
-	memcpy(c->method, req->method.ptr, mlen);
-	c->method[mlen] = '\0';
 	c->is_connect = req->is_connect;
-	c->head_only = http_slice_eq_ci(req->method, "HEAD");
+	c->head_only = strcmp(c->method, "HEAD") == 0;
 	c->target = req->host;
 	c->port = req->port;
 	c->keep_alive = req->keep_alive;
@@ -582,6 +578,7 @@ static void parse_head(struct proxy *p, struct conn *c)
 	enum http_result r = http_parse_request(c->cin.data, c->cin.len, &req, NULL);
 	json_t *s;
 	int64_t seq;
+	size_t mlen;
 
 	if (r == HTTP_INCOMPLETE)
 		return;
@@ -599,7 +596,12 @@ static void parse_head(struct proxy *p, struct conn *c)
 		       seq, "airlock: malformed request: %s", why);
 		return;
 	}
-	/* The body (if any) and pipelined bytes stay in cin after the head. */
+	/* The head's slices die with buf_consume() below: copy what is
+	 * needed later. The body (if any) and pipelined bytes stay in cin. */
+	mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
+						      : sizeof(c->method) - 1;
+	memcpy(c->method, req.method.ptr, mlen);
+	c->method[mlen] = '\0';
 	c->uout.len = 0;
 	if (!req.is_connect) {
 		size_t i;
