@@ -1,0 +1,23 @@
+#!/bin/sh
+# make demo: the story it tells must stay true.
+. "$(dirname "$0")/lib.sh"
+
+out=$("$AIRLOCK_SRC/scripts/demo" 2>&1)
+is "$?" 0 "the demo runs to the end"
+printf '%s\n' "$out" > "$T/demo.out"
+like "$out" "DEMO_API_KEY=airlock-ph-api-[0-9a-f]{32}" "the agent sees a placeholder"
+if grep -q "sk-demo-REAL" "$T/demo.out"; then ok 1 "the real key never shows"; else ok 0 "the real key never shows"; fi
+if grep -q "AWS_SECRET_ACCESS_KEY=" "$T/demo.out"; then ok 1 "an unclassified secret is dropped"; else ok 0 "an unclassified secret is dropped"; fi
+like "$out" "HTTP 403  egress.default" "exfiltration is denied by the default rule"
+like "$out" "HTTP 403  egress.deny\[0\]" "a deny rule denies"
+like "$out" "HTTP 403  egress.special-address" "the metadata name is denied by its address"
+like "$out" "egress.allow +allow +egress-proxy egress.allow\[1\] +GET rebind.cdn.airlock.test:80 -> 198.18.0.11" "the rebinding name first connects to its checked address"
+like "$out" "egress.special-address +GET rebind.cdn.airlock.test:80 -> 127.0.0.1 \(loopback\)" "and is denied when it rebinds"
+like "$out" "egress.sni_mismatch +CONNECT api.airlock.test:443 sni=exfil.example" "a lying SNI is denied"
+like "$out" "connections to 127.0.0.1:80 or 169.254.169.254:80: 0" "nothing reached loopback or the metadata address"
+like "$out" "Operation not permitted" "raw sockets are refused"
+like "$out" "Read-only file system" "the host is read-only"
+like "$out" "ok: [0-9]+ lines, 1 session, chain and signatures intact" "the receipts verify"
+like "$out" "tampered.jsonl:[0-9]+: bad signature" "and tampering is caught"
+like "$out" "no secret value appears anywhere in the receipts" "no secret value in the receipts"
+done_testing
