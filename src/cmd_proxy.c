@@ -147,7 +147,7 @@ static void reload(struct proxy_state *st)
 		return;
 	}
 	session_reload(st->s, np);
-	st->old = util_xrealloc(st->old, (st->nold + 1) * sizeof(*st->old));
+	st->old = util_xrealloc(st->old, (st->nold + 1) * sizeof(struct policy *));
 	st->old[st->nold++] = np;
 	util_warn("proxy: policy reloaded (%s)", np->digest);
 }
@@ -245,7 +245,8 @@ int cmd_proxy(int argc, char **argv)
 	if (listen(fd, SOMAXCONN) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: listen");
 	sl = sizeof(ss);
-	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: getsockname");
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGHUP);

@@ -75,7 +75,7 @@ enum state {
 
 #define HEAD_MAX (8192 + 32768 + 16)
 #define RELAY_CHUNK 16384
-#define BUF_HIGH (64 * 1024)   /* stop reading while this much is queued */
+#define BUF_HIGH ((size_t)64 * 1024) /* stop reading while this much is queued */
 #define SPLICE_MAX (1 << 16)
 #define MAX_ADDRS 32
 
@@ -576,14 +576,14 @@ static void parse_head(struct proxy *p, struct conn *c)
 {
 	struct http_request req;
 	enum http_result r = http_parse_request(c->cin.data, c->cin.len, &req, NULL);
-	json_t *s;
-	int64_t seq;
 	size_t mlen;
 
 	if (r == HTTP_INCOMPLETE)
 		return;
 	if (r != HTTP_OK) {
 		char why[256];
+		json_t *s;
+		int64_t seq;
 
 		snprintf(why, sizeof(why), "%s%s%s", req.error ? req.error : "malformed",
 			 req.error_detail ? ": " : "",
@@ -831,6 +831,7 @@ static bool pump_request_body(struct proxy *p, struct conn *c)
 		c->left -= n;
 		return c->left == 0;
 	}
+	ASSERT(c->chunked);
 	while (c->cin.len > 0) {
 		struct http_slice data;
 		size_t used = 0;
@@ -856,11 +857,10 @@ static bool pump_request_body(struct proxy *p, struct conn *c)
 static void response_head(struct proxy *p, struct conn *c)
 {
 	struct http_response resp;
-	enum http_result r;
 	size_t i;
 
 	for (;;) {
-		r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL, c->head_only);
+		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL, c->head_only);
 		if (r == HTTP_INCOMPLETE)
 			return;
 		if (r != HTTP_OK) {
@@ -934,6 +934,7 @@ static bool pump_response_body(struct proxy *p, struct conn *c)
 		c->left -= n;
 		return c->left == 0;
 	}
+	ASSERT(c->chunked);
 	while (c->uin.len > 0) {
 		struct http_slice data;
 		size_t used = 0;
@@ -1053,19 +1054,23 @@ static bool read_client(struct proxy *p, struct conn *c, size_t max)
 	return true;
 }
 
-static bool alive(struct proxy *p, uint32_t idx, const struct conn *c)
+/* The connection at @idx if it is still the one with generation @gen:
+ * after a call that may have closed it, the caller reloads its pointer
+ * from here and never touches the old one. */
+static struct conn *still(struct proxy *p, uint32_t idx, uint32_t gen)
 {
-	return conn_get(p, idx) == c;
+	struct conn *c = conn_get(p, idx);
+
+	return c && c->gen == gen ? c : NULL;
 }
 
 /* An error answer: flush it, shut our side, then wait briefly for the
  * client's FIN so that closing does not reset the answer away. */
 static void step_closing(struct proxy *p, struct conn *c, uint32_t events)
 {
-	int r;
-
 	if (c->cout.len > 0) {
-		r = buf_flush(&c->cout, c->cfd);
+		int r = buf_flush(&c->cout, c->cfd);
+
 		if (r < 0 && r != -EAGAIN) {
 			conn_close(p, c);
 			return;
@@ -1120,7 +1125,7 @@ static void step_response(struct proxy *p, struct conn *c, bool upstream,
 static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 			  bool readable)
 {
-	uint32_t idx = c->index;
+	uint32_t idx = c->index, gen = c->gen;
 	int r;
 
 	if (upstream && readable) {
@@ -1134,7 +1139,7 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 			return;
 		}
 		response_head(p, c);
-		if (!alive(p, idx, c) || c->state == S_CLOSING)
+		if (!(c = still(p, idx, gen)) || c->state == S_CLOSING)
 			return;
 		if (c->state == S_RESP_BODY) {
 			/* The rest of the request body is never sent; the
@@ -1148,7 +1153,7 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 		return;
 	if (pump_request_body(p, c))
 		c->state = S_RESP_HEAD;
-	if (!alive(p, idx, c) || c->state == S_CLOSING)
+	if (!(c = still(p, idx, gen)) || c->state == S_CLOSING)
 		return;
 	r = buf_flush(&c->uout, c->ufd);
 	if (r < 0 && r != -EAGAIN) {
@@ -1171,7 +1176,7 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 static void step_response(struct proxy *p, struct conn *c, bool upstream,
 			  bool readable)
 {
-	uint32_t idx = c->index;
+	uint32_t idx = c->index, gen = c->gen;
 	int r;
 
 	if (c->uout.len > 0) {
@@ -1191,7 +1196,7 @@ static void step_response(struct proxy *p, struct conn *c, bool upstream,
 				return;
 			}
 			pump_response_body(p, c);
-			if (!alive(p, idx, c))
+			if (!(c = still(p, idx, gen)))
 				return;
 			if (c->body == HTTP_BODY_LENGTH && c->left != 0) {
 				conn_close(p, c); /* truncated: the client sees it */
@@ -1204,12 +1209,12 @@ static void step_response(struct proxy *p, struct conn *c, bool upstream,
 	}
 	if (c->state == S_RESP_HEAD) {
 		response_head(p, c);
-		if (!alive(p, idx, c) || c->state == S_CLOSING)
+		if (!(c = still(p, idx, gen)) || c->state == S_CLOSING)
 			return;
 	}
 	if (c->state == S_RESP_BODY && pump_response_body(p, c))
 		response_done(p, c);
-	if (!alive(p, idx, c))
+	if (!(c = still(p, idx, gen)))
 		return;
 flush:
 	r = buf_flush(&c->cout, c->cfd);
@@ -1238,7 +1243,7 @@ flush:
 static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events)
 {
 	bool readable = events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
-	uint32_t idx = c->index;
+	uint32_t idx = c->index, gen = c->gen;
 	int r;
 
 	switch (c->state) {
@@ -1256,7 +1261,7 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 			set_interest(p, c, false, EPOLLIN | EPOLLRDHUP);
 		}
 		parse_head(p, c);
-		if (alive(p, idx, c) && c->state == S_HEAD && c->cin.len >= HEAD_MAX)
+		if ((c = still(p, idx, gen)) && c->state == S_HEAD && c->cin.len >= HEAD_MAX)
 			fail(p, c, 400, "http.too-large", "request head too large");
 		break;
 	case S_RESOLVE:
@@ -1289,7 +1294,7 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 			return;
 		}
 		connected(p, c);
-		if (!alive(p, idx, c))
+		if (!(c = still(p, idx, gen)))
 			return;
 		if (c->state == S_TUNNEL)
 			step_tunnel(p, c);
@@ -1311,7 +1316,7 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 		return;
 	}
 	/* A request was just decided: flush an answer, or the 200. */
-	if (!alive(p, idx, c))
+	if (!(c = still(p, idx, gen)))
 		return;
 	if (c->state == S_CLOSING)
 		step_closing(p, c, 0);
@@ -1432,6 +1437,7 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	socklen_t sl = sizeof(ss);
 	struct epoll_event ev;
 
+	memset(&ss, 0, sizeof(ss));
 	p->o = *opts;
 	p->policy = opts->policy;
 	p->t = opts->timeouts;
@@ -1446,7 +1452,7 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	if (!p->t.idle_ms)
 		p->t.idle_ms = 300000;
 	p->cap = opts->max_conns ? opts->max_conns : 16384;
-	p->conns = util_xcalloc(p->cap, sizeof(*p->conns));
+	p->conns = util_xcalloc(p->cap, sizeof(struct conn *));
 	p->free_ids = util_xcalloc(p->cap, sizeof(*p->free_ids));
 	p->lfd = opts->listen_fd;
 	raise_fd_limit();
