@@ -260,6 +260,15 @@ static void req_free(struct dns *d, struct dns_req *r)
 	d->live--;
 }
 
+/* Empties @l and returns its first element; the rest follow by ->next. */
+static struct dns_req *list_take(struct req_list *l)
+{
+	struct dns_req *r = l->head;
+
+	l->head = l->tail = NULL;
+	return r;
+}
+
 /* ------------------------------------------------------------------ */
 /* Sockets: created by c-ares through these, registered in epoll.      */
 
@@ -561,12 +570,11 @@ static void deliver_one(struct dns *d, struct dns_req *r)
  * makes ready wait for the next round (dns_next_timeout_ms() says 0). */
 static void deliver(struct dns *d)
 {
-	struct req_list batch = d->ready;
-	struct dns_req *r;
+	struct dns_req *r = list_take(&d->ready), *next;
 
-	d->ready.head = d->ready.tail = NULL;
-	while ((r = batch.head) != NULL) {
-		list_unlink(&batch, r);
+	for (; r; r = next) {
+		next = r->next;
+		r->prev = r->next = NULL;
 		deliver_one(d, r);
 	}
 }
@@ -947,7 +955,7 @@ size_t dns_pending(const struct dns *d)
 void dns_free(struct dns *d)
 {
 	struct chan *c;
-	struct dns_req *r;
+	struct dns_req *r, *next;
 
 	if (!d)
 		return;
@@ -959,16 +967,16 @@ void dns_free(struct dns *d)
 		d->chans = c->next;
 		chan_free(d, c);
 	}
-	while ((r = d->queued.head) != NULL) {
-		list_unlink(&d->queued, r);
+	for (r = list_take(&d->queued); r; r = next) {
+		next = r->next;
 		req_free(d, r);
 	}
-	while ((r = d->active.head) != NULL) {
-		list_unlink(&d->active, r);
+	for (r = list_take(&d->active); r; r = next) {
+		next = r->next;
 		req_free(d, r);
 	}
-	while ((r = d->ready.head) != NULL) {
-		list_unlink(&d->ready, r);
+	for (r = list_take(&d->ready); r; r = next) {
+		next = r->next;
 		req_free(d, r);
 	}
 	ASSERT(d->live == 0 && d->nsocks == 0);

@@ -94,9 +94,10 @@ struct dns *dns_new(int epfd, uint64_t ev_tag,
 /* Starts resolving @name (copied), which must be a normalised DNS name as
  * hostname_normalise() produces it (lowercase, no trailing dot, not an IP
  * address). Asks A and AAAA, both as given: no search domain is appended.
- * Returns 0 when @cb will be called (later: never from within this call),
- * -EINVAL for a name that is not normalised, -EAGAIN when DNS_MAX_LIVE
- * resolves are alive; on error @cb is never called. */
+ * The queries are sent now, or as soon as fewer than DNS_MAX_QUERIES are
+ * in flight. Returns 0 when @cb will be called (later: never from within
+ * this call), -EINVAL for a name that is not normalised, -EAGAIN when
+ * DNS_MAX_LIVE resolves are alive; on error @cb is never called. */
 int dns_resolve(struct dns *d, const char *name, dns_cb cb, void *arg,
 		uint64_t cookie);
 
@@ -116,9 +117,9 @@ int dns_next_timeout_ms(struct dns *d, int max_ms);
 void dns_process_timeouts(struct dns *d);
 
 /* Replaces the servers (policy reload) with the same rules as dns_new()
- * (@nservers == 0: resolv.conf, read again now). Resolves started before
- * keep the old servers until they finish. Returns 0, or -1 with a one-line
- * reason in @err and the old servers kept. */
+ * (@nservers == 0: resolv.conf, read again now). Resolves whose queries
+ * were already sent finish on the old servers; queued ones go to the new.
+ * Returns 0, or -1 with a one-line reason in @err and the old servers kept. */
 int dns_set_servers(struct dns *d, const struct policy_endpoint *servers,
 		    size_t nservers, char *err, size_t errlen);
 

@@ -26,6 +26,9 @@
 
 #define TAG_DNS (1ull << 32)
 #define TAG_FAKE (2ull << 32)
+#define FAKE_UDP 0
+#define FAKE_LISTEN 1
+#define FAKE_CONN 2
 #define T_A 1
 #define T_AAAA 28
 #define T_CNAME 5
@@ -262,8 +265,8 @@ static void fake_start(int idx, behave_fn behave)
 	}
 	ASSERT(tries < 20);
 	f->port = ntohs(sa.sin_port);
-	watch(f->udp, TAG_FAKE | (uint32_t)(idx << 2 | 0));
-	watch(f->tcp, TAG_FAKE | (uint32_t)(idx << 2 | 1));
+	watch(f->udp, TAG_FAKE | (uint32_t)(idx << 2) | FAKE_UDP);
+	watch(f->tcp, TAG_FAKE | (uint32_t)(idx << 2) | FAKE_LISTEN);
 }
 
 static void fake_stop(int idx)
@@ -292,12 +295,12 @@ static void fake_got(struct fake *f, const struct query *q, bool tcp)
 static void fake_io(int idx, int kind)
 {
 	struct fake *f = &fakes[idx];
-	uint8_t buf[4096];
 	struct query q;
 	ssize_t n;
 
-	if (kind == 0) {
+	if (kind == FAKE_UDP) {
 		for (;;) {
+			uint8_t buf[4096];
 			socklen_t fl = sizeof(f->from);
 
 			n = recvfrom(f->udp, buf, sizeof(buf), 0,
@@ -308,7 +311,7 @@ static void fake_io(int idx, int kind)
 				fake_got(f, &q, false);
 		}
 	}
-	if (kind == 1) {
+	if (kind == FAKE_LISTEN) {
 		int c = accept4(f->tcp, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (c < 0)
@@ -319,7 +322,7 @@ static void fake_io(int idx, int kind)
 		}
 		f->conn = c;
 		f->tlen = 0;
-		watch(c, TAG_FAKE | (uint32_t)(idx << 2 | 2));
+		watch(c, TAG_FAKE | (uint32_t)(idx << 2) | FAKE_CONN);
 		return;
 	}
 	n = read(f->conn, f->tbuf + f->tlen, sizeof(f->tbuf) - f->tlen);
@@ -576,12 +579,12 @@ static void b_cname(struct fake *f, const struct query *q, bool tcp)
 static void b_many_a(struct fake *f, const struct query *q, bool tcp)
 {
 	struct msg m;
-	char ip[32];
-	int i;
 
 	msg_start(&m, q, 0, false);
 	if (q->qtype == T_A)
-		for (i = 0; i < 10; i++) {
+		for (int i = 0; i < 10; i++) {
+			char ip[32];
+
 			snprintf(ip, sizeof(ip), "203.0.113.%d", 200 - i * 7);
 			msg_addr(&m, NULL, ip);
 		}
@@ -711,8 +714,6 @@ static void b_localhost(struct fake *f, const struct query *q, bool tcp)
 static void b_tc(struct fake *f, const struct query *q, bool tcp)
 {
 	struct msg m;
-	char ip[32];
-	int i;
 
 	if (q->qtype == T_AAAA) {
 		b_nodata(f, q, tcp);
@@ -720,7 +721,9 @@ static void b_tc(struct fake *f, const struct query *q, bool tcp)
 	}
 	msg_start(&m, q, 0, !tcp);
 	if (tcp)
-		for (i = 0; i < 60; i++) {
+		for (int i = 0; i < 60; i++) {
+			char ip[32];
+
 			snprintf(ip, sizeof(ip), "198.18.%d.%d", i / 10, i);
 			msg_addr(&m, NULL, ip);
 		}
@@ -732,10 +735,11 @@ static void b_numbered(struct fake *f, const struct query *q, bool tcp)
 {
 	struct msg m;
 	unsigned long i = strtoul(q->name + 1, NULL, 10);
-	char ip[32];
 
 	msg_start(&m, q, 0, false);
 	if (q->qtype == T_A) {
+		char ip[32];
+
 		snprintf(ip, sizeof(ip), "10.0.%lu.%lu", i / 256, i % 256);
 		msg_addr(&m, NULL, ip);
 	}
@@ -859,7 +863,7 @@ static void test_failures(void)
 	took = r.at - r.started;
 	tap_is_int(r.status, DNS_TIMEOUT, "silent server: timeout");
 	tap_is_str(r.error, "timeout", "silent server: error text");
-	tap_ok(r.calls == 1 && took >= 350 && took <= 400 + 150,
+	tap_ok(r.calls == 1 && took >= 350 && took <= 400 + 250,
 	       "silent server: reported after %llu ms (timeout 400)",
 	       (unsigned long long)took);
 
@@ -867,7 +871,7 @@ static void test_failures(void)
 	took = r.at - r.started;
 	tap_is_int(r.status, DNS_OK, "AAAA never answered: the A answer is returned");
 	tap_is_str(r.addrs, "93.184.216.34", "AAAA never answered: A address");
-	tap_ok(took >= 350 && took <= 550,
+	tap_ok(took >= 350 && took <= 400 + 250,
 	       "AAAA never answered: waited for it until the deadline (%llu ms)",
 	       (unsigned long long)took);
 
@@ -944,6 +948,10 @@ static void test_late(void)
 		snprintf(name, sizeof(name), "q%d.example", i);
 		ASSERT(start(d, name, &rs[i], (uint64_t)i) == 0);
 	}
+	/* the first try of each query goes out at once; retries after 100 ms */
+	run(d, 1000, 50);
+	tap_is_int(fakes[0].nq, DNS_MAX_QUERIES,
+		   "at most DNS_MAX_QUERIES queries in flight, the rest queued");
 	run(d, 100, 3000);
 	for (i = 0; i < 100; i++) {
 		if (rs[i].calls == 1)
@@ -956,11 +964,8 @@ static void test_late(void)
 	tap_ok(once == 100 && timeouts == 100,
 	       "queued resolves expire too: %d callbacks, %d timeouts", once,
 	       timeouts);
-	tap_ok(worst <= 300 + 150, "queued resolves keep their deadline (worst %llu ms)",
+	tap_ok(worst <= 300 + 250, "queued resolves keep their deadline (worst %llu ms)",
 	       (unsigned long long)worst);
-	tap_ok(fakes[0].nq <= DNS_MAX_QUERIES * 2,
-	       "at most DNS_MAX_QUERIES in flight (%u sent with 2 tries)",
-	       fakes[0].nq);
 	dns_free(d);
 	fake_stop(0);
 }
@@ -1069,7 +1074,7 @@ static void test_no_cache_no_search_no_hosts(void)
 	d = new_dns(&fakes[0].port, 1, 300);
 	ASSERT(start(d, "x.example", &r1, 1) == 0);
 	run(d, 1, 3000);
-	tap_ok(r1.status == DNS_TIMEOUT && r1.at - r1.started <= 450,
+	tap_ok(r1.status == DNS_TIMEOUT && r1.at - r1.started <= 300 + 250,
 	       "RES_OPTIONS does not change the timeout (%llu ms)",
 	       (unsigned long long)(r1.at - r1.started));
 	dns_free(d);
@@ -1116,7 +1121,6 @@ static void test_concurrency(void)
 				 rs[i].status, rs[i].error, rs[i].addrs,
 				 (unsigned long long)(rs[i].at - rs[i].started));
 	}
-	tap_diag("server saw %u queries", fakes[0].nq);
 	tap_is_int(once, MANY, "concurrent: each callback exactly once");
 	tap_is_int(good, MANY, "concurrent: each got its own answer and cookie");
 	tap_is_int(dns_pending(d), 0, "concurrent: nothing pending after");
