@@ -125,6 +125,9 @@ static void probe_child(int fd)
 	struct doctor_caps c;
 
 	memset(&c, 0, sizeof(c));
+	/* A non-dumpable caller (airlock run's supervisor) makes this child
+	 * non-dumpable too, and then it may not write its own id maps. */
+	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	c.userns = enter_userns();
 	/* Without a user namespace, the rest is still probed directly: that
 	 * is what a privileged caller would get, and doctor reports it. */

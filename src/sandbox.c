@@ -634,6 +634,15 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 
 	if (c->cfg->scrub)
 		c->cfg->scrub(c->cfg->scrub_arg);
+	/* The supervisor is not dumpable, so neither is this copy of it, and
+	 * the /proc files of a non-dumpable process belong to root: an
+	 * unprivileged supervisor could not write our id maps. Nothing secret
+	 * is left in this memory now; dumpable again until the maps are
+	 * written. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		init_fail(c, "PR_SET_DUMPABLE");
+	if (send(c->ctl_fd, "R", 1, MSG_NOSIGNAL) != 1)
+		_exit(EXIT_AIRLOCK_FAILURE);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		init_fail(c, "PR_SET_PDEATHSIG");
 	/* The supervisor writes our id maps, then one byte. EOF means it
@@ -693,6 +702,26 @@ static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errl
 	if (r < 0)
 		snprintf(err, errlen, "writing the sandbox's id maps: %s", strerror(-r));
 	return r;
+}
+
+/* Waits for init's "R": it is dumpable, so its id maps may be written. */
+static int wait_ready(int ctl, char *err, size_t errlen)
+{
+	char buf[512];
+	ssize_t n;
+
+	do
+		n = recv(ctl, buf, sizeof(buf) - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && buf[0] == 'R')
+		return 0;
+	if (n > 1 && buf[0] == 'E') {
+		buf[n] = '\0';
+		snprintf(err, errlen, "%s", buf + 1);
+	} else {
+		snprintf(err, errlen, "the sandbox ended during setup");
+	}
+	return -1;
 }
 
 /* Receives the proxy socket, or init's error line. */
@@ -797,7 +826,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	ctl[1] = -1;
 	close(ex[1]);
 	ex[1] = -1;
-	if (write_id_maps(pid, c.uid, c.gid, err, errlen) < 0)
+	if (wait_ready(ctl[0], err, errlen) < 0 ||
+	    write_id_maps(pid, c.uid, c.gid, err, errlen) < 0)
 		goto kill;
 	if (util_write_all(sync[1], "g", 1) < 0) {
 		snprintf(err, errlen, "starting the sandbox: %s", strerror(errno));
