@@ -704,8 +704,10 @@ static void record_allow(struct proxy *p, struct conn *c, json_t *extra)
 	char text[ADDR_STRLEN];
 	json_t *s;
 
-	if (c->shadowed)
+	if (c->shadowed) {
+		json_decref(extra);
 		return; /* its would_block receipt already tells the story */
+	}
 	s = target_subject(c);
 	addr_format(&c->addr, text, sizeof(text));
 	json_object_set_new(s, "address", json_string(text));
