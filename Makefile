@@ -107,7 +107,7 @@ fuzz: $(FUZZ_BIN)
 		rm -rf $$work; mkdir -p $$work; \
 		cp tests/fuzz/corpus/$$name/* $$work/ 2>/dev/null || true; \
 		echo "== $$name ($(FUZZ_SECONDS) s)"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+		tests/netns-exec $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 			-print_final_stats=1 $$work tests/fuzz/corpus/$$name; \
 	done
 
