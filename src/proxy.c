@@ -33,7 +33,7 @@
  * conn_close(). Deadlines (head, first flight, connect, idle) are checked
  * once a second. When accept() runs out of descriptors, accepting pauses
  * for 100 ms instead of spinning. Buffers exist only while a connection
- * parses; an idle tunnel holds its struct and two pipes.
+ * parses; an idle tunnel holds its struct and its two sockets.
  */
 #include "proxy.h"
 
@@ -76,7 +76,9 @@ enum state {
 #define HEAD_MAX (8192 + 32768 + 16)
 #define RELAY_CHUNK 16384
 #define BUF_HIGH ((size_t)64 * 1024) /* stop reading while this much is queued */
-#define SPLICE_MAX (1 << 16)
+#define SPLICE_MAX (1 << 20)   /* bytes moved by one splice() call */
+#define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
+#define PIPE_POOL 64           /* empty pipes kept for reuse */
 #define MAX_ADDRS 32
 
 struct buf {
@@ -85,7 +87,7 @@ struct buf {
 };
 
 struct half {        /* one direction of a tunnel */
-	int pipe[2];
+	int pipe[2];     /* borrowed from the pool while bytes are in flight */
 	size_t pending;  /* bytes in the pipe */
 	bool eof;        /* source finished */
 	bool shut;       /* destination shut down for writing */
@@ -118,6 +120,8 @@ struct conn {
 	struct http_chunked *chunked;
 	bool resp_keep_alive;
 	/* tunnel */
+	bool spliced;               /* the 200 and first flight are out */
+	bool shut_wr;               /* CLOSING: our FIN is sent */
 	struct half c2u, u2c;
 };
 
@@ -138,6 +142,8 @@ struct proxy {
 	uint64_t accept_resume;     /* ms: EMFILE back-off */
 	bool stopping;
 	uint64_t stop_deadline;
+	int pool[PIPE_POOL][2];     /* empty pipes for tunnels to borrow */
+	size_t npool;
 };
 
 static uint64_t now_ms(void)
@@ -256,13 +262,37 @@ static void set_interest(struct proxy *p, struct conn *c, bool upstream,
 		*cur = events;
 }
 
-static void half_close(struct half *h)
+/* Pipes: a tunnel borrows one per direction only while bytes are in
+ * flight, so an idle tunnel holds its two sockets and nothing else. */
+static int pipe_get(struct proxy *p, int fds[2])
 {
-	if (h->pipe[0] >= 0)
+	if (p->npool > 0) {
+		p->npool--;
+		fds[0] = p->pool[p->npool][0];
+		fds[1] = p->pool[p->npool][1];
+		return 0;
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -errno;
+	(void)fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE);
+	return 0;
+}
+
+/* Returns @h's pipe to the pool if it is empty, else closes it. */
+static void half_release(struct proxy *p, struct half *h)
+{
+	if (h->pipe[0] < 0)
+		return;
+	if (h->pending == 0 && p->npool < PIPE_POOL) {
+		p->pool[p->npool][0] = h->pipe[0];
+		p->pool[p->npool][1] = h->pipe[1];
+		p->npool++;
+	} else {
 		close(h->pipe[0]);
-	if (h->pipe[1] >= 0)
 		close(h->pipe[1]);
+	}
 	h->pipe[0] = h->pipe[1] = -1;
+	h->pending = 0;
 }
 
 static void conn_close(struct proxy *p, struct conn *c)
@@ -271,8 +301,8 @@ static void conn_close(struct proxy *p, struct conn *c)
 		close(c->cfd);
 	if (c->ufd >= 0)
 		close(c->ufd);
-	half_close(&c->c2u);
-	half_close(&c->u2c);
+	half_release(p, &c->c2u);
+	half_release(p, &c->u2c);
 	buf_free(&c->cin);
 	buf_free(&c->cout);
 	buf_free(&c->uin);
@@ -676,7 +706,9 @@ static void start_connect(struct proxy *p, struct conn *c)
 	}
 	fd = socket(c->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		fail(p, c, 502, "upstream.connect", strerror(errno));
+		/* A CONNECT client already has its 200: close, never write
+		 * an answer into its tunnel. */
+		fail(p, c, c->is_connect ? 0 : 502, "upstream.connect", strerror(errno));
 		return;
 	}
 	if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
@@ -722,14 +754,10 @@ static void record_allow(struct proxy *p, struct conn *c, json_t *extra)
 
 static bool tunnel_start(struct proxy *p, struct conn *c)
 {
-	if (pipe2(c->c2u.pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
-	    pipe2(c->u2c.pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
-		conn_close(p, c);
-		return false;
-	}
 	buf_free(&c->cin);
 	buf_free(&c->uin);
 	buf_free(&c->uout);
+	c->spliced = true;
 	c->state = S_TUNNEL;
 	c->deadline = now_ms() + p->t.idle_ms;
 	return true;
@@ -980,7 +1008,7 @@ static void response_done(struct proxy *p, struct conn *c)
 /* --- tunnel -------------------------------------------------------------- */
 
 /* Moves bytes src -> pipe -> dst. Returns -1 if the tunnel must close. */
-static int splice_half(int src, int dst, struct half *h)
+static int splice_half(struct proxy *p, int src, int dst, struct half *h)
 {
 	for (;;) {
 		ssize_t n;
@@ -994,16 +1022,23 @@ static int splice_half(int src, int dst, struct half *h)
 			continue;
 		}
 		if (h->eof) {
+			half_release(p, h);
 			if (!h->shut) {
 				shutdown(dst, SHUT_WR);
 				h->shut = true;
 			}
 			return 0;
 		}
+		if (h->pipe[0] < 0 && pipe_get(p, h->pipe) < 0)
+			return -1;
 		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n < 0)
-			return errno == EAGAIN ? 0 : -1;
+		if (n < 0) {
+			if (errno != EAGAIN)
+				return -1;
+			half_release(p, h); /* idle: give the pipe back */
+			return 0;
+		}
 		if (n == 0) {
 			h->eof = true;
 			continue;
@@ -1025,8 +1060,8 @@ static uint32_t tunnel_events(const struct half *in, const struct half *out)
 
 static void tunnel_step(struct proxy *p, struct conn *c)
 {
-	if (splice_half(c->cfd, c->ufd, &c->c2u) < 0 ||
-	    splice_half(c->ufd, c->cfd, &c->u2c) < 0) {
+	if (splice_half(p, c->cfd, c->ufd, &c->c2u) < 0 ||
+	    splice_half(p, c->ufd, c->cfd, &c->u2c) < 0) {
 		conn_close(p, c);
 		return;
 	}
@@ -1070,7 +1105,7 @@ static struct conn *still(struct proxy *p, uint32_t idx, uint32_t gen)
  * client's FIN so that closing does not reset the answer away. */
 static void step_closing(struct proxy *p, struct conn *c, uint32_t events)
 {
-	if (c->cout.len > 0) {
+	if (!c->shut_wr) {
 		int r = buf_flush(&c->cout, c->cfd);
 
 		if (r < 0 && r != -EAGAIN) {
@@ -1082,9 +1117,9 @@ static void step_closing(struct proxy *p, struct conn *c, uint32_t events)
 			return;
 		}
 		shutdown(c->cfd, SHUT_WR);
+		c->shut_wr = true;
 		c->deadline = now_ms() + 2000;
 		set_interest(p, c, false, EPOLLIN | EPOLLRDHUP);
-		return;
 	}
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
 		char sink[4096];
@@ -1101,7 +1136,7 @@ static void step_tunnel(struct proxy *p, struct conn *c)
 {
 	int r1, r2;
 
-	if (c->c2u.pipe[0] >= 0) {
+	if (c->spliced) {
 		tunnel_step(p, c);
 		return;
 	}
@@ -1592,6 +1627,11 @@ void proxy_free(struct proxy *p)
 	for (i = 0; i < p->nconns; i++)
 		if (p->conns[i])
 			conn_close(p, p->conns[i]);
+	while (p->npool > 0) {
+		p->npool--;
+		close(p->pool[p->npool][0]);
+		close(p->pool[p->npool][1]);
+	}
 	dns_free(p->dns);
 	close(p->epfd);
 	close(p->lfd);
