@@ -79,7 +79,6 @@ enum state {
 #define SPLICE_MAX (1 << 20)   /* bytes moved by one splice() call */
 #define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
 #define PIPE_POOL 64           /* empty pipes kept for reuse */
-#define MAX_ADDRS 32
 
 struct buf {
 	char *data;
@@ -543,8 +542,7 @@ static void on_resolved(void *arg, uint64_t cookie, int status,
 		fail(p, c, 502, "dns.failure", error ? error : "no address");
 		return;
 	}
-	if (n > MAX_ADDRS)
-		n = MAX_ADDRS;
+	/* Every answer is checked, however many there are. */
 	addresses_checked(p, c, addrs, n);
 }
 
