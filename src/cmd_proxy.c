@@ -198,7 +198,13 @@ int cmd_proxy(int argc, char **argv)
 		case OPT_LISTEN: listen_at = optarg; break;
 		case OPT_EVENTS: events = optarg; break;
 		case OPT_KEY: key = optarg; break;
-		case OPT_SESSION: session_id = optarg; break;
+		case OPT_SESSION:
+			if (!policy_session_id_valid(optarg))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --session must be 1-128 characters of "
+					 "A-Z a-z 0-9 . _ : - starting with a letter or digit");
+			session_id = optarg;
+			break;
 		case 'h':
 			fputs(cmd_proxy_help, stdout);
 			return 0;
@@ -223,18 +229,7 @@ int cmd_proxy(int argc, char **argv)
 		util_die(EXIT_AIRLOCK_FAILURE, "policy %s is invalid (%zu error%s above)",
 			 policy_path, errs.count, errs.count == 1 ? "" : "s");
 	}
-	if (session_id)
-		id = util_xstrdup(session_id);
-	else if (p->session_id)
-		id = util_xstrdup(p->session_id);
-	else {
-		uint8_t rnd[8];
-		char hex[17];
-
-		util_random(rnd, sizeof(rnd));
-		util_hex(rnd, sizeof(rnd), hex);
-		id = util_xasprintf("proxy-%s", hex);
-	}
+	id = session_choose_id(session_id, p, "proxy");
 
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

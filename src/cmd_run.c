@@ -99,25 +99,6 @@ struct run_opts {
 	char **cmd;
 };
 
-/* Session ids appear in every receipt and in file names: keep them to a
- * conservative alphabet (the same one policy.c enforces for session.id). */
-static bool session_id_valid(const char *s)
-{
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 128)
-		return false;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			     (c >= '0' && c <= '9');
-
-		if (!alnum && (i == 0 || !strchr("._:-", c)))
-			return false;
-	}
-	return true;
-}
-
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
@@ -165,7 +146,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			o->signing_key = optarg;
 			break;
 		case OPT_SESSION:
-			if (!session_id_valid(optarg))
+			if (!policy_session_id_valid(optarg))
 				util_die(EXIT_AIRLOCK_FAILURE,
 					 "run: --session must be 1-128 characters of "
 					 "A-Z a-z 0-9 . _ : - starting with a letter or digit");
@@ -218,20 +199,6 @@ static struct policy *load_policy(const struct run_opts *o)
 		 "lists them",
 		 o->policy_path, errs.count, errs.count == 1 ? "" : "s",
 		 o->policy_path);
-}
-
-static char *make_session_id(const struct run_opts *o, const struct policy *p)
-{
-	uint8_t rnd[8];
-	char hex[17];
-
-	if (o->session)
-		return util_xstrdup(o->session);
-	if (p->session_id)
-		return util_xstrdup(p->session_id);
-	util_random(rnd, sizeof(rnd));
-	util_hex(rnd, sizeof(rnd), hex);
-	return util_xasprintf("sess-%s", hex);
 }
 
 static int exec_status(int err)
@@ -606,7 +573,7 @@ int cmd_run(int argc, char **argv)
 	if (!workspace)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s",
 			       o.workspace ? o.workspace : ".");
-	session = make_session_id(&o, p);
+	session = session_choose_id(o.session, p, "sess");
 
 	if (p->mode != POLICY_MODE_OFF) {
 		status = run_sandboxed(&o, p, session, workspace);

@@ -709,7 +709,7 @@ static bool secret_name_ok(const char *s)
 	return true;
 }
 
-static bool session_id_ok(const char *s)
+bool policy_session_id_valid(const char *s)
 {
 	size_t n = strlen(s), i;
 
@@ -876,7 +876,7 @@ static void parse_session_id(struct ctx *c, json_t *v, const char *path)
 {
 	if (!json_is_null(v) && !json_is_string(v))
 		err_add(c, path, "expected a string or null");
-	else if (json_is_string(v) && !session_id_ok(json_string_value(v)))
+	else if (json_is_string(v) && !policy_session_id_valid(json_string_value(v)))
 		err_add(c, path,
 			"expected 1 to 128 characters of A-Z a-z 0-9 . _ : - "
 			"starting with a letter or digit");

@@ -134,6 +134,10 @@ const char *policy_default_text(void);
 
 void policy_free(struct policy *p);
 
+/* Is @s a valid session id: 1-128 characters of A-Z a-z 0-9 . _ : -,
+ * starting with a letter or a digit (session.id, --session)? */
+bool policy_session_id_valid(const char *s);
+
 /* Does the name @var pass env.pass? */
 bool policy_env_passes(const struct policy *p, const char *var);
 

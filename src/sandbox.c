@@ -497,6 +497,10 @@ static int load_seccomp(void)
 	};
 	/* Address families other than unix, IPv4, IPv6 and netlink. */
 	static const int families[] = { 0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
+	static const int raw_kinds[][2] = {
+		{ AF_INET, SOCK_RAW }, { AF_INET6, SOCK_RAW },
+		{ AF_INET, SOCK_PACKET }, { AF_INET6, SOCK_PACKET },
+	};
 	static const unsigned long ns_flags[] = {
 		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
 		CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME,
@@ -525,18 +529,11 @@ static int load_seccomp(void)
 			      SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
 	/* Raw and packet-type sockets of IPv4 and IPv6 (the type's low bits;
 	 * SOCK_CLOEXEC and SOCK_NONBLOCK live above them). */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_INET),
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_INET6),
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_INET),
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_INET6),
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET));
+	for (i = 0; i < ARRAY_SIZE(raw_kinds); i++)
+		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)raw_kinds[i][0]),
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
+					      (scmp_datum_t)raw_kinds[i][1]));
 	/* Netlink: only NETLINK_ROUTE, which libc uses for getifaddrs. */
 	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
 			      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),

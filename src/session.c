@@ -7,6 +7,21 @@
 
 #include "util.h"
 
+char *session_choose_id(const char *given, const struct policy *p,
+			const char *prefix)
+{
+	uint8_t rnd[8];
+	char hex[17];
+
+	if (given)
+		return util_xstrdup(given);
+	if (p->session_id)
+		return util_xstrdup(p->session_id);
+	util_random(rnd, sizeof(rnd));
+	util_hex(rnd, sizeof(rnd), hex);
+	return util_xasprintf("%s-%s", prefix, hex);
+}
+
 static EVP_PKEY *signing_key(const char *path)
 {
 	char err[256];

@@ -23,6 +23,12 @@ struct session {
 	const char *argv0;
 };
 
+/* The session id: @given (--session, already validated), else the
+ * policy's session.id, else @prefix and 16 random hex digits. The caller
+ * frees it. */
+char *session_choose_id(const char *given, const struct policy *p,
+			const char *prefix);
+
 /* Probes the host and opens the stream (when @events is not NULL), signed
  * with @signing_key or a fresh key. Dies with 125 on failure. */
 void session_open(struct session *s, const char *events, const char *signing_key,

@@ -309,4 +309,14 @@ is "$(jf "$r" type) $(jf "$r" subject.exit)" "session.end 0" "the stream ends wi
 "$AIRLOCK" verify "$EV" > "$T/verify.out" 2>&1
 is "$?" 0 "the stream verifies (airlock verify)"
 sed 's/^/# /' "$T/verify.out"
+
+# Usage errors: one line, exit 125, nothing listens.
+"$AIRLOCK" proxy --policy "$POLICY" --listen 127.0.0.1:18081 --session 'bad id' 2>"$T/usage.err"
+is "$?" 125 "proxy --session with a bad id: 125"
+is "$(wc -l < "$T/usage.err")" 1 "with one line on stderr"
+"$AIRLOCK" proxy --policy "$POLICY" --listen localhost:18081 2>"$T/usage.err"
+is "$?" 125 "proxy --listen with a name instead of an address: 125"
+like "$(cat "$T/usage.err")" "--listen must be IPV4:PORT or \\[IPV6\\]:PORT" "and says what it takes"
+"$AIRLOCK" proxy --listen 127.0.0.1:18081 2>"$T/usage.err"
+is "$?" 125 "proxy without --policy: 125"
 done_testing
