@@ -368,6 +368,10 @@ static int supervise(struct session *s, struct sandbox *sb)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
+	/* splice() into a socket the peer has closed raises SIGPIPE (it has
+	 * no MSG_NOSIGNAL): a peer must only ever close its own connection.
+	 * The sandbox already runs, so the agent keeps the default. */
+	signal(SIGPIPE, SIG_IGN);
 	memset(&po, 0, sizeof(po));
 	po.listen_fd = sb->proxy_fd;
 	sb->proxy_fd = -1; /* the proxy owns it now */

@@ -127,6 +127,18 @@ is "$(jf "$r" decision) $(jf "$r" rule) $(jf "$r" subject.host)" "would_block eg
 "$AIRLOCK" verify "$EV" > /dev/null 2>&1
 is "$?" 0 "the shadow session's stream verifies"
 
+# An agent that hangs up in the middle of a download: the proxy's splice
+# into the closed socket must not take the session down (SIGPIPE).
+EV="$T/hangup.jsonl"
+sandbox enforce '
+curl -sS -p --max-time 20 http://api.airlock.test/bytes/200000000 2>/dev/null | head -c 10 > /dev/null
+sleep 0.3
+curl -sS --max-time 20 http://api.airlock.test/after-hangup
+'
+is "$?" 0 "an agent that hangs up mid-tunnel: the session goes on and ends normally"
+like "$(cat "$T/out")" 'path=/after-hangup' "the next request is served"
+like "$(tail -n 1 "$EV")" '"type":"session.end".*"exit":0' "and session.end is written"
+
 sleep 0.5
 is "$(net_count srv=sink)" 0 "no sink saw any connection"
 done_testing
