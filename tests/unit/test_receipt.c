@@ -1167,6 +1167,51 @@ static void test_refused(void)
 	free(path);
 }
 
+/* A reload (airlock proxy, SIGHUP): the digest may change at a
+ * policy.reload line, and only there. */
+static void test_reload(void)
+{
+	static const char other[] =
+		"sha256:1111111111111111111111111111111111111111111111111111111111111111";
+	struct receipt_writer *w;
+	struct lines l, bad;
+	char err[256], *path = tmp_path("reload.jsonl");
+	json_t *subject = start_subject(key_a);
+
+	w = receipt_open(path, key_a, "sess-p", POLICY, err, sizeof(err));
+	ASSERT(w);
+	ASSERT(receipt_append(w, "session.start", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+			      "session", subject, "started") == 0);
+	json_decref(subject);
+	tap_is_int(receipt_set_policy(w, "sha256:nothex"), -1,
+		   "a malformed digest is refused");
+	tap_is_int(receipt_set_policy(w, other), 0, "the digest can be switched");
+	ASSERT(receipt_append(w, "policy.reload", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+			      "policy", NULL, "policy reloaded") == 1);
+	ASSERT(receipt_append(w, "egress.allow", RECEIPT_ALLOW, RECEIPT_POINT_EGRESS_PROXY,
+			      "egress.allow[0]", NULL, "allowed") == 2);
+	ASSERT(receipt_close(w, 0) == 0);
+	l = load_lines(path);
+	tap_ok(strstr(l.v[1], other) && strstr(l.v[3], other),
+	       "the reload line and every later line carry the new digest");
+	expect_ok(&l, key_a, 1, "a stream with a policy reload");
+
+	/* The same digest change on a line that is not a policy.reload. */
+	bad = copy_lines(&l);
+	edit(&bad, 1, "\"type\":\"policy.reload\"", "\"type\":\"egress.allow\"");
+	reseal(&bad, 1, key_a, RESEAL_RECHAIN);
+	expect_fail(&bad, key_a, 2, "policy differs", "a digest change outside policy.reload");
+	free_lines(&bad);
+	/* A reload recorded as blocked keeps the old digest. */
+	bad = copy_lines(&l);
+	edit(&bad, 1, "\"decision\":\"info\"", "\"decision\":\"block\"");
+	reseal(&bad, 1, key_a, RESEAL_RECHAIN);
+	expect_fail(&bad, key_a, 2, "policy differs", "a digest change on a refused reload");
+	free_lines(&bad);
+	free_lines(&l);
+	free(path);
+}
+
 int main(void)
 {
 	char *path;
@@ -1187,6 +1232,7 @@ int main(void)
 	test_resealed(&base);
 	test_multi(&base);
 	test_refused();
+	test_reload();
 	test_destinations();
 	test_untrusted_text();
 	test_keys();
