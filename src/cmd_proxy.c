@@ -222,13 +222,8 @@ int cmd_proxy(int argc, char **argv)
 		util_die(EXIT_AIRLOCK_FAILURE,
 			 "proxy: --listen must be IPV4:PORT or [IPV6]:PORT, not '%s'", listen_at);
 	p = policy_load(policy_path, NULL, &errs);
-	if (!p) {
-		for (i = 0; i < errs.count; i++)
-			fprintf(stderr, "%s: %s: %s\n", policy_path, errs.items[i].path,
-				errs.items[i].message);
-		util_die(EXIT_AIRLOCK_FAILURE, "policy %s is invalid (%zu error%s above)",
-			 policy_path, errs.count, errs.count == 1 ? "" : "s");
-	}
+	if (!p)
+		session_die_invalid_policy(policy_path, &errs);
 	id = session_choose_id(session_id, p, "proxy");
 
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

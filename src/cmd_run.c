@@ -184,21 +184,13 @@ static struct policy *load_policy(const struct run_opts *o)
 	const enum policy_mode *override = o->have_mode ? &o->mode : NULL;
 	struct policy_errors errs = { 0 };
 	struct policy *p;
-	size_t i;
 
 	if (!o->policy_path)
 		return policy_default(override);
 	p = policy_load(o->policy_path, override, &errs);
 	if (p)
 		return p;
-	for (i = 0; i < errs.count; i++)
-		fprintf(stderr, "%s: %s: %s\n", o->policy_path, errs.items[i].path,
-			errs.items[i].message);
-	util_die(EXIT_AIRLOCK_FAILURE,
-		 "policy %s is invalid (%zu error%s above); 'airlock check %s' "
-		 "lists them",
-		 o->policy_path, errs.count, errs.count == 1 ? "" : "s",
-		 o->policy_path);
+	session_die_invalid_policy(o->policy_path, &errs);
 }
 
 static int exec_status(int err)

@@ -22,6 +22,20 @@ char *session_choose_id(const char *given, const struct policy *p,
 	return util_xasprintf("%s-%s", prefix, hex);
 }
 
+void session_die_invalid_policy(const char *path, const struct policy_errors *errs)
+{
+	if (errs->count == 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "policy %s is invalid", path);
+	if (errs->count == 1)
+		util_die(EXIT_AIRLOCK_FAILURE, "policy %s is invalid: %s: %s", path,
+			 errs->items[0].path, errs->items[0].message);
+	util_die(EXIT_AIRLOCK_FAILURE,
+		 "policy %s is invalid: %s: %s (and %zu more: 'airlock check %s' "
+		 "lists them all)",
+		 path, errs->items[0].path, errs->items[0].message, errs->count - 1,
+		 path);
+}
+
 static EVP_PKEY *signing_key(const char *path)
 {
 	char err[256];

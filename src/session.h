@@ -29,6 +29,12 @@ struct session {
 char *session_choose_id(const char *given, const struct policy *p,
 			const char *prefix);
 
+/* Exits 125 with one line naming the first error of the invalid policy
+ * @path and how many more `airlock check` would list (SPEC §2: every 125
+ * is one clear line). */
+__attribute__((noreturn)) void session_die_invalid_policy(const char *path,
+							  const struct policy_errors *errs);
+
 /* Probes the host and opens the stream (when @events is not NULL), signed
  * with @signing_key or a fresh key. Dies with 125 on failure. */
 void session_open(struct session *s, const char *events, const char *signing_key,
