@@ -418,6 +418,34 @@ static char *resolve(const char *path, bool must_exist)
 	return r;
 }
 
+/* A writable path may not be the root (the whole host would be writable,
+ * over the private /tmp, /proc and /dev) nor lie in the kernel's own
+ * trees. @path is absolute and resolved. Returns false with the reason in
+ * @err. */
+static bool writable_ok(const char *what, const char *path, char *err, size_t errlen)
+{
+	static const char *const kernel[] = { "/proc", "/dev", "/sys" };
+	size_t i;
+
+	if (strcmp(path, "/") == 0) {
+		snprintf(err, errlen,
+			 "%s is /: that would make the whole host writable; run from, "
+			 "or pass --workspace, a project directory", what);
+		return false;
+	}
+	for (i = 0; i < ARRAY_SIZE(kernel); i++) {
+		size_t n = strlen(kernel[i]);
+
+		if (strncmp(path, kernel[i], n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+			snprintf(err, errlen,
+				 "%s %s is inside %s, which the sandbox provides itself",
+				 what, path, kernel[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void add_path(char ***v, size_t *n, char *path)
 {
 	*v = util_xrealloc(*v, (*n + 1) * sizeof(char *));
@@ -498,8 +526,13 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_refuse(&s, "secrets", err);
 
 	cfg.workspace = workspace;
-	for (i = 0; i < p->nfs_rw; i++)
+	if (!writable_ok("the workspace", workspace, err, sizeof(err)))
+		session_refuse(&s, "workspace", err);
+	for (i = 0; i < p->nfs_rw; i++) {
 		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
+		if (!writable_ok("fs.rw path", cfg.rw[cfg.nrw - 1], err, sizeof(err)))
+			session_refuse(&s, "fs.rw", err);
+	}
 	for (i = 0; i < p->nfs_hide; i++)
 		add_path(&cfg.hide, &cfg.nhide, resolve(p->fs_hide[i], false));
 	/* airlock's own files never reach the agent (SPEC §3.6). */

@@ -234,6 +234,7 @@ static void path_join(const struct init_ctx *c, char *out, size_t len,
 static void bind_writable(const struct init_ctx *c, const char *path)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
+	struct mount_attr attr;
 	struct stat st;
 
 	path_join(c, src, sizeof(src), OLD, path);
@@ -249,6 +250,12 @@ static void bind_writable(const struct init_ctx *c, const char *path)
 	}
 	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 		init_fail(c, "binding %s writable", path);
+	/* Writable, but no setuid file or device node the agent leaves
+	 * behind may work here: not for it, not for the host later. */
+	memset(&attr, 0, sizeof(attr));
+	attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (mount_setattr(AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		init_fail(c, "making %s nosuid and nodev", path);
 }
 
 /* Masks NEW/@path: an empty unreadable directory or file takes its place.
@@ -327,6 +334,26 @@ static void make_dev(const struct init_ctx *c)
 		init_fail(c, "mounting /dev/shm");
 }
 
+/* The kernel knobs under the fresh /proc: writable for uid 0 inside (a
+ * root caller) whatever its capabilities, so read-only, as bubblewrap
+ * does; Landlock is not relied on for this. */
+static void proc_read_only(const struct init_ctx *c)
+{
+	static const char *const knobs[] = { "sys", "sysrq-trigger", "irq", "bus" };
+	char path[64];
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(knobs); i++) {
+		snprintf(path, sizeof(path), NEW "/proc/%s", knobs[i]);
+		if (access(path, F_OK) < 0)
+			continue;
+		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		    mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+			  MS_NODEV | MS_NOEXEC, NULL) < 0)
+			init_fail(c, "making /proc/%s read-only", knobs[i]);
+	}
+}
+
 static void build_root(const struct init_ctx *c)
 {
 	const struct sandbox_config *cfg = c->cfg;
@@ -367,7 +394,15 @@ static void build_root(const struct init_ctx *c)
 		init_fail(c, "mounting the private /tmp");
 	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		init_fail(c, "mounting /proc");
+	proc_read_only(c);
 	make_dev(c);
+	/* Host daemons listen on pathname sockets under /run (D-Bus,
+	 * systemd, docker, the user's agents): a read-only mount does not
+	 * stop connect(), so /run is an empty tmpfs. (/var/run is a link
+	 * to it.) */
+	if (mount("airlock-run", NEW "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755") < 0 && errno != ENOENT)
+		init_fail(c, "masking /run");
 
 	bind_writable(c, cfg->workspace);
 	for (i = 0; i < cfg->nrw; i++)

@@ -150,4 +150,68 @@ sandbox sh -c 'echo x > /dev/null && head -c 4 /dev/zero | od -An -tx1 | tr -d "
 is "$(out | head -n 2 | tr '\n' ' ')" "00000000 16 " "/dev/null, /dev/zero and /dev/urandom work"
 like "$(out | tail -n 1)" "No space left on device" "/dev/full is full"
 
+# --- what a review found: each of these once opened the host ------------------------
+
+# A workspace of / would lay the host, writable, over the private /tmp,
+# /proc and /dev: refused, with a receipt.
+(cd / && "$AIRLOCK" run --policy "$POL" --events "$T/root-ws.jsonl" -- true) 2>"$T/err"
+is "$?" 125 "a workspace of / is refused (125)"
+is "$(wc -l < "$T/err")" 1 "with one line"
+like "$(cat "$T/err")" "the workspace is /" "saying why"
+like "$(head -n 1 "$T/root-ws.jsonl")" '"type":"session.refused","decision":"block".*"rule":"workspace"' "and a session.refused receipt"
+printf '{"version": 1, "mode": "enforce", "fs": {"rw": ["/dev/shm"]}}\n' > "$T/rwdev.json"
+"$AIRLOCK" run --policy "$T/rwdev.json" --workspace "$WS" -- true 2>"$T/err"
+is "$?" 125 "an fs.rw path inside /dev is refused"
+
+# The kernel knobs under /proc: read-only even for uid 0 inside, whatever
+# Landlock does (opening for writing changes nothing, so nothing is risked).
+sandbox python3 -c '
+import errno, os
+for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"):
+    try:
+        os.close(os.open(p, os.O_WRONLY))
+        print(p, "WRITABLE")
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])
+'
+like "$(out)" "core_pattern EROFS" "/proc/sys is read-only"
+if out | grep -q WRITABLE; then ok 1 "no /proc knob is writable"; else ok 0 "no /proc knob is writable"; fi
+
+# Host daemons' pathname sockets under /run: masked (a read-only mount does
+# not stop connect()).
+mkdir -p /run/airlock-test
+python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(5); s.settimeout(15)
+try:
+    c, _ = s.accept(); open(sys.argv[2], "w").write("REACHED")
+except OSError:
+    pass
+' /run/airlock-test/host-$$.sock "$T/unix.hit" &
+upid=$!
+i=0
+while [ ! -S /run/airlock-test/host-$$.sock ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+sandbox python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print("CONNECTED")
+except OSError as e:
+    print("refused:", e.strerror)
+' /run/airlock-test/host-$$.sock
+like "$(out)" "refused: No such file or directory" "a host socket under /run cannot be reached"
+sandbox sh -c 'ls -A /run | wc -l'
+is "$(out)" 0 "/run is empty inside"
+kill "$upid" 2>/dev/null
+wait "$upid" 2>/dev/null
+[ ! -f "$T/unix.hit" ]
+ok $? "the host listener saw no connection"
+rm -rf /run/airlock-test
+
+# The workspace is writable but nosuid and nodev: a setuid file left there
+# does not become a way in for anyone.
+sandbox sh -c 'awk -v ws="$PWD" "\$5 == ws { print \$6 }" /proc/self/mountinfo | tail -n 1'
+like "$(out)" "nosuid" "the workspace is mounted nosuid"
+like "$(out)" "nodev" "and nodev"
+
 done_testing
