@@ -87,6 +87,12 @@ bool egress_is_self(const struct addr *self, uint16_t self_port,
 
 	if (port != self_port)
 		return false;
+	/* 0.0.0.0 and :: reach the local listener on Linux, whatever
+	 * address it is bound to. */
+	if (addr_classify(a) == ADDR_CLASS_UNSPECIFIED ||
+	    (a->family == AF_INET && a->bytes[0] == 0 && a->bytes[1] == 0 &&
+	     a->bytes[2] == 0 && a->bytes[3] == 0))
+		return true;
 	memset(&unspec, 0, sizeof(unspec));
 	unspec.family = self->family;
 	if (addr_equal(self, &unspec))

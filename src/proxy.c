@@ -120,6 +120,7 @@ struct conn {
 	bool resp_keep_alive;
 	/* tunnel */
 	bool spliced;               /* the 200 and first flight are out */
+	struct half *draining;      /* one side gone: the half still owed */
 	bool shut_wr;               /* CLOSING: our FIN is sent */
 	struct half c2u, u2c;
 };
@@ -139,6 +140,7 @@ struct proxy {
 	uint32_t nfree;
 	bool accepting;
 	uint64_t accept_resume;     /* ms: EMFILE back-off */
+	uint32_t next_gen;          /* generations: only ever increase */
 	bool stopping;
 	uint64_t stop_deadline;
 	int pool[PIPE_POOL][2];     /* empty pipes for tunnels to borrow */
@@ -246,6 +248,18 @@ static struct conn *conn_get(struct proxy *p, uint32_t index)
 	return index < p->nconns ? p->conns[index] : NULL;
 }
 
+/* The connection at @idx if it is still the one with generation @gen:
+ * after a call that may have closed it, the caller reloads its pointer
+ * from here and never touches the old one. */
+static struct conn *still(struct proxy *p, uint32_t idx, uint32_t gen)
+{
+	struct conn *c = conn_get(p, idx);
+
+	return c && c->gen == gen ? c : NULL;
+}
+
+#define EV_REMOVED UINT32_MAX /* the fd has left the epoll set */
+
 static void set_interest(struct proxy *p, struct conn *c, bool upstream,
 			 uint32_t events)
 {
@@ -253,7 +267,7 @@ static void set_interest(struct proxy *p, struct conn *c, bool upstream,
 	uint32_t *cur = upstream ? &c->uev : &c->cev;
 	struct epoll_event ev;
 
-	if (fd < 0 || *cur == events)
+	if (fd < 0 || *cur == events || *cur == EV_REMOVED)
 		return;
 	ev.events = events;
 	ev.data.u64 = ev_data(upstream ? TAG_UPSTREAM : TAG_CLIENT, c->index);
@@ -328,7 +342,11 @@ static struct conn *conn_new(struct proxy *p, int fd)
 	}
 	c = util_xcalloc(1, sizeof(*c));
 	c->index = index;
-	c->gen = (uint32_t)(now_ms() & 0xffffffffu) ^ (index * 2654435761u);
+	/* A DNS answer finds its connection by (index, gen): a reused slot
+	 * must never look like the connection that asked. */
+	if (++p->next_gen == 0)
+		p->next_gen = 1;
+	c->gen = p->next_gen;
 	c->cfd = fd;
 	c->ufd = -1;
 	c->c2u.pipe[0] = c->c2u.pipe[1] = -1;
@@ -591,7 +609,9 @@ static void handle_request(struct proxy *p, struct conn *c,
 	}
 	c->state = S_RESOLVE;
 	c->deadline = 0; /* the resolver has its own timeout */
-	set_interest(p, c, false, EPOLLRDHUP);
+	/* No interest: a half-closed client still gets its answer; HUP and
+	 * ERR (always reported) mean it is gone. */
+	set_interest(p, c, false, 0);
 	cookie = ((uint64_t)c->gen << 32) | c->index;
 	if (dns_resolve(p->dns, c->target.name, on_resolved, p, cookie) < 0) {
 		c = conn_get(p, (uint32_t)(cookie & 0xffffffffu));
@@ -801,6 +821,11 @@ static void first_flight(struct proxy *p, struct conn *c)
 	bool tls_port = c->port == 443;
 	json_t *extra;
 
+	if (p->policy->mode == POLICY_MODE_OFF) {
+		/* off: nothing is checked (docs/PROXY.md). */
+		start_connect(p, c);
+		return;
+	}
 	r = clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch);
 	if (r == CLIENTHELLO_INCOMPLETE) {
 		if (c->cin.len >= CLIENTHELLO_FLIGHT_MAX)
@@ -1000,14 +1025,19 @@ static void response_done(struct proxy *p, struct conn *c)
 		return;
 	}
 	c->state = S_HEAD;
-	c->deadline = now_ms() + p->t.head_ms;
+	/* An idle kept-alive connection waits idle_ms; the head timeout
+	 * starts with the next request's first byte (see step). */
+	c->deadline = now_ms() + (c->cin.len ? p->t.head_ms : p->t.idle_ms);
 }
 
 /* --- tunnel -------------------------------------------------------------- */
 
-/* Moves bytes src -> pipe -> dst. Returns -1 if the tunnel must close. */
-static int splice_half(struct proxy *p, int src, int dst, struct half *h)
+/* Moves bytes src -> pipe -> dst. Returns the bytes written to dst, or -1
+ * if the tunnel must close. */
+static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h)
 {
+	ssize_t moved = 0;
+
 	for (;;) {
 		ssize_t n;
 
@@ -1015,8 +1045,9 @@ static int splice_half(struct proxy *p, int src, int dst, struct half *h)
 			n = splice(h->pipe[0], NULL, dst, NULL, h->pending,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n < 0)
-				return errno == EAGAIN ? 0 : -1;
+				return errno == EAGAIN ? moved : -1;
 			h->pending -= (size_t)n;
+			moved += n;
 			continue;
 		}
 		if (h->eof) {
@@ -1025,7 +1056,7 @@ static int splice_half(struct proxy *p, int src, int dst, struct half *h)
 				shutdown(dst, SHUT_WR);
 				h->shut = true;
 			}
-			return 0;
+			return moved;
 		}
 		if (h->pipe[0] < 0 && pipe_get(p, h->pipe) < 0)
 			return -1;
@@ -1035,7 +1066,7 @@ static int splice_half(struct proxy *p, int src, int dst, struct half *h)
 			if (errno != EAGAIN)
 				return -1;
 			half_release(p, h); /* idle: give the pipe back */
-			return 0;
+			return moved;
 		}
 		if (n == 0) {
 			h->eof = true;
@@ -1058,18 +1089,62 @@ static uint32_t tunnel_events(const struct half *in, const struct half *out)
 
 static void tunnel_step(struct proxy *p, struct conn *c)
 {
-	if (splice_half(p, c->cfd, c->ufd, &c->c2u) < 0 ||
-	    splice_half(p, c->ufd, c->cfd, &c->u2c) < 0) {
+	ssize_t a = 0, b = 0;
+
+	/* One side is gone (tunnel_hangup): only its last bytes, still in
+	 * the pipe, are delivered to the other, then the tunnel ends. */
+	if (c->draining) {
+		struct half *h = c->draining;
+		int dst = h == &c->c2u ? c->ufd : c->cfd;
+
+		a = splice_half(p, -1, dst, h);
+		if (a < 0 || h->pending == 0) {
+			conn_close(p, c);
+			return;
+		}
+		if (a > 0)
+			c->deadline = now_ms() + p->t.idle_ms;
+		set_interest(p, c, dst == c->ufd, EPOLLOUT);
+		return;
+	}
+	a = splice_half(p, c->cfd, c->ufd, &c->c2u);
+	if (a >= 0)
+		b = splice_half(p, c->ufd, c->cfd, &c->u2c);
+	if (a < 0 || b < 0 || (c->c2u.shut && c->u2c.shut)) {
 		conn_close(p, c);
 		return;
 	}
-	if (c->c2u.shut && c->u2c.shut) {
-		conn_close(p, c);
-		return;
-	}
-	c->deadline = now_ms() + p->t.idle_ms;
+	/* Idle means no byte moved: events that move nothing do not keep a
+	 * tunnel alive. */
+	if (a > 0 || b > 0)
+		c->deadline = now_ms() + p->t.idle_ms;
 	set_interest(p, c, false, tunnel_events(&c->c2u, &c->u2c));
 	set_interest(p, c, true, tunnel_events(&c->u2c, &c->c2u));
+}
+
+/* EPOLLHUP or EPOLLERR on one side of a tunnel. They are reported whatever
+ * the interest, so the side must leave the epoll set or the tunnel end. */
+static void tunnel_hangup(struct proxy *p, struct conn *c, bool upstream,
+			  uint32_t events)
+{
+	uint32_t idx = c->index, gen = c->gen;
+	struct half *from = upstream ? &c->u2c : &c->c2u;
+	int fd = upstream ? c->ufd : c->cfd;
+
+	if (!(events & EPOLLERR))
+		tunnel_step(p, c); /* take what it still has, deliver what we can */
+	if (!(c = still(p, idx, gen)))
+		return;
+	if ((events & EPOLLERR) || from->pending == 0 || !c->spliced) {
+		conn_close(p, c);
+		return;
+	}
+	/* Its last bytes wait for the other side: keep only that. */
+	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+	*(upstream ? &c->uev : &c->cev) = EV_REMOVED;
+	from->eof = true;
+	c->draining = from;
+	tunnel_step(p, c);
 }
 
 /* --- the state machine --------------------------------------------------- */
@@ -1089,15 +1164,6 @@ static bool read_client(struct proxy *p, struct conn *c, size_t max)
 	return true;
 }
 
-/* The connection at @idx if it is still the one with generation @gen:
- * after a call that may have closed it, the caller reloads its pointer
- * from here and never touches the old one. */
-static struct conn *still(struct proxy *p, uint32_t idx, uint32_t gen)
-{
-	struct conn *c = conn_get(p, idx);
-
-	return c && c->gen == gen ? c : NULL;
-}
 
 /* An error answer: flush it, shut our side, then wait briefly for the
  * client's FIN so that closing does not reset the answer away. */
@@ -1155,17 +1221,20 @@ static void step_tunnel(struct proxy *p, struct conn *c)
 }
 
 static void step_response(struct proxy *p, struct conn *c, bool upstream,
-			  bool readable);
+			  bool readable, bool hangup);
 
 static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 			  bool readable)
 {
 	uint32_t idx = c->index, gen = c->gen;
+	size_t r_before, cin_before;
+	bool progress;
 	int r;
 
-	if (upstream && readable) {
+	if (upstream && readable && c->cout.len < BUF_HIGH) {
 		/* The upstream speaks before the body is complete: a 100
-		 * Continue, or an early final answer. */
+		 * Continue, or an early final answer. (Not while the client
+		 * lags behind: interim answers must not pile up.) */
 		ssize_t n = buf_read(&c->uin, c->ufd, c->uin.len + RELAY_CHUNK);
 
 		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR && n != -ENOBUFS)) {
@@ -1179,17 +1248,20 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 		if (c->state == S_RESP_BODY) {
 			/* The rest of the request body is never sent; the
 			 * client connection ends with this response. */
-			step_response(p, c, false, false);
+			step_response(p, c, false, false, false);
 			return;
 		}
 	}
+	cin_before = c->cin.len;
 	if (!upstream && readable && c->uout.len < BUF_HIGH &&
 	    !read_client(p, c, c->cin.len + RELAY_CHUNK))
 		return;
+	progress = c->cin.len != cin_before;
 	if (pump_request_body(p, c))
 		c->state = S_RESP_HEAD;
 	if (!(c = still(p, idx, gen)) || c->state == S_CLOSING)
 		return;
+	r_before = c->uout.len;
 	r = buf_flush(&c->uout, c->ufd);
 	if (r < 0 && r != -EAGAIN) {
 		fail(p, c, 502, "upstream.write", strerror(-r));
@@ -1200,16 +1272,19 @@ static void step_req_body(struct proxy *p, struct conn *c, bool upstream,
 		conn_close(p, c);
 		return;
 	}
-	set_interest(p, c, true, (c->uout.len ? EPOLLOUT : 0) | EPOLLIN);
+	if (progress || c->uout.len < r_before)
+		c->deadline = now_ms() + p->t.idle_ms; /* bytes moved */
+	set_interest(p, c, true, (c->uout.len ? EPOLLOUT : 0) |
+				 (c->cout.len < BUF_HIGH ? EPOLLIN : 0));
 	set_interest(p, c, false, (c->state == S_REQ_BODY && c->uout.len < BUF_HIGH
 					   ? EPOLLIN | EPOLLRDHUP : 0) |
 					  (c->cout.len ? EPOLLOUT : 0));
 	if (c->state == S_RESP_HEAD && c->uin.len > 0)
-		step_response(p, c, false, false);
+		step_response(p, c, false, false, false);
 }
 
 static void step_response(struct proxy *p, struct conn *c, bool upstream,
-			  bool readable)
+			  bool readable, bool hangup)
 {
 	uint32_t idx = c->index, gen = c->gen;
 	int r;
@@ -1221,7 +1296,10 @@ static void step_response(struct proxy *p, struct conn *c, bool upstream,
 			return;
 		}
 	}
-	if (upstream && readable && c->cout.len < BUF_HIGH) {
+	/* Past BUF_HIGH the upstream waits for the client; but a hang-up is
+	 * reported whatever the interest, so then its last bytes (bounded
+	 * by its socket buffer) are taken at once instead of spinning. */
+	if (upstream && readable && (c->cout.len < BUF_HIGH || hangup)) {
 		ssize_t n = buf_read(&c->uin, c->ufd, c->uin.len + RELAY_CHUNK);
 
 		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR && n != -ENOBUFS)) {
@@ -1263,7 +1341,7 @@ flush:
 		return;
 	}
 	if (c->state == S_HEAD) {
-		c->deadline = now_ms() + p->t.head_ms;
+		c->deadline = now_ms() + (c->cin.len ? p->t.head_ms : p->t.idle_ms);
 		set_interest(p, c, false, EPOLLIN | EPOLLRDHUP |
 					  (c->cout.len ? EPOLLOUT : 0));
 		if (c->cout.len == 0 && c->cin.len > 0)
@@ -1281,10 +1359,32 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 	uint32_t idx = c->index, gen = c->gen;
 	int r;
 
+	/* EPOLLHUP and EPOLLERR are reported whatever the interest, level-
+	 * triggered: a client that is gone (reset, or both ways closed) ends
+	 * its connection here, or its events would spin the loop. The tunnel
+	 * handles its own (it may still owe the other side bytes). */
+	if (!upstream && (events & (EPOLLHUP | EPOLLERR)) && c->state != S_TUNNEL &&
+	    c->state != S_HEAD) {
+		conn_close(p, c);
+		return;
+	}
+	if (upstream && (events & (EPOLLHUP | EPOLLERR)) && c->state != S_TUNNEL &&
+	    c->state != S_CONNECTING && c->state != S_RESP_HEAD &&
+	    c->state != S_RESP_BODY && c->state != S_REQ_BODY) {
+		conn_close(p, c);
+		return;
+	}
+
 	switch (c->state) {
 	case S_HEAD:
-		if (readable && !read_client(p, c, HEAD_MAX))
-			return;
+		if (readable) {
+			size_t before = c->cin.len;
+
+			if (!read_client(p, c, HEAD_MAX))
+				return;
+			if (before == 0 && c->cin.len > 0)
+				c->deadline = now_ms() + p->t.head_ms;
+		}
 		if (c->cout.len > 0) { /* the end of a previous response */
 			r = buf_flush(&c->cout, c->cfd);
 			if (r < 0 && r != -EAGAIN) {
@@ -1300,9 +1400,7 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 			fail(p, c, 400, "http.too-large", "request head too large");
 		break;
 	case S_RESOLVE:
-		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-			conn_close(p, c); /* the client left; its answer is moot */
-		return;
+		return; /* HUP and ERR were handled above */
 	case S_FIRST_FLIGHT:
 		r = buf_flush(&c->cout, c->cfd);
 		if (r < 0 && r != -EAGAIN) {
@@ -1313,8 +1411,11 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 			return;
 		if (c->cin.len > 0) {
 			first_flight(p, c);
-			return;
+			if (!(c = still(p, idx, gen)) || c->state != S_FIRST_FLIGHT)
+				return;
 		}
+		/* EPOLLOUT only while the 200 is still queued: an always
+		 * writable socket would spin the loop while the hello trickles. */
 		set_interest(p, c, false,
 			     EPOLLIN | EPOLLRDHUP | (c->cout.len ? EPOLLOUT : 0));
 		return;
@@ -1337,14 +1438,18 @@ static void step(struct proxy *p, struct conn *c, bool upstream, uint32_t events
 			step_req_body(p, c, false, false);
 		break;
 	case S_TUNNEL:
-		step_tunnel(p, c);
+		if (events & (EPOLLHUP | EPOLLERR))
+			tunnel_hangup(p, c, upstream, events);
+		else
+			step_tunnel(p, c);
 		return;
 	case S_REQ_BODY:
 		step_req_body(p, c, upstream, readable);
 		return;
 	case S_RESP_HEAD:
 	case S_RESP_BODY:
-		step_response(p, c, upstream, readable);
+		step_response(p, c, upstream, readable,
+			      upstream && (events & (EPOLLHUP | EPOLLERR)));
 		return;
 	case S_CLOSING:
 		step_closing(p, c, events);

@@ -120,6 +120,9 @@ static void test_self_and_pick(void)
 	tap_ok(egress_is_self(&any4, 3128, &lo2, 3128), "a wildcard listener: any loopback");
 	tap_ok(egress_is_self(&any6, 3128, &v6lo, 3128), "a wildcard IPv6 listener: ::1");
 	tap_ok(!egress_is_self(&any4, 3128, &pub, 3128), "a wildcard listener: not a public address");
+	tap_ok(egress_is_self(&self, 3128, &any4, 3128), "0.0.0.0:3128 reaches a 127.0.0.1 listener: self");
+	tap_ok(egress_is_self(&self, 3128, &any6, 3128), ":: on the listening port: self");
+	tap_ok(!egress_is_self(&self, 3128, &any4, 80), "0.0.0.0 on another port is not self");
 	tap_ok(addr_equal(egress_pick(list, 3), &list[1]), "the first IPv4 answer is picked");
 	tap_ok(addr_equal(egress_pick(only6, 2), &only6[0]), "else the first IPv6 answer");
 }
