@@ -953,8 +953,19 @@ static void response_head(struct proxy *p, struct conn *c)
 	if (resp.body == HTTP_BODY_LENGTH)
 		buf_printf(&c->cout, "Content-Length: %llu\r\n",
 			   (unsigned long long)resp.content_length);
-	else if (resp.body == HTTP_BODY_CHUNKED)
-		buf_printf(&c->cout, "Transfer-Encoding: chunked\r\n");
+	else if (resp.body == HTTP_BODY_CHUNKED) {
+		/* The codings before "chunked" (gzip, ...) are the body's:
+		 * pass the list on as the parser validated it (chunked last). */
+		int te = http_header_find(&resp.headers, "transfer-encoding", 0);
+
+		buf_printf(&c->cout, "Transfer-Encoding: ");
+		if (te >= 0)
+			buf_append(&c->cout, resp.headers.h[te].value.ptr,
+				   resp.headers.h[te].value.len);
+		else
+			buf_printf(&c->cout, "chunked");
+		buf_printf(&c->cout, "\r\n");
+	}
 	c->resp_keep_alive = c->keep_alive && c->state == S_RESP_HEAD &&
 			     resp.body != HTTP_BODY_UNTIL_CLOSE;
 	buf_printf(&c->cout, "Connection: %s\r\n\r\n",
