@@ -193,20 +193,13 @@ static struct policy *load_policy(const struct run_opts *o)
 	session_die_invalid_policy(o->policy_path, &errs);
 }
 
-static int exec_status(int err)
-{
-	return (err == ENOENT || err == ENOTDIR) ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
-}
-
 static void report_exec_failure(const char *cmd, int err)
 {
-	if (exec_status(err) == EXIT_NOT_FOUND)
+	if (util_exec_status(err) == EXIT_NOT_FOUND)
 		util_warn("%s: command not found", cmd);
 	else
 		util_warn("%s: cannot execute: %s", cmd, strerror(err));
 }
-
-static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
 /* Forks and execs @cmd; returns its wait status encoded as SPEC §2 exit
  * status (or 126/127 on exec failure, reported on stderr). */
@@ -216,12 +209,8 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 	int errpipe[2] = { -1, -1 }, sfd = -1, status = 0, err = 0;
 	pid_t pid;
 	ssize_t r;
-	size_t i;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	for (i = 0; i < ARRAY_SIZE(forwarded); i++)
-		sigaddset(&mask, forwarded[i]);
+	util_session_sigset(&mask);
 	if (sigprocmask(SIG_BLOCK, &mask, &old) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
@@ -243,7 +232,7 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 		execvp(cmd[0], cmd);
 		err = errno;
 		(void)util_write_all(errpipe[1], &err, sizeof(err));
-		_exit(exec_status(err));
+		_exit(util_exec_status(err));
 	}
 	close(errpipe[1]);
 	do
@@ -276,11 +265,9 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 
 	if (err != 0) {
 		report_exec_failure(cmd[0], err);
-		return exec_status(err);
+		return util_exec_status(err);
 	}
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	return util_wait_status(status);
 }
 
 static int run_off_with_events(const struct run_opts *o, const struct policy *p,
@@ -330,12 +317,8 @@ static bool supervise_signal(void *arg, const struct signalfd_siginfo *si)
 static void block_signals(void)
 {
 	sigset_t mask;
-	size_t k;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	for (k = 0; k < ARRAY_SIZE(forwarded); k++)
-		sigaddset(&mask, forwarded[k]);
+	util_session_sigset(&mask);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
 }
@@ -349,13 +332,9 @@ static int supervise(struct session *s, struct sandbox *sb)
 	struct proxy *px;
 	char err[256];
 	sigset_t mask;
-	size_t k;
 	int sfd;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	for (k = 0; k < ARRAY_SIZE(forwarded); k++)
-		sigaddset(&mask, forwarded[k]);
+	util_session_sigset(&mask);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
@@ -616,7 +595,7 @@ int cmd_run(int argc, char **argv)
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);
-		return exec_status(status);
+		return util_exec_status(status);
 	} else {
 		status = run_off_with_events(&o, p, session, workspace);
 	}

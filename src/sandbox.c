@@ -629,14 +629,7 @@ __attribute__((noreturn)) static void init_loop(pid_t agent)
 	sigset_t set;
 	int status = 0;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
+	util_session_sigset(&set);
 	for (;;) {
 		siginfo_t si;
 		pid_t pid;
@@ -651,9 +644,7 @@ __attribute__((noreturn)) static void init_loop(pid_t agent)
 		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 			if (pid != agent)
 				continue;
-			if (WIFSIGNALED(status))
-				_exit(128 + WTERMSIG(status));
-			_exit(WEXITSTATUS(status));
+			_exit(util_wait_status(status));
 		}
 	}
 }
@@ -690,14 +681,7 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 	hand_over_proxy_socket(c);
 	build_root(c);
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
+	util_session_sigset(&set);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		init_fail(c, "sigprocmask");
 	agent = fork();
@@ -914,11 +898,9 @@ int sandbox_exit_status(struct sandbox *sb, int wstatus, int *exec_errno)
 	}
 	if (n == (ssize_t)sizeof(e) && e != 0) {
 		*exec_errno = e;
-		return (e == ENOENT || e == ENOTDIR) ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+		return util_exec_status(e);
 	}
-	if (WIFSIGNALED(wstatus))
-		return 128 + WTERMSIG(wstatus);
-	return WEXITSTATUS(wstatus);
+	return util_wait_status(wstatus);
 }
 
 void sandbox_release(struct sandbox *sb)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,4 +277,27 @@ bool util_parse_uint(const char *s, unsigned long min, unsigned long max,
 		return false;
 	*out = v;
 	return true;
+}
+
+int util_wait_status(int wstatus)
+{
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return WEXITSTATUS(wstatus);
+}
+
+int util_exec_status(int err)
+{
+	return (err == ENOENT || err == ENOTDIR) ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
+void util_session_sigset(sigset_t *set)
+{
+	static const int forwarded[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP,
+					  SIGQUIT, SIGUSR1, SIGUSR2 };
+	size_t i;
+
+	sigemptyset(set);
+	for (i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(set, forwarded[i]);
 }

@@ -5,6 +5,7 @@
 #ifndef AIRLOCK_UTIL_H
 #define AIRLOCK_UTIL_H
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -69,6 +70,17 @@ void util_rfc3339_now(char out[25]);
 
 /* Fills @buf with @len bytes from the kernel CSPRNG; aborts on failure. */
 void util_random(void *buf, size_t len);
+
+/* SPEC §2's exit status of a command: its own, or 128+N if it was killed
+ * by signal N. */
+int util_wait_status(int wstatus);
+
+/* SPEC §2's exit status when exec failed with @err: 127 not found, else 126. */
+int util_exec_status(int err);
+
+/* SIGCHLD and the signals a session forwards to its command (SIGINT,
+ * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2), in an emptied @set. */
+void util_session_sigset(sigset_t *set);
 
 /* Parses a decimal integer in [min, max] with no sign, spaces or junk. */
 bool util_parse_uint(const char *s, unsigned long min, unsigned long max,
