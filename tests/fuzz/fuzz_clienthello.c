@@ -33,17 +33,7 @@
 
 #include "clienthello.h"
 #include "hostname.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "invariant failed: %s (line %d)\n", \
-				#cond, __LINE__);                          \
-			abort();                                           \
-		}                                                          \
-	} while (0)
+#include "fuzz.h"
 
 static bool same_answer(enum clienthello_result ra,
 			const struct clienthello *a,

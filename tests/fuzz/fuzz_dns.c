@@ -35,17 +35,7 @@
 #include <unistd.h>
 
 #include "dns.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "invariant failed: %s (line %d)\n", \
-				#cond, __LINE__);                          \
-			abort();                                           \
-		}                                                          \
-	} while (0)
+#include "fuzz.h"
 
 #define TAG_DNS (1ull << 32)
 #define TAG_UDP (2ull << 32)

@@ -36,17 +36,7 @@
 
 #include "hostname.h"
 #include "http.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "invariant failed: %s (line %d)\n", \
-				#cond, __LINE__);                          \
-			abort();                                           \
-		}                                                          \
-	} while (0)
+#include "fuzz.h"
 
 static const struct http_limits small_limits = {
 	.max_start_line = 48,
