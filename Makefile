@@ -6,21 +6,26 @@ DESTDIR ?=
 CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-PKGS := openssl jansson libcares libseccomp
+PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables
 
+WERROR ?= -Werror
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-	-Wformat=2 -Wvla -Werror
+	-Wformat=2 -Wvla -Wswitch-enum $(WERROR)
 HARDEN := -fPIE -fstack-protector-strong -D_FORTIFY_SOURCE=3
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -MMD -MP \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# pkg-config runs when a recipe needs it (`=`, not `:=`): on a fresh
+# machine the -dev packages are installed by the `deps` prerequisite,
+# after make has read this file.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -MMD -MP $(PKG_CFLAGS) \
+	$(HARDEN) $(SAN_CFLAGS)
+LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
 ifeq ($(SAN),1)
 BUILD := build/san
 HARDEN := -fPIE -fstack-protector-strong
-ALL_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
+SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 ALL_LDFLAGS += -fsanitize=address,undefined
 BIN := $(BUILD)/airlock
@@ -28,7 +33,6 @@ else
 BUILD := build/release
 BIN := airlock
 endif
-ALL_CFLAGS += $(HARDEN)
 
 SRC := $(wildcard src/*.c)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/src/%.o,$(filter-out src/main.c,$(SRC)))
