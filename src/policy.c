@@ -103,7 +103,7 @@ static const char default_policy_json[] =
 	"  \"secrets\": {},\n"
 	"  \"git\": { \"hosts\": [], \"repos\": {}, \"credential\": null, \"ssh\": false },\n"
 	"  \"env\": { \"pass\": [\"PATH\", \"HOME\", \"LANG\", \"TERM\"], \"set\": {} },\n"
-	"  \"fs\": { \"rw\": [], \"hide\": [] }\n"
+	"  \"fs\": { \"rw\": [], \"hide\": [], \"ro\": [], \"protect\": [] }\n"
 	"}\n";
 
 static const uint16_t default_ports[] = { 80, 443 };
@@ -821,6 +821,34 @@ static char *check_fs_path(const char *s, char *why, size_t whylen)
 	return NULL;
 }
 
+/* A path inside the workspace: relative, without "." or ".." components,
+ * not the workspace itself. */
+static char *check_fs_relative(const char *s, char *why, size_t whylen)
+{
+	const char *reason = NULL;
+	char *abs, *out = NULL;
+
+	if (s[0] == '/') {
+		snprintf(why, whylen, "expected a path relative to the workspace");
+		return NULL;
+	}
+	abs = util_xasprintf("/%s", s);
+	if (!fs_path_clean(abs, &out, &reason)) {
+		snprintf(why, whylen, "%s", reason);
+	} else if (strcmp(out, "/") == 0) {
+		snprintf(why, whylen, "expected a path inside the workspace, "
+			 "not the workspace itself");
+	} else {
+		free(abs);
+		abs = util_xstrdup(out + 1);
+		free(out);
+		return abs;
+	}
+	free(out);
+	free(abs);
+	return NULL;
+}
+
 static char *check_header(const char *s, char *why, size_t whylen)
 {
 	char *out;
@@ -1411,9 +1439,23 @@ static void parse_fs_hide(struct ctx *c, json_t *v, const char *path)
 		      &c->p->nfs_hide);
 }
 
+static void parse_fs_ro(struct ctx *c, json_t *v, const char *path)
+{
+	parse_str_set(c, v, path, check_fs_path, true, &c->p->fs_ro,
+		      &c->p->nfs_ro);
+}
+
+static void parse_fs_protect(struct ctx *c, json_t *v, const char *path)
+{
+	parse_str_set(c, v, path, check_fs_relative, true, &c->p->fs_protect,
+		      &c->p->nfs_protect);
+}
+
 static const struct field fs_fields[] = {
 	{ "rw", parse_fs_rw },
 	{ "hide", parse_fs_hide },
+	{ "ro", parse_fs_ro },
+	{ "protect", parse_fs_protect },
 };
 
 static void parse_fs(struct ctx *c, json_t *v, const char *path)
@@ -1588,7 +1630,7 @@ static json_t *policy_to_json(const struct policy *p)
 	env = json_pack("{s:o, s:o}", "pass", jstrv(p->env_pass, p->nenv_pass),
 			"set", set);
 
-	a = json_pack("{s:i, s:s, s:{s:o, s:o}, s:o, s:o, s:o, s:o, s:{s:o, s:o}}",
+	a = json_pack("{s:i, s:s, s:{s:o, s:o}, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
 		      "version", 1,
 		      "mode", policy_mode_to_string(p->mode),
 		      "session", "id", jstr(p->session_id),
@@ -1596,7 +1638,9 @@ static json_t *policy_to_json(const struct policy *p)
 		      "egress", egress, "secrets", secrets, "git", git,
 		      "env", env,
 		      "fs", "rw", jstrv(p->fs_rw, p->nfs_rw),
-		      "hide", jstrv(p->fs_hide, p->nfs_hide));
+		      "hide", jstrv(p->fs_hide, p->nfs_hide),
+		      "ro", jstrv(p->fs_ro, p->nfs_ro),
+		      "protect", jstrv(p->fs_protect, p->nfs_protect));
 	ASSERT(a);
 	return a;
 }
@@ -1761,6 +1805,8 @@ void policy_free(struct policy *p)
 	strv_free(p->env_set_values, p->nenv_set);
 	strv_free(p->fs_rw, p->nfs_rw);
 	strv_free(p->fs_hide, p->nfs_hide);
+	strv_free(p->fs_ro, p->nfs_ro);
+	strv_free(p->fs_protect, p->nfs_protect);
 	free(p->canonical);
 	free(p);
 }

@@ -92,6 +92,11 @@ struct policy {
 	size_t nfs_rw;
 	char **fs_hide;
 	size_t nfs_hide;
+	char **fs_ro;       /* absolute, cleaned, sorted: shown read-only */
+	size_t nfs_ro;
+	char **fs_protect;  /* workspace-relative, cleaned ("a//b/" -> "a/b"),
+			       sorted: read-only inside the workspace */
+	size_t nfs_protect;
 
 	char *canonical;    /* canonical JSON of the effective policy */
 	char digest[7 + 64 + 1]; /* "sha256:" + hex */

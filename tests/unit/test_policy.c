@@ -286,7 +286,16 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'fs': {'rw': ['/a/../etc']}}", "fs.rw[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/./b']}}", "fs.hide[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/b', '/a//b/']}}", "fs.hide[1]: duplicate of fs.hide[0]\n", NULL },
-	{ "{" V "'fs': {'ro': []}}", "fs.ro: unknown key\n", NULL },
+	{ "{" V "'fs': {'ro': ['rel']}}", "fs.ro[0]: expected an absolute path\n", NULL },
+	{ "{" V "'fs': {'ro': ['/a', '/a/']}}", "fs.ro[1]: duplicate of fs.ro[0]\n", NULL },
+	{ "{" V "'fs': {'protect': ['/abs']}}",
+	  "fs.protect[0]: expected a path relative to the workspace\n", NULL },
+	{ "{" V "'fs': {'protect': ['a/../b']}}",
+	  "fs.protect[0]: \".\" and \"..\" components are not allowed\n", NULL },
+	{ "{" V "'fs': {'protect': ['']}}",
+	  "fs.protect[0]: expected a path inside the workspace, not the workspace itself\n", NULL },
+	{ "{" V "'fs': {'protect': ['x', 'x//']}}", "fs.protect[1]: duplicate of fs.protect[0]\n", NULL },
+	{ "{" V "'fs': {'mounts': []}}", "fs.mounts: unknown key\n", NULL },
 	/* many errors in one document, in document order */
 	{ "{'mode': 'loud', 'egress': {'alow': [], 'ports': [80, 0, 80]},"
 	  " 'secrets': {'a': {'from_env': 'T'}}, 'git': {'credential': 'b'},"
@@ -604,7 +613,7 @@ static void test_canonical(void)
 		"\"allow_ranges\":[\"10.0.0.0/8\"],\"deny\":[\"bad.example.com\"],"
 		"\"ports\":[80,443],\"resolver\":[\"127.0.0.53:53\"],\"upstream_ca\":null},"
 		"\"env\":{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"CI\":\"1\"}},"
-		"\"fs\":{\"hide\":[\"/etc/secret\"],\"rw\":[\"/srv/cache\"]},"
+		"\"fs\":{\"hide\":[\"/etc/secret\"],\"protect\":[],\"ro\":[],\"rw\":[\"/srv/cache\"]},"
 		"\"git\":{\"credential\":\"gh\",\"hosts\":[\"github.com\"],"
 		"\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false},"
 		"\"mode\":\"shadow\","
@@ -661,6 +670,15 @@ static void test_canonical(void)
 	tap_ok(p && p->nports == 2 && p->ports[0] == 80 && p->ports[1] == 443,
 	       "default ports [80, 443]");
 	tap_ok(p && p->nenv_pass == 4, "default env.pass has four names");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	p = parse("{'version': 1, 'fs': {'ro': ['//opt//x/'], 'protect': ['b//c/', '.github', 'a']}}",
+		  NULL, &errs);
+	tap_ok(p && p->nfs_ro == 1 && strcmp(p->fs_ro[0], "/opt/x") == 0, "fs.ro path cleaned");
+	tap_ok(p && p->nfs_protect == 3 && strcmp(p->fs_protect[0], ".github") == 0 &&
+	       strcmp(p->fs_protect[1], "a") == 0 && strcmp(p->fs_protect[2], "b/c") == 0,
+	       "fs.protect paths cleaned, relative and sorted");
 	policy_free(p);
 	policy_errors_free(&errs);
 }
