@@ -8,21 +8,29 @@
  * SPEC §3.7, with --mode/--enforce applied), picks the session id (--session,
  * else the policy's session.id, else a random one), and then:
  *
- * - mode off without --events: execs CMD in place. Same pid, environment,
- *   network and filesystem: there is nothing airlock could change, so it
- *   changes nothing (SPEC §3.1).
+ * - mode off without --events: records session.start, session.exec and
+ *   session.end in the default events file (when it can; silently not
+ *   otherwise), then execs CMD in place. Same pid, environment, network and
+ *   filesystem: there is nothing airlock could change, so it changes
+ *   nothing (SPEC §3.1), and prints nothing.
  * - mode off with --events: forks CMD, writes session.start before it runs
  *   and session.end with its exit status after it ends. Signals sent to
  *   airlock by another process (kill) are forwarded to CMD; signals the
  *   terminal sends to the whole foreground process group reach CMD directly
  *   and are not forwarded a second time.
- * - shadow and enforce: reads the secrets, builds the agent's environment,
+ * - shadow and enforce: refuses (125) when a file that decides or records
+ *   the session lies where the agent can write (runfiles.c), gives the
+ *   agent pipes for the caller's descriptors that are files
+ *   (stdio_relay.c), reads the secrets, builds the agent's environment,
  *   writes session.start and one env.drop per unclassified variable, starts
  *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
  *   init exits. Where the host lacks a capability (doctor.c), it writes a
  *   session.refused block receipt instead of session.start and exits 125.
  *   The egress proxy (proxy.c) serves the sandbox's proxy socket from this
- *   process, in the loop that also waits for the sandbox.
+ *   process, in the loop that also waits for the sandbox. Without --events
+ *   the receipts go to $XDG_STATE_HOME/airlock/SESSION.jsonl (else
+ *   ~/.local/state/airlock/), named on stderr at the end with the
+ *   fingerprint of the key that signed them.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -51,8 +59,10 @@
 #include "policy.h"
 #include "proxy.h"
 #include "receipt.h"
+#include "runfiles.h"
 #include "sandbox.h"
 #include "session.h"
+#include "stdio_relay.h"
 #include "util.h"
 
 const char cmd_run_help[] =
@@ -66,7 +76,10 @@ const char cmd_run_help[] =
 	"  --mode MODE         off | shadow | enforce; overrides the policy's mode\n"
 	"  --enforce           same as --mode enforce\n"
 	"  --events DEST       write the receipt stream to DEST: '-' (stdout),\n"
-	"                      'fd:N', or a path (appended to, created 0600)\n"
+	"                      'fd:N', or a path (appended to, created 0600);\n"
+	"                      default: $XDG_STATE_HOME/airlock/SESSION.jsonl\n"
+	"                      ($HOME/.local/state/airlock/ when unset), named\n"
+	"                      on stderr at the end with the key's fingerprint\n"
 	"  --signing-key FILE  sign receipts with this Ed25519 key (PKCS#8 PEM,\n"
 	"                      from 'airlock keygen'); default: a fresh key per\n"
 	"                      session, whose public key is in session.start\n"
@@ -82,7 +95,13 @@ const char cmd_run_help[] =
 	"refuses to start (125) where 'airlock doctor' reports a missing\n"
 	"capability; shadow passes them and records each as env.drop\n"
 	"would_block. The agent's only network path is the egress proxy, which\n"
-	"applies the policy's egress rules ('airlock proxy --help').\n"
+	"applies the policy's egress rules ('airlock proxy --help'). The agent\n"
+	"sees the host read-only, without the caller's credentials (/root,\n"
+	"/home, $HOME, /etc/shadow, ...: a private empty $HOME, /tmp and\n"
+	"/var/tmp instead); the workspace's .git/config, hooks and info stay\n"
+	"read-only. In shadow and enforce mode, the policy, the signing key,\n"
+	"the events file and the files the policy names may not lie in the\n"
+	"workspace or an fs.rw path (125).\n"
 	"\n"
 	"Exit status: CMD's own status (128+N if it was killed by signal N);\n"
 	"125 if airlock itself fails, 126 if CMD cannot be executed, 127 if CMD\n"
@@ -377,45 +396,39 @@ static int supervise(struct session *s, struct sandbox *sb)
 /* --- shadow and enforce ---------------------------------------------------- */
 
 /* The absolute, symlink-free form of @path, relative to the caller's
- * directory. A path that does not exist (yet) keeps its spelling, made
- * absolute: a mask for it is then simply not needed. */
+ * directory (see runfiles_resolve(): a path that does not exist yet is
+ * resolved as far as it exists). */
 static char *resolve(const char *path, bool must_exist)
 {
-	char *r = realpath(path, NULL), *cwd;
+	char *r = must_exist ? realpath(path, NULL) : runfiles_resolve(path);
 
-	if (r)
-		return r;
-	if (must_exist)
+	if (!r)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "%s", path);
-	if (path[0] == '/')
-		return util_xstrdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "getcwd");
-	r = util_xasprintf("%s/%s", cwd, path);
-	free(cwd);
 	return r;
 }
 
-/* A writable path may not be the root (the whole host would be writable,
- * over the private /tmp, /proc and /dev) nor lie in the kernel's own
- * trees. @path is absolute and resolved. Returns false with the reason in
- * @err. */
-static bool writable_ok(const char *what, const char *path, char *err, size_t errlen)
+/* A path the view shows (writable, or read-only with @writable false) may
+ * not be the root (the whole host would be writable, over the private
+ * /tmp, /proc and /dev, or the view replaced by the host's) nor lie in the
+ * kernel's own trees. @path is absolute and resolved. Returns false with
+ * the reason in @err. */
+static bool view_path_ok(const char *what, const char *path, bool writable,
+			 char *err, size_t errlen)
 {
 	static const char *const kernel[] = { "/proc", "/dev", "/sys" };
 	size_t i;
 
 	if (strcmp(path, "/") == 0) {
-		snprintf(err, errlen,
-			 "%s is /: that would make the whole host writable; run from, "
-			 "or pass --workspace, a project directory", what);
+		if (writable)
+			snprintf(err, errlen,
+				 "%s is /: that would make the whole host writable; run from, "
+				 "or pass --workspace, a project directory", what);
+		else
+			snprintf(err, errlen, "%s is /: list the paths below it you mean", what);
 		return false;
 	}
 	for (i = 0; i < ARRAY_SIZE(kernel); i++) {
-		size_t n = strlen(kernel[i]);
-
-		if (strncmp(path, kernel[i], n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+		if (runfiles_under(path, kernel[i])) {
 			snprintf(err, errlen,
 				 "%s %s is inside %s, which the sandbox provides itself",
 				 what, path, kernel[i]);
@@ -464,11 +477,162 @@ static bool is_path_dest(const char *events)
 	return events && strcmp(events, "-") != 0 && strncmp(events, "fd:", 3) != 0;
 }
 
+/* --- the files that decide and record the session --------------------------
+ *
+ * None may lie where the agent can write (runfiles.c): the receipts'
+ * destination and the signing key are checked before either is opened (a
+ * refusal is then one line, and not written into a file the agent could
+ * have planted); the policy and the files it names afterwards, refused
+ * with a session.refused receipt. */
+
+/* The descriptor --events names ("-" or "fd:N"), or -1 for a path. */
+static int events_fd(const char *events)
+{
+	unsigned long n;
+
+	if (strcmp(events, "-") == 0)
+		return 1;
+	if (strncmp(events, "fd:", 3) == 0 && util_parse_uint(events + 3, 0, INT_MAX, &n))
+		return (int)n;
+	return -1;
+}
+
+/* The workspace (first) and the fs.rw paths that are acceptable ones: those
+ * that are not are refused before the agent starts anyway. */
+static char **writable_paths(const struct sandbox_config *cfg, size_t *n)
+{
+	char **w = util_xcalloc(cfg->nrw + 1, sizeof(*w));
+	char err[512];
+	size_t i;
+
+	*n = 0;
+	if (view_path_ok("the workspace", cfg->workspace, true, err, sizeof(err)))
+		w[(*n)++] = (char *)cfg->workspace;
+	for (i = 0; i < cfg->nrw; i++)
+		if (view_path_ok("fs.rw path", cfg->rw[i], true, err, sizeof(err)))
+			w[(*n)++] = cfg->rw[i];
+	return w;
+}
+
+static void check_record_files(const struct run_opts *o, const char *events,
+			       bool events_default, const struct sandbox_config *cfg)
+{
+	struct runfiles_entry e[2];
+	char err[PATH_MAX + 512];
+	size_t n, i, ne = 0;
+	char **w = writable_paths(cfg, &n);
+
+	e[ne].what = events_default ? "the default events file" : "--events";
+	e[ne].fd = events_fd(events);
+	e[ne].path = e[ne].fd < 0 ? events : NULL;
+	ne++;
+	if (o->signing_key) {
+		e[ne].what = "--signing-key";
+		e[ne].path = o->signing_key;
+		e[ne].fd = -1;
+		ne++;
+	}
+	for (i = 0; i < ne; i++)
+		if (!runfiles_check(&e[i], w, n, err, sizeof(err)))
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	free(w);
+}
+
+static void check_policy_files(struct session *s, const struct run_opts *o,
+			       const struct policy *p, const struct sandbox_config *cfg)
+{
+	char err[PATH_MAX + 512], what[160];
+	struct runfiles_entry e;
+	size_t n, i;
+	char **w = writable_paths(cfg, &n);
+
+	e.fd = -1;
+	if (o->policy_path) {
+		e.what = "--policy";
+		e.path = o->policy_path;
+		if (!runfiles_check(&e, w, n, err, sizeof(err)))
+			session_refuse(s, "files", err);
+	}
+	for (i = 0; i < p->nsecrets; i++) {
+		if (!p->secrets[i].from_file)
+			continue;
+		snprintf(what, sizeof(what), "secrets.%s.from_file", p->secrets[i].name);
+		e.what = what;
+		e.path = p->secrets[i].from_file;
+		if (!runfiles_check(&e, w, n, err, sizeof(err)))
+			session_refuse(s, "files", err);
+	}
+	if (p->upstream_ca) {
+		e.what = "egress.upstream_ca";
+		e.path = p->upstream_ca;
+		if (!runfiles_check(&e, w, n, err, sizeof(err)))
+			session_refuse(s, "files", err);
+	}
+	free(w);
+}
+
+/* The view's paths from the policy, checked (a refusal is a session.refused
+ * receipt), and airlock's own files, which the agent never sees. */
+static void plan_view(struct session *s, const struct run_opts *o, const struct policy *p,
+		      const char *events, struct sandbox_config *cfg)
+{
+	char err[512];
+	size_t i;
+
+	if (!view_path_ok("the workspace", cfg->workspace, true, err, sizeof(err)))
+		session_refuse(s, "workspace", err);
+	for (i = 0; i < cfg->nrw; i++)
+		if (!view_path_ok("fs.rw path", cfg->rw[i], true, err, sizeof(err)))
+			session_refuse(s, "fs.rw", err);
+	for (i = 0; i < p->nfs_ro; i++) {
+		add_path(&cfg->ro, &cfg->nro, resolve(p->fs_ro[i], true));
+		if (!view_path_ok("fs.ro path", cfg->ro[cfg->nro - 1], false, err, sizeof(err)))
+			session_refuse(s, "fs.ro", err);
+	}
+	for (i = 0; i < p->nfs_hide; i++) {
+		add_path(&cfg->hide, &cfg->nhide, resolve(p->fs_hide[i], false));
+		if (strcmp(cfg->hide[cfg->nhide - 1], "/") == 0)
+			session_refuse(s, "fs.hide", "fs.hide path is /: list the paths below "
+				       "it you mean");
+	}
+	for (i = 0; i < p->nfs_protect; i++)
+		add_path(&cfg->protect, &cfg->nprotect, util_xstrdup(p->fs_protect[i]));
+	check_policy_files(s, o, p, cfg);
+
+	if (o->policy_path)
+		add_path(&cfg->mask, &cfg->nmask, resolve(o->policy_path, false));
+	if (o->signing_key)
+		add_path(&cfg->mask, &cfg->nmask, resolve(o->signing_key, false));
+	if (is_path_dest(events))
+		add_path(&cfg->mask, &cfg->nmask, resolve(events, false));
+	for (i = 0; i < p->nsecrets; i++)
+		if (p->secrets[i].from_file)
+			add_path(&cfg->mask, &cfg->nmask, resolve(p->secrets[i].from_file, false));
+}
+
+/* Without --events, the caller learns where the receipts went, and the
+ * fingerprint of the key that signed them (to pin a key made for the
+ * session), from one line on stderr at the end. With --events the caller
+ * chose the place and reads the key from session.start; nothing is added
+ * to what the command printed. */
+static void report_receipts(const struct session *s, const struct run_opts *o,
+			    const char *events, bool events_default)
+{
+	char fp[RUNFILES_FINGERPRINT_LEN];
+
+	if (!events_default || !runfiles_fingerprint(s->pubkey, fp))
+		return;
+	util_warn("receipts: %s (key %s%s)", events, fp,
+		  o->signing_key ? "" : ", made for this session");
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
-			 const char *id, const char *workspace)
+			 const char *id, const char *workspace, const char *events,
+			 bool events_default)
 {
 	bool enforce = p->mode == POLICY_MODE_ENFORCE;
 	struct sandbox_config cfg;
+	struct stdio_relay relay;
 	struct env_result env;
 	struct broker broker;
 	struct sandbox sb;
@@ -482,7 +646,20 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	 * from the caller's other processes. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
-	session_open(&s, o->events, o->signing_key, p, id, o->cmd[0]);
+	cfg.workspace = workspace;
+	for (i = 0; i < p->nfs_rw; i++)
+		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
+	check_record_files(o, events, events_default, &cfg);
+	if (events_default && runfiles_make_parents(events, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "no --events given, and the default events "
+			 "file %s cannot be made: %s", events, err);
+	/* Before any secret or key is in memory: the relays are copies. */
+	if (stdio_relay_start(&relay, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	for (i = 0; i < 3; i++)
+		cfg.stdio[i] = relay.agent[i];
+
+	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -501,30 +678,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 policy_mode_to_string(p->mode), missing);
 		session_refuse(&s, "capabilities", err);
 	}
+	plan_view(&s, o, p, events, &cfg);
+	cfg.home = getenv("HOME");
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
-
-	cfg.workspace = workspace;
-	if (!writable_ok("the workspace", workspace, err, sizeof(err)))
-		session_refuse(&s, "workspace", err);
-	for (i = 0; i < p->nfs_rw; i++) {
-		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
-		if (!writable_ok("fs.rw path", cfg.rw[cfg.nrw - 1], err, sizeof(err)))
-			session_refuse(&s, "fs.rw", err);
-	}
-	for (i = 0; i < p->nfs_hide; i++)
-		add_path(&cfg.hide, &cfg.nhide, resolve(p->fs_hide[i], false));
-	/* airlock's own files never reach the agent (SPEC §3.6). */
-	if (o->policy_path)
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->policy_path, false));
-	if (o->signing_key)
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->signing_key, false));
-	if (is_path_dest(o->events))
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->events, false));
-	for (i = 0; i < p->nsecrets; i++)
-		if (p->secrets[i].from_file)
-			add_path(&cfg.hide, &cfg.nhide,
-				 resolve(p->secrets[i].from_file, false));
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
 	cfg.envp = env.envp;
@@ -552,25 +709,60 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
+	stdio_relay_detach(&relay);
 	status = supervise(&s, &sb);
 	status = sandbox_exit_status(&sb, status, &exec_err);
+	/* Everything the agent wrote reaches the caller first. */
+	stdio_relay_finish(&relay);
 	if (exec_err)
 		report_exec_failure(o->cmd[0], exec_err);
 	sandbox_release(&sb);
 	session_end(&s, status);
+	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
 	broker_free(&broker);
 	free_paths(cfg.rw, cfg.nrw);
+	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);
+	free_paths(cfg.protect, cfg.nprotect);
+	free_paths(cfg.mask, cfg.nmask);
 	return status;
+}
+
+/* Mode off without --events: the session is recorded in the default
+ * events file (session.start, session.exec, session.end) and CMD is then
+ * exec'd in place. Off changes nothing, so a default file that cannot be
+ * written only means no record: nothing is printed. */
+static void record_off(const struct policy *p, const char *id, const char *argv0,
+		       const char *events)
+{
+	struct session s;
+	char err[512], dest[32];
+	int fd;
+
+	if (!events || runfiles_make_parents(events, err, sizeof(err)) < 0)
+		return;
+	fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	snprintf(dest, sizeof(dest), "fd:%d", fd);
+	session_open(&s, dest, NULL, p, id, argv0);
+	session_begin(&s, "session.start", RECEIPT_INFO, "session",
+		      "session started in mode off");
+	session_record(&s, "session.exec", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		       "mode", json_pack("{s:s}", "argv0", argv0),
+		       "mode off: CMD is executed in place of airlock, which does not "
+		       "see its exit status (session.end's exit 0 only closes the stream)");
+	session_end(&s, 0);
+	close(fd);
 }
 
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o;
 	struct policy *p;
-	char *session, *workspace;
+	char *session, *workspace, *events_default = NULL;
 	int status;
 
 	parse_opts(argc, argv, &o);
@@ -582,16 +774,26 @@ int cmd_run(int argc, char **argv)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s",
 			       o.workspace ? o.workspace : ".");
 	session = session_choose_id(o.session, p, "sess");
+	if (!o.events) {
+		char err[512];
+
+		events_default = runfiles_default_events(session, err, sizeof(err));
+		if (!events_default && p->mode != POLICY_MODE_OFF)
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	}
 
 	if (p->mode != POLICY_MODE_OFF) {
-		status = run_sandboxed(&o, p, session, workspace);
+		status = run_sandboxed(&o, p, session, workspace,
+				       o.events ? o.events : events_default, !o.events);
 	} else if (!o.events) {
-		/* Nothing to record: become CMD, changing nothing. */
+		/* Become CMD, changing nothing. */
+		record_off(p, session, o.cmd[0], events_default);
 		if (chdir(workspace) < 0)
 			util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 		policy_free(p);
 		free(session);
 		free(workspace);
+		free(events_default);
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);
@@ -602,5 +804,6 @@ int cmd_run(int argc, char **argv)
 	policy_free(p);
 	free(session);
 	free(workspace);
+	free(events_default);
 	return status;
 }

@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "view.h"
 
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
@@ -105,6 +106,7 @@ struct init_ctx {
 	int sync_fd;   /* read end: the supervisor has written our id maps */
 	int ctl_fd;    /* socket pair end: listening fd or an error line */
 	int exec_fd;   /* write end: errno of a failed exec */
+	const struct view_plan *view; /* the filesystem view (view.c) */
 	uid_t uid;
 	gid_t gid;
 };
@@ -202,92 +204,6 @@ static void hand_over_proxy_socket(const struct init_ctx *c)
 	close(fd);
 }
 
-/* mkdir -p for a mount point under NEW; existing components are fine. */
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	char *p;
-
-	if (!util_strlcpy(buf, path, sizeof(buf)))
-		return -ENAMETOOLONG;
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static void path_join(const struct init_ctx *c, char *out, size_t len,
-		      const char *prefix, const char *path)
-{
-	if ((size_t)snprintf(out, len, "%s%s", prefix, path) >= len)
-		init_fail(c, "path too long: %s", path);
-}
-
-/* Binds host @path (seen at OLD/@path) writable at NEW/@path. */
-static void bind_writable(const struct init_ctx *c, const char *path)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	struct mount_attr attr;
-	struct stat st;
-
-	path_join(c, src, sizeof(src), OLD, path);
-	path_join(c, dst, sizeof(dst), NEW, path);
-	if (stat(src, &st) < 0)
-		init_fail(c, "writable path %s", path);
-	if (S_ISDIR(st.st_mode)) {
-		if (mkdir_p(dst, 0755) < 0)
-			init_fail(c, "mount point for %s", path);
-	} else if (access(dst, F_OK) < 0) {
-		init_fail(c, "writable path %s must be a directory or an existing file",
-			  path);
-	}
-	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-		init_fail(c, "binding %s writable", path);
-	/* Writable, but no setuid file or device node the agent leaves
-	 * behind may work here: not for it, not for the host later. */
-	memset(&attr, 0, sizeof(attr));
-	attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	if (mount_setattr(AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
-		init_fail(c, "making %s nosuid and nodev", path);
-}
-
-/* Masks NEW/@path: an empty unreadable directory or file takes its place.
- * A path the view does not show (e.g. under the private /tmp) needs no
- * mask. Symlinks are never followed into place. */
-static void hide_path(const struct init_ctx *c, const char *path)
-{
-	char dst[PATH_MAX];
-	struct stat st;
-
-	if (path[0] != '/') {
-		errno = 0;
-		init_fail(c, "hiding %s: not an absolute path", path);
-	}
-	path_join(c, dst, sizeof(dst), NEW, path);
-	if (lstat(dst, &st) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return;
-		init_fail(c, "hiding %s", path);
-	}
-	if (S_ISLNK(st.st_mode))
-		init_fail(c, "hiding %s: it is a symbolic link in the sandbox view", path);
-	if (S_ISDIR(st.st_mode)) {
-		if (mount("airlock-hidden", dst, "tmpfs", MS_RDONLY | MS_NOSUID |
-			  MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
-			init_fail(c, "hiding directory %s", path);
-	} else if (mount("/hidden", dst, NULL, MS_BIND, NULL) < 0 ||
-		   mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
-		init_fail(c, "hiding file %s", path);
-	}
-}
-
 static void bind_dev_node(const struct init_ctx *c, const char *name)
 {
 	char src[64], dst[64];
@@ -356,9 +272,8 @@ static void proc_read_only(const struct init_ctx *c)
 
 static void build_root(const struct init_ctx *c)
 {
-	const struct sandbox_config *cfg = c->cfg;
 	struct mount_attr attr;
-	size_t i;
+	char msg[512];
 	int fd;
 
 	/* Nothing we mount may propagate back to the host. */
@@ -389,26 +304,17 @@ static void build_root(const struct init_ctx *c)
 	if (mount_setattr(AT_FDCWD, NEW, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
 		init_fail(c, "making the host root read-only");
 
-	if (mount("airlock-tmp", NEW "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-		  "mode=01777") < 0)
-		init_fail(c, "mounting the private /tmp");
 	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		init_fail(c, "mounting /proc");
 	proc_read_only(c);
 	make_dev(c);
-	/* Host daemons listen on pathname sockets under /run (D-Bus,
-	 * systemd, docker, the user's agents): a read-only mount does not
-	 * stop connect(), so /run is an empty tmpfs. (/var/run is a link
-	 * to it.) */
-	if (mount("airlock-run", NEW "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "mode=0755") < 0 && errno != ENOENT)
-		init_fail(c, "masking /run");
-
-	bind_writable(c, cfg->workspace);
-	for (i = 0; i < cfg->nrw; i++)
-		bind_writable(c, cfg->rw[i]);
-	for (i = 0; i < cfg->nhide; i++)
-		hide_path(c, cfg->hide[i]);
+	/* The rest: hidden paths, private /tmp, /var/tmp and $HOME, the
+	 * workspace, fs.* and the protected repository files, airlock's own
+	 * files (view.c). */
+	if (view_apply(c->view, NEW, OLD, "/hidden", msg, sizeof(msg)) < 0) {
+		errno = 0;
+		init_fail(c, "%s", msg);
+	}
 
 	/* Enter the view and drop the host root and the staging tmpfs. */
 	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
@@ -416,15 +322,16 @@ static void build_root(const struct init_ctx *c)
 		init_fail(c, "entering the sandbox root");
 }
 
-/* Landlock: writes only beneath the writable paths. Reads are left to the
- * read-only mounts. Returns the ABI applied (0: kernel without Landlock). */
-static int apply_landlock(const struct sandbox_config *cfg)
+/* Landlock: writes only beneath the writable paths of the view and /dev.
+ * Reads are left to the read-only mounts. Returns the ABI applied (0:
+ * kernel without Landlock). */
+static int apply_landlock(const struct view_plan *view)
 {
 	struct landlock_ruleset_attr ra;
 	struct landlock_path_beneath_attr pb;
-	const char *fixed[] = { "/tmp", "/dev" };
+	const char **paths;
+	size_t i, n;
 	long abi;
-	size_t i;
 	int rfd;
 
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
@@ -450,12 +357,12 @@ static int apply_landlock(const struct sandbox_config *cfg)
 	if (rfd < 0)
 		return -errno;
 	pb.allowed_access = ra.handled_access_fs;
-	for (i = 0; i < ARRAY_SIZE(fixed) + 1 + cfg->nrw; i++) {
-		const char *p = i < ARRAY_SIZE(fixed) ? fixed[i]
-				: i == ARRAY_SIZE(fixed) ? cfg->workspace
-				: cfg->rw[i - ARRAY_SIZE(fixed) - 1];
-
-		int fd = open(p, O_PATH | O_CLOEXEC);
+	n = view_writable(view, NULL, 0);
+	paths = util_xcalloc(n + 1, sizeof(*paths));
+	paths[0] = "/dev";
+	view_writable(view, paths + 1, n);
+	for (i = 0; i < n + 1; i++) {
+		int fd = open(paths[i], O_PATH | O_CLOEXEC);
 
 		if (fd < 0)
 			continue;
@@ -472,6 +379,7 @@ static int apply_landlock(const struct sandbox_config *cfg)
 		}
 		close(fd);
 	}
+	free(paths);
 	if (syscall(SYS_landlock_restrict_self, rfd, 0) < 0) {
 		int err = errno;
 
@@ -596,7 +504,7 @@ __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 		goto fail;
 	if (chdir(c->cfg->workspace) < 0)
 		goto fail;
-	r = apply_landlock(c->cfg);
+	r = apply_landlock(c->view);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
@@ -649,6 +557,27 @@ __attribute__((noreturn)) static void init_loop(pid_t agent)
 	}
 }
 
+/* The agent's descriptors 0-2 (pipes where the caller's are files) take
+ * the place of the caller's own here already, so that no process of the
+ * sandbox ever holds those. */
+static void take_stdio(const struct init_ctx *c)
+{
+	const int *fds = c->cfg->stdio;
+	int i, j;
+
+	for (i = 0; i < 3; i++) {
+		ASSERT(fds[i] == -1 || fds[i] > 2);
+		if (fds[i] >= 0 && dup2(fds[i], i) < 0)
+			init_fail(c, "replacing descriptor %d", i);
+	}
+	for (i = 0; i < 3; i++) {
+		for (j = 0; j < i && fds[j] != fds[i]; j++)
+			;
+		if (fds[i] >= 0 && j == i)
+			close(fds[i]);
+	}
+}
+
 __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 {
 	sigset_t set;
@@ -657,6 +586,7 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 
 	if (c->cfg->scrub)
 		c->cfg->scrub(c->cfg->scrub_arg);
+	take_stdio(c);
 	/* The supervisor is not dumpable, so neither is this copy of it, and
 	 * the /proc files of a non-dumpable process belong to root: an
 	 * unprivileged supervisor could not write our id maps. Nothing secret
@@ -803,6 +733,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 		  char *err, size_t errlen)
 {
 	int sync[2] = { -1, -1 }, ctl[2] = { -1, -1 }, ex[2] = { -1, -1 };
+	struct view_plan view;
 	struct init_ctx c;
 	pid_t pid;
 	int ret = -1;
@@ -811,6 +742,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	sb->init_pid = -1;
 	sb->proxy_fd = -1;
 	sb->exec_err_fd = -1;
+	if (view_plan_build(cfg, &view, err, errlen) < 0)
+		goto out;
 	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		snprintf(err, errlen, "creating sandbox channels: %s", strerror(errno));
@@ -820,6 +753,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	c.sync_fd = sync[0];
 	c.ctl_fd = ctl[1];
 	c.exec_fd = ex[1];
+	c.view = &view;
 	c.uid = getuid();
 	c.gid = getgid();
 
@@ -882,6 +816,7 @@ out:
 		close(ex[0]);
 	if (ex[1] >= 0)
 		close(ex[1]);
+	view_plan_free(&view);
 	return ret;
 }
 
