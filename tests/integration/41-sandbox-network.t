@@ -5,12 +5,13 @@
 # whatever protocol or socket family the agent tries.
 . "$(dirname "$0")/lib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 
 WS="$T/ws"
 EV="$T/events.jsonl"
 LOG="$T/listener.log"
 mkdir "$WS"
+# The helpers run inside, which sees the workspace but maybe not the checkout.
+PROBE="$(helpers_in "$WS")/probe"
 : > "$LOG"
 
 # --- listeners outside --------------------------------------------------------

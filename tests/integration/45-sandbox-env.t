@@ -89,7 +89,8 @@ is "$?" 0 "the stream verifies"
 
 # The default env.pass (PATH, HOME, LANG, TERM) without a policy file.
 env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 TERM=dumb AIRLOCK_T_DROP="$DROPV" LC_ALL=C \
-	"$AIRLOCK" run --enforce --workspace "$WS" -- env >"$T/out" 2>&1 </dev/null
+	"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/default.jsonl" -- env \
+	>"$T/out" 2>&1 </dev/null
 names=$(sed 's/=.*//' "$T/out" | grep -Ev "$CA_VARS" | sort | tr '\n' ' ')
 is "$names" "ALL_PROXY HOME HTTPS_PROXY HTTP_PROXY LANG NO_PROXY PATH TERM all_proxy http_proxy https_proxy no_proxy " \
 	"the default policy passes PATH HOME LANG TERM and the proxy variables only"

@@ -6,10 +6,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 
 WS="$T/ws"
 mkdir "$WS"
+# The helpers run inside, which sees the workspace but maybe not the checkout.
+PROBE="$(helpers_in "$WS")/probe"
 PL_SINK=$(printf '%s' "$PL_SINK" | sed 's/198\.18\.0\.13:80//')
 PL_HTTP="$PL_HTTP 198.18.0.13:80"
 pl_start_net
