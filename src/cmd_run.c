@@ -12,7 +12,7 @@
  *   session.end in the default events file (when it can; silently not
  *   otherwise), then execs CMD in place. Same pid, environment, network and
  *   filesystem: there is nothing airlock could change, so it changes
- *   nothing (SPEC §3.1), and prints nothing.
+ *   nothing, and prints nothing.
  * - mode off with --events: forks CMD, writes session.start before it runs
  *   and session.end with its exit status after it ends. Signals sent to
  *   airlock by another process (kill) are forwarded to CMD; signals the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * sandbox.c - namespaces, filesystem view, privileges, seccomp and Landlock
- * for the agent (SPEC §4).
+ * for the agent.
  *
  * DOC: Theory of Operation
  *
@@ -419,7 +419,7 @@ static int deny(scmp_filter_ctx ctx, int sys)
 	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 0);
 }
 
-/* The seccomp filter of SPEC §4 and docs/SANDBOX.md. */
+/* The seccomp filter of docs/SANDBOX.md. */
 static int load_seccomp(void)
 {
 	static const int denied[] = {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * sandbox.h - the agent's sandbox (SPEC §4, §3.6): namespaces, filesystem
+ * sandbox.h - the agent's sandbox: namespaces, filesystem
  * view, privileges, seccomp, Landlock and the proxy socket hand-off.
  */
 #ifndef AIRLOCK_SANDBOX_H
@@ -59,7 +59,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 		  char *err, size_t errlen);
 
 /* After the init process has been reaped with wait status @wstatus:
- * the session's exit status (SPEC §2), or 126/127 if the agent could not be
+ * the session's exit status (see util_wait_status()), or 126/127 if the agent could not be
  * executed (read from exec_err_fd; *exec_errno receives the errno, else 0). */
 int sandbox_exit_status(struct sandbox *sb, int wstatus, int *exec_errno);
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Brokered secrets in the sandbox (SPEC §3.4, §3.6, §4): the real value of a
+# Brokered secrets in the sandbox: the real value of a
 # from_env or from_file secret never enters the sandbox — not its
 # environment, /proc, the policy file, the secret file or the events file —
 # and the agent holds a per-session placeholder instead.

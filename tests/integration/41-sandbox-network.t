@@ -1,5 +1,5 @@
 #!/bin/sh
-# The sandbox's network (SPEC §4, §5.2): only loopback, with the proxy at
+# The sandbox's network: only loopback, with the proxy at
 # 127.0.0.1:3128 served from outside. Listeners on the loopback OUTSIDE the
 # sandbox (this test's own network namespace) must never hear from it,
 # whatever protocol or socket family the agent tries.

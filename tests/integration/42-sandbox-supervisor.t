@@ -1,6 +1,6 @@
 #!/bin/sh
-# The sandbox cannot reach the supervisor or the host's processes (SPEC §1,
-# §4): own PID namespace, no signals, ptrace or process_vm_* across it, no
+# The sandbox cannot reach the supervisor or the host's processes: own PID
+# namespace, no signals, ptrace or process_vm_* across it, no
 # abstract unix sockets of the host, no terminal injection, and the seccomp
 # filter refuses namespace, mount, keyring, bpf, perf and userfaultfd calls.
 #

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The sandbox's filesystem view (SPEC §3.6, §4): the host read-only, the
+# The sandbox's filesystem view: the host read-only, the
 # workspace and fs.rw writable, a private /tmp, /var/tmp and $HOME, the
 # caller's credentials hidden (/root, /home, /etc/shadow, ...), fs.ro shown
 # and fs.hide masked, the workspace's repository configuration and hooks

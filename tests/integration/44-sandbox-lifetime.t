@@ -1,5 +1,5 @@
 #!/bin/sh
-# Session lifetime (SPEC §2, §4, §6): no agent process outlives the session
+# Session lifetime: no agent process outlives the session
 # — not a daemonised one, not when the supervisor is SIGKILLed —, signals
 # reach the command, exit statuses pass through, and the receipt stream
 # records how it ended.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The agent's environment (SPEC §3.1, §3.6, §6): enforce passes only
+# The agent's environment: enforce passes only
 # env.pass, env.set, placeholders and airlock's proxy variables, and records
 # every dropped variable by name (env.drop, block); shadow passes it and
 # records would_block. When the sandbox cannot be built (here: user
@@ -19,7 +19,7 @@ EOF
 "$AIRLOCK" check "$POL" >/dev/null
 ok $? "the test policy is valid"
 
-# The variables airlock may add for TLS interception (SPEC §5.3); they are
+# The variables airlock may add for TLS interception; they are
 # left out of the exact comparisons below.
 CA_VARS='^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO)$'
 

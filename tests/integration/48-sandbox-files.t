@@ -1,5 +1,5 @@
 #!/bin/sh
-# The files that decide or record a session (SPEC §2, §6): the policy, the
+# The files that decide or record a session: the policy, the
 # signing key, the events file, from_file secrets and CA files may not lie
 # where the agent can write (the workspace, an fs.rw path, below them) --
 # in shadow and enforce mode that is refused with 125 and a line naming

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The agent never holds the caller's descriptors to files (SPEC §3.6): when
+# The agent never holds the caller's descriptors to files: when
 # the caller's stdin, stdout or stderr is anything but a terminal or a pipe,
 # the agent gets a pipe and airlock copies. ftruncate, lseek, reading back
 # and rewriting act on the pipe; the caller's file keeps what it had and
