@@ -499,15 +499,15 @@ static int events_fd(const char *events)
 
 /* The workspace (first) and the fs.rw paths that are acceptable ones: those
  * that are not are refused before the agent starts anyway. */
-static char **writable_paths(const struct sandbox_config *cfg, size_t *n)
+static const char **writable_paths(const struct sandbox_config *cfg, size_t *n)
 {
-	char **w = util_xcalloc(cfg->nrw + 1, sizeof(*w));
+	const char **w = util_xcalloc(cfg->nrw + 1, sizeof(*w));
 	char err[512];
 	size_t i;
 
 	*n = 0;
 	if (view_path_ok("the workspace", cfg->workspace, true, err, sizeof(err)))
-		w[(*n)++] = (char *)cfg->workspace;
+		w[(*n)++] = cfg->workspace;
 	for (i = 0; i < cfg->nrw; i++)
 		if (view_path_ok("fs.rw path", cfg->rw[i], true, err, sizeof(err)))
 			w[(*n)++] = cfg->rw[i];
@@ -520,7 +520,7 @@ static void check_record_files(const struct run_opts *o, const char *events,
 	struct runfiles_entry e[2];
 	char err[PATH_MAX + 512];
 	size_t n, i, ne = 0;
-	char **w = writable_paths(cfg, &n);
+	const char **w = writable_paths(cfg, &n);
 
 	e[ne].what = events_default ? "the default events file" : "--events";
 	e[ne].fd = events_fd(events);
@@ -544,7 +544,7 @@ static void check_policy_files(struct session *s, const struct run_opts *o,
 	char err[PATH_MAX + 512], what[160];
 	struct runfiles_entry e;
 	size_t n, i;
-	char **w = writable_paths(cfg, &n);
+	const char **w = writable_paths(cfg, &n);
 
 	e.fd = -1;
 	if (o->policy_path) {

@@ -175,7 +175,7 @@ static void name_file(const struct runfiles_entry *e, const char *real, char *ou
 		snprintf(out, len, "%s %s", e->what, e->path);
 }
 
-bool runfiles_check(const struct runfiles_entry *e, char *const *writable,
+bool runfiles_check(const struct runfiles_entry *e, const char *const *writable,
 		    size_t nwritable, char *err, size_t errlen)
 {
 	char *real = NULL, name[PATH_MAX + 128];

@@ -39,7 +39,7 @@ struct runfiles_entry {
  * file it has open, when that is a regular file. A path that cannot be
  * resolved is refused too. Returns true, or false with one line in @err
  * that names the file and says what to do. */
-bool runfiles_check(const struct runfiles_entry *e, char *const *writable,
+bool runfiles_check(const struct runfiles_entry *e, const char *const *writable,
 		    size_t nwritable, char *err, size_t errlen);
 
 /* The default events path of session @id: $XDG_STATE_HOME/airlock/ID.jsonl

@@ -12,8 +12,13 @@
  *
  * The supervisor clone()s init into new user, mount, PID, network, IPC and
  * UTS namespaces, writes init's uid/gid maps (the caller's own ids, mapped
- * to themselves) and only then lets it go on, over a pipe. Init:
+ * to themselves) and only then lets it go on, over a pipe. Before that,
+ * the supervisor plans the filesystem view (view.c: paths resolved,
+ * errors reported as one line). Init:
  *
+ *   0. wipes the secrets in its copy of memory and takes the agent's
+ *      descriptors 0-2 (pipes, where the caller's are files: stdio_relay.c)
+ *      in place of the caller's own;
  *   1. asks to be SIGKILLed when the supervisor dies (PR_SET_PDEATHSIG) and
  *      then checks the supervisor is still there: if it died first, the
  *      sync pipe gives EOF and init exits; the death of PID 1 kills every
@@ -24,11 +29,13 @@
  *      so the proxy is served from outside: the agent can reach the proxy
  *      and nothing else;
  *   3. builds the filesystem view on a tmpfs (as bubblewrap does): the host
- *      root bound read-only (recursively, with mount_setattr), a private
- *      /tmp, a fresh /proc for the new PID namespace, a minimal /dev, the
- *      workspace and fs.rw bound writable, fs.hide and the files airlock
- *      must keep from the agent masked; then pivot_root into it and detach
- *      the old root;
+ *      root bound read-only (recursively, with mount_setattr), a fresh
+ *      /proc for the new PID namespace, a minimal /dev, then the plan of
+ *      view.c: the caller's credentials hidden, private /tmp, /var/tmp and
+ *      $HOME, the workspace and fs.rw bound writable, fs.ro read-only, the
+ *      workspace's .git/config, hooks, info and fs.protect read-only,
+ *      fs.hide and the files airlock must keep from the agent masked; then
+ *      pivot_root into it and detach the old root;
  *   4. forks the agent and waits, reaping every orphan; when the agent ends
  *      init exits with its status, which takes the whole namespace down.
  *
@@ -40,9 +47,11 @@
  * instead of dying mysteriously). Calls from another architecture's ABI
  * kill the process: their numbers would bypass the filter.
  *
- * Should: see the host read-only, write its workspace, /tmp and fs.rw,
- * reach 127.0.0.1:PORT. Mustn't: see airlock's own files (policy, key,
- * secret files, events file), see or signal the supervisor, create
+ * Should: see the host read-only, write its workspace, /tmp, /var/tmp, its
+ * $HOME and fs.rw, reach 127.0.0.1:PORT. Mustn't: see airlock's own files
+ * (policy, key, secret files, events file) or the caller's credentials,
+ * change what the host runs later (.git/config, hooks), hold the caller's
+ * descriptors to files, see or signal the supervisor, create
  * namespaces or mounts, open raw/packet sockets, use io_uring, bpf, perf,
  * keyrings or process_vm_*, outlive the session.
  *

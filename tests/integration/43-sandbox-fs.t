@@ -233,6 +233,9 @@ else
 fi
 sandbox sh -c 'touch /var/lib/x 2>/dev/null && echo WRITTEN; ls -A /var/lib | wc -l'
 is "$(out)" 0 "a hidden directory cannot be written either"
+# Read-only as a mount, not only by Landlock (which a kernel may lack).
+sandbox sh -c 'awk "\$5 == \"/var/lib\" || \$5 == \"/root\" { print \$6 }" /proc/self/mountinfo | cut -d, -f1 | sort -u'
+is "$(out)" "ro" "hidden directories are read-only mounts"
 
 if [ -w /root ] && [ -w /srv ]; then
 	echo "root-secret-$$" > "/root/$TAG"
@@ -346,6 +349,7 @@ EOF
 		git config core.fsmonitor "touch $0/fsmonitor-ran" 2>/dev/null && echo CONFIG
 		echo "#!/bin/sh" > .git/hooks/pre-commit 2>/dev/null && echo HOOK
 		echo x >> .git/info/exclude 2>/dev/null && echo EXCLUDE
+		echo "[core] fsmonitor = x" >> .git/config && echo CONFIG-APPENDED
 		mv .git/config .git/config.x 2>/dev/null && echo CONFIG-MOVED
 		mv .git gone 2>/dev/null && echo GIT-MOVED
 		rm -rf .git/hooks 2>/dev/null; [ -d .git/hooks ] || echo HOOKS-REMOVED

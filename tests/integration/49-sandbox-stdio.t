@@ -67,6 +67,32 @@ run sh -c 'head -c 3000000 /dev/urandom | od -An -tx1 -v | head -c 5000000; exit
 is "$?" 9 "5 MB written just before exit 9: the status passes"
 is "$(stat -c %s "$T/mixed")" 5000000 "and every byte reaches the file"
 
+# A slow reader on a socket: the agent has long exited while its output
+# still waits in the relay; airlock returns only once all of it is read.
+python3 - "$AIRLOCK" "$WS" "$EV" >"$T/out" 2>&1 <<'PY'
+import socket, subprocess, sys, time
+airlock, ws, ev = sys.argv[1:4]
+a, b = socket.socketpair()
+for s in (a, b):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+p = subprocess.Popen([airlock, "run", "--enforce", "--workspace", ws, "--events", ev, "--",
+                      "head", "-c", "100000", "/dev/zero"],
+                     stdin=subprocess.DEVNULL, stdout=b, stderr=subprocess.DEVNULL)
+b.close()
+time.sleep(2)
+early = p.poll()
+n = 0
+while True:
+    d = a.recv(65536)
+    if not d:
+        break
+    n += len(d)
+print("bytes", n, "exited before the output was read:", early is not None, "status", p.wait())
+PY
+is "$(cat "$T/out")" "bytes 100000 exited before the output was read: False status 0" \
+	"a socket as stdout with a slow reader gets all the output before airlock exits"
+
 # --- --events - and a shared file: earlier sessions' receipts survive ------------
 
 : > "$T/shared.jsonl"

@@ -163,7 +163,7 @@ static void test_check(void)
 		{ "out/linked", "hard links" },
 		{ "loop", "cannot tell where it is" },
 	};
-	char *writable[2];
+	const char *writable[2];
 	char err[PATH_MAX * 2];
 	size_t i;
 
@@ -184,7 +184,7 @@ static void test_check(void)
 	/* A hard-linked file on another filesystem than the writable paths:
 	 * no other name of it can be inside them. */
 	{
-		char *proc[1] = { (char *)"/proc" };
+		const char *proc[1] = { "/proc" };
 		struct runfiles_entry e = { "--policy", at("out/linked"), -1 };
 
 		tap_ok(runfiles_check(&e, proc, 1, err, sizeof(err)),
@@ -216,8 +216,8 @@ static void test_check(void)
 			close(p[1]);
 		}
 	}
-	free(writable[0]);
-	free(writable[1]);
+	free((void *)writable[0]);
+	free((void *)writable[1]);
 }
 
 struct events_case {
