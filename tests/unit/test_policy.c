@@ -286,7 +286,7 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'fs': {'rw': ['/a/../etc']}}", "fs.rw[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/./b']}}", "fs.hide[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/b', '/a//b/']}}", "fs.hide[1]: duplicate of fs.hide[0]\n", NULL },
-	{ "{" V "'fs': {'ro': []}}", "fs.ro: unknown key\n", NULL },
+	{ "{" V "'fs': {'tmp': []}}", "fs.tmp: unknown key\n", NULL },
 	/* many errors in one document, in document order */
 	{ "{'mode': 'loud', 'egress': {'alow': [], 'ports': [80, 0, 80]},"
 	  " 'secrets': {'a': {'from_env': 'T'}}, 'git': {'credential': 'b'},"
@@ -601,18 +601,23 @@ static void test_canonical(void)
 	struct policy *p, *q;
 	const char *want =
 		"{\"egress\":{\"allow\":[\"api.example.com\",\"*.cdn.example.com\"],"
-		"\"allow_ranges\":[\"10.0.0.0/8\"],\"deny\":[\"bad.example.com\"],"
-		"\"ports\":[80,443],\"resolver\":[\"127.0.0.53:53\"],\"upstream_ca\":null},"
+		"\"allow_ranges\":[\"10.0.0.0/8\"],\"deny\":[\"bad.example.com\"],\"intercept\":[],"
+		"\"ports\":[80,443],\"resolver\":[\"127.0.0.53:53\"],\"transparent\":false,\"upstream_ca\":null},"
 		"\"env\":{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"CI\":\"1\"}},"
-		"\"fs\":{\"hide\":[\"/etc/secret\"],\"rw\":[\"/srv/cache\"]},"
-		"\"git\":{\"credential\":\"gh\",\"hosts\":[\"github.com\"],"
-		"\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false},"
+		"\"fs\":{\"hide\":[\"/etc/secret\"],\"protect\":[],\"ro\":[],\"rw\":[\"/srv/cache\"]},"
+		"\"git\":{\"api_allow\":[],\"api_hosts\":[],\"credential\":\"gh\",\"github_app\":null,"
+		"\"hosts\":[\"github.com\"],\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false,"
+		"\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]},"
 		"\"mode\":\"shadow\","
 		"\"secrets\":{\"api\":{\"env\":\"API_KEY\",\"from_env\":\"API_KEY\",\"from_file\":null,"
-		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"]},"
+		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"],\"methods\":null,\"paths\":null,"
+		"\"prefix\":\"airlock-ph-api-\"},"
 		"\"gh\":{\"env\":\"GH\",\"from_env\":\"GH\",\"from_file\":null,\"headers\":null,"
-		"\"hosts\":[\"github.com\"]}},"
-		"\"session\":{\"id\":\"s1\",\"repo\":\"github.com/acme/api\"},\"version\":1}";
+		"\"hosts\":[\"github.com\"],\"methods\":null,\"paths\":null,\"prefix\":\"airlock-ph-gh-\"}},"
+		"\"session\":{\"id\":\"s1\",\"repo\":\"github.com/acme/api\"},"
+		"\"spend\":{\"cap_usd\":null,\"default_max_output_tokens\":8192,\"ledger\":null,"
+		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,\"prices\":{},"
+		"\"providers\":[]},\"version\":1}";
 
 	p = parse(BASE_DOC, NULL, &errs);
 	tap_ok(p != NULL, "base parses");
@@ -778,9 +783,11 @@ static void test_examples(void)
 	d = policy_default(NULL);
 	path = src_path("examples/full.json");
 	p = policy_load(path, NULL, &errs);
-	tap_ok(p && p->nsecrets == 2 && p->git_credential &&
-	       strcmp(p->git_credential, "github") == 0 && p->nallow == 3,
-	       "examples/full.json has the SPEC example's content");
+	tap_ok(p && p->nsecrets == 1 && !p->git_credential && p->git_github_app &&
+	       p->git_github_app->installation_id == 4242 && p->nallow == 3 &&
+	       p->spend_has_cap && p->spend_cap_usd == 5.0 &&
+	       p->spend_ledger_kind == POLICY_LEDGER_SQLITE && p->nspend_prices == 1,
+	       "examples/full.json has the reference example's content");
 	tap_ok(p && strcmp(p->digest, d->digest) != 0, "full.json differs from the default");
 	policy_free(p);
 	policy_free(d);
