@@ -614,6 +614,8 @@ static void *list_parse(struct ctx *c, json_t *v, const char *path,
 		char *ep = path_index(path, i), buf[LIST_KEY_MAX];
 		void *slot = items + *n * k->size;
 
+		/* A refused element may have left bytes in its slot. */
+		memset(slot, 0, k->size);
 		if (k->strings && !json_is_string(el)) {
 			err_add(c, ep, "expected a string");
 			*ok = false;
@@ -623,7 +625,6 @@ static void *list_parse(struct ctx *c, json_t *v, const char *path,
 					      ep, k->dup ? k->dup : "duplicate of")) {
 			if (k->drop)
 				k->drop(slot);
-			memset(slot, 0, k->size);
 			*ok = false;
 		} else {
 			(*n)++;
