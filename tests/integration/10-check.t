@@ -40,7 +40,7 @@ done
 ok $? "found $n broken examples"
 
 # --- the digest ignores formatting and key order -----------------------------
-for f in full.json demo-policy.json shadow-default.json; do
+for f in full.json demo-policy.json shadow-default.json secrets.json git-token.json git-app.json spend.json; do
 	python3 - "$EX/$f" "$T/reformatted-$f" <<'EOF'
 import json, random, sys
 
