@@ -80,6 +80,9 @@
 #define POLICY_GH_PERMISSION_MAX 64
 #define POLICY_MODEL_MAX 128
 #define POLICY_PRICE_MAX 1e6
+/* Default cache prices, as multiples of the input price. */
+#define POLICY_CACHE_WRITE_FACTOR 1.25
+#define POLICY_CACHE_READ_FACTOR 0.1
 #define POLICY_BODY_MAX ((uint64_t)1 << 30)
 #define POLICY_BODY_DEFAULT ((uint64_t)32 << 20)
 #define POLICY_OUTPUT_TOKENS_MAX 10000000
@@ -2359,40 +2362,46 @@ static bool model_ok(const char *s)
 	return true;
 }
 
-/* A price in USD per million tokens; null only when @nullable. */
+/* A price in USD per million tokens, 0 to @max; null only when @nullable.
+ * cache_write may reach 1.25 x the largest input price, the default it
+ * takes from input, so that every canonical form reads back. */
 static void price_value(struct ctx *c, json_t *v, const char *path,
-			double *out, bool *given, bool nullable)
+			double *out, bool *given, bool nullable, double max)
 {
 	double d = json_number_value(v);
 
 	*given = !(nullable && json_is_null(v));
 	if (!*given)
 		return;
-	if (!json_is_number(v) || d < 0 || d > POLICY_PRICE_MAX)
-		err_add(c, path, "expected a number from 0 to 1000000 (USD per "
-				 "million tokens)%s", nullable ? " or null" : "");
+	if (!json_is_number(v) || d < 0 || d > max)
+		err_add(c, path, "expected a number from 0 to %.0f (USD per "
+				 "million tokens)%s", max, nullable ? " or null" : "");
 	else
 		*out = real_canon(d);
 }
 
 static void parse_price_input(struct ctx *c, json_t *v, const char *path)
 {
-	price_value(c, v, path, &c->cur_price->input, &c->price_has_input, false);
+	price_value(c, v, path, &c->cur_price->input, &c->price_has_input, false,
+		    POLICY_PRICE_MAX);
 }
 
 static void parse_price_output(struct ctx *c, json_t *v, const char *path)
 {
-	price_value(c, v, path, &c->cur_price->output, &c->price_has_output, false);
+	price_value(c, v, path, &c->cur_price->output, &c->price_has_output, false,
+		    POLICY_PRICE_MAX);
 }
 
 static void parse_price_cw(struct ctx *c, json_t *v, const char *path)
 {
-	price_value(c, v, path, &c->cur_price->cache_write, &c->price_has_cw, true);
+	price_value(c, v, path, &c->cur_price->cache_write, &c->price_has_cw, true,
+		    POLICY_CACHE_WRITE_FACTOR * POLICY_PRICE_MAX);
 }
 
 static void parse_price_cr(struct ctx *c, json_t *v, const char *path)
 {
-	price_value(c, v, path, &c->cur_price->cache_read, &c->price_has_cr, true);
+	price_value(c, v, path, &c->cur_price->cache_read, &c->price_has_cr, true,
+		    POLICY_PRICE_MAX);
 }
 
 static const struct field price_fields[] = {
@@ -2446,9 +2455,9 @@ static void parse_spend_prices(struct ctx *c, json_t *v, const char *path)
 			pr->model = util_xstrdup(model);
 			pr->is_prefix = model[n - 1] == '*';
 			if (!c->price_has_cw)
-				pr->cache_write = real_canon(1.25 * pr->input);
+				pr->cache_write = real_canon(POLICY_CACHE_WRITE_FACTOR * pr->input);
 			if (!c->price_has_cr)
-				pr->cache_read = real_canon(0.1 * pr->input);
+				pr->cache_read = real_canon(POLICY_CACHE_READ_FACTOR * pr->input);
 			p->nspend_prices++;
 		}
 		c->cur_price = NULL;

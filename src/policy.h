@@ -131,7 +131,8 @@ struct policy_spend_provider {
 };
 
 /* One entry of spend.prices, USD per million tokens. Every value is
- * finite, 0 <= v <= 1e6, kept to 15 significant digits. */
+ * finite, 0 <= v <= 1e6 (cache_write <= 1.25e6), kept to 15 significant
+ * digits. */
 struct policy_price {
 	char *model;       /* as written: an exact name, or a prefix
 			      followed by '*' ("*" alone matches any) */

@@ -469,6 +469,10 @@ static const struct err_case err_cases[] = {
 	  "spend.prices.m.output: expected a number from 0 to 1000000 (USD per million tokens)\n", NULL },
 	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': null}}}}",
 	  "spend.prices.m.output: expected a number from 0 to 1000000 (USD per million tokens)\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_write': 1250000.01}}}}",
+	  "spend.prices.m.cache_write: expected a number from 0 to 1250000 (USD per million tokens) or null\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_read': 1000000.5}}}}",
+	  "spend.prices.m.cache_read: expected a number from 0 to 1000000 (USD per million tokens) or null\n", NULL },
 	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_read': '0.1'}}}}",
 	  "spend.prices.m.cache_read: expected a number from 0 to 1000000 (USD per million tokens) or null\n", NULL },
 	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'batch': 0.5}}}}",
@@ -643,25 +647,41 @@ static const char *const valid_docs[] = {
 	" 'prices': {'*': {'input': 0, 'output': 0}, 'gpt-4o': {'input': 2.5, 'output': 10, 'cache_write': null,"
 	" 'cache_read': 1.25}}, 'on_exhausted': 'stop', 'max_body_bytes': 1, 'default_max_output_tokens': 10000000}}",
 	"{'version': 1, 'spend': {'cap_usd': null, 'ledger': 'postgres://'}}",
+	/* the largest prices, whose default cache_write is 1.25 x input */
+	"{'version': 1, 'spend': {'cap_usd': 1e300, 'prices': {'m': {'input': 1000000, 'output': 1000000}},"
+	" 'max_body_bytes': 1073741824}}",
+	"{'version': 1, 'spend': {'prices': {'m': {'input': 0, 'output': 0, 'cache_write': 1250000,"
+	" 'cache_read': 1000000}}}}",
 	"{'version': 1, 'spend': {'cap_usd': 12.5, 'ledger': 'sqlite:/var/lib/airlock/spend.db'}}",
 	"{'version': 1, 'fs': {'hide': ['/opt/secret'], 'ro': ['/opt/secret/tool', '/root/.pyenv'],"
 	" 'protect': ['Makefile', '.github/workflows', 'scripts//ci/']}}",
 };
 
+/* Each valid document is accepted, and its canonical form reads back to
+ * itself (the digest is a function of meaning). */
 static void test_valid(void)
 {
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(valid_docs); i++) {
-		struct policy_errors errs = { 0 };
-		struct policy *p = parse(valid_docs[i], NULL, &errs);
+		struct policy_errors errs = { 0 }, errs2 = { 0 };
+		struct policy *p = parse(valid_docs[i], NULL, &errs), *q = NULL;
 		char *got = join_errors(&errs);
 
 		if (!tap_ok(p && errs.count == 0, "valid %zu: %.60s", i, valid_docs[i]))
 			printf("#   errors:\n%s", got);
 		free(got);
+		if (p)
+			q = policy_parse(p->canonical, strlen(p->canonical), NULL, &errs2);
+		got = join_errors(&errs2);
+		if (!tap_ok(q && strcmp(q->canonical, p->canonical) == 0,
+			    "valid %zu: the canonical form reads back to itself", i))
+			printf("#   errors:\n%s", got);
+		free(got);
+		policy_free(q);
 		policy_free(p);
 		policy_errors_free(&errs);
+		policy_errors_free(&errs2);
 	}
 }
 
