@@ -538,36 +538,39 @@ static void check_record_files(const struct run_opts *o, const char *events,
 	free(w);
 }
 
+/* Refuses the session when @path (NULL: not given), named @what, lies
+ * where the agent can write. */
+static void check_policy_file(struct session *s, const char *what, const char *path,
+			      const char **w, size_t n)
+{
+	struct runfiles_entry e = { what, path, -1 };
+	char err[PATH_MAX + 512];
+
+	if (path && !runfiles_check(&e, w, n, err, sizeof(err)))
+		session_refuse(s, "files", err);
+}
+
 static void check_policy_files(struct session *s, const struct run_opts *o,
 			       const struct policy *p, const struct sandbox_config *cfg)
 {
-	char err[PATH_MAX + 512], what[160];
-	struct runfiles_entry e;
+	const struct policy_github_app *app = p->git_github_app;
+	char what[160];
 	size_t n, i;
 	const char **w = writable_paths(cfg, &n);
 
-	e.fd = -1;
-	if (o->policy_path) {
-		e.what = "--policy";
-		e.path = o->policy_path;
-		if (!runfiles_check(&e, w, n, err, sizeof(err)))
-			session_refuse(s, "files", err);
-	}
+	check_policy_file(s, "--policy", o->policy_path, w, n);
 	for (i = 0; i < p->nsecrets; i++) {
-		if (!p->secrets[i].from_file)
-			continue;
 		snprintf(what, sizeof(what), "secrets.%s.from_file", p->secrets[i].name);
-		e.what = what;
-		e.path = p->secrets[i].from_file;
-		if (!runfiles_check(&e, w, n, err, sizeof(err)))
-			session_refuse(s, "files", err);
+		check_policy_file(s, what, p->secrets[i].from_file, w, n);
 	}
-	if (p->upstream_ca) {
-		e.what = "egress.upstream_ca";
-		e.path = p->upstream_ca;
-		if (!runfiles_check(&e, w, n, err, sizeof(err)))
-			session_refuse(s, "files", err);
+	check_policy_file(s, "egress.upstream_ca", p->upstream_ca, w, n);
+	if (app) {
+		check_policy_file(s, "git.github_app.private_key_file",
+				  app->private_key_file, w, n);
+		check_policy_file(s, "git.github_app.ca", app->ca, w, n);
 	}
+	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE)
+		check_policy_file(s, "spend.ledger", p->spend_ledger_target, w, n);
 	free(w);
 }
 
@@ -608,6 +611,11 @@ static void plan_view(struct session *s, const struct run_opts *o, const struct 
 	for (i = 0; i < p->nsecrets; i++)
 		if (p->secrets[i].from_file)
 			add_path(&cfg->mask, &cfg->nmask, resolve(p->secrets[i].from_file, false));
+	if (p->git_github_app && p->git_github_app->private_key_file)
+		add_path(&cfg->mask, &cfg->nmask,
+			 resolve(p->git_github_app->private_key_file, false));
+	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE && p->spend_ledger_target)
+		add_path(&cfg->mask, &cfg->nmask, resolve(p->spend_ledger_target, false));
 }
 
 /* Without --events, the caller learns where the receipts went, and the

@@ -104,6 +104,25 @@ printf '{"version": 1, "mode": "enforce", "egress": {"upstream_ca": "%s"}}\n' "$
 refused "egress.upstream_ca in the workspace" "egress.upstream_ca $WS/ca.pem" \
 	--policy "$T/ca.json" --events "$T/ev.jsonl"
 
+: > "$WS/app.pem"
+printf '{"version": 1, "mode": "enforce", "session": {"repo": "github.com/acme/api"}, "git": {"hosts": ["github.com"], "github_app": {"app_id": "Iv23liX", "installation_id": 1, "private_key_file": "%s"}}}\n' \
+	"$WS/app.pem" > "$T/app.json"
+"$AIRLOCK" check "$T/app.json" >/dev/null
+ok $? "the GitHub App policy is valid"
+refused "git.github_app.private_key_file in the workspace" "git.github_app.private_key_file $WS/app.pem" \
+	--policy "$T/app.json" --events "$T/ev.jsonl"
+printf '{"version": 1, "mode": "enforce", "session": {"repo": "github.com/acme/api"}, "git": {"hosts": ["github.com"], "github_app": {"app_id": "Iv23liX", "installation_id": 1, "private_key_file": "%s", "ca": "%s"}}}\n' \
+	"$T/elsewhere/app.pem" "$WS/app.pem" > "$T/appca.json"
+: > "$T/elsewhere/app.pem"
+refused "git.github_app.ca in the workspace" "git.github_app.ca $WS/app.pem" \
+	--policy "$T/appca.json" --events "$T/ev.jsonl"
+printf '{"version": 1, "mode": "enforce", "spend": {"cap_usd": 1, "ledger": "sqlite:%s"}}\n' \
+	"$WS/spend.db" > "$T/spend.json"
+"$AIRLOCK" check "$T/spend.json" >/dev/null
+ok $? "the spend policy is valid"
+refused "a spend ledger in the workspace (the agent could reset its spend)" "spend.ledger $WS/spend.db" \
+	--policy "$T/spend.json" --events "$T/ev.jsonl"
+
 # --- the default events file --------------------------------------------------------
 
 "$AIRLOCK" run --workspace "$WS" --session dflt-1 -- sh -c 'echo out' >"$T/out" 2>"$T/err" </dev/null
