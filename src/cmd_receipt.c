@@ -89,6 +89,17 @@ static const char *bad_option(char **argv, char *buf, size_t len)
 	return argv[optind - 1];
 }
 
+static bool has_string(json_t *array, const char *s)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(array, i, v)
+		if (strcmp(json_string_value(v), s) == 0)
+			return true;
+	return false;
+}
+
 /* The fingerprints of the keys the session.start (or session.refused)
  * lines of @in name, in order, without repeats; NULL when @in cannot be
  * read again from its start (standard input). Only called on a stream
@@ -107,20 +118,14 @@ static json_t *stream_keys(FILE *in)
 	while ((n = getline(&line, &cap, in)) > 0) {
 		char fp[RUNFILES_FINGERPRINT_LEN];
 		const char *b64;
-		json_t *j, *k;
-		size_t i;
-		bool seen = false;
+		json_t *j;
 
 		if ((size_t)n > RECEIPT_LINE_MAX + 1 || !strstr(line, "\"seq\":0,"))
 			continue;
 		j = json_loadb(line, (size_t)n, 0, NULL);
 		b64 = json_string_value(json_object_get(json_object_get(j, "subject"), "pubkey"));
-		if (b64 && runfiles_fingerprint(b64, fp)) {
-			json_array_foreach(keys, i, k)
-				seen = seen || strcmp(json_string_value(k), fp) == 0;
-			if (!seen)
-				json_array_append_new(keys, json_string(fp));
-		}
+		if (b64 && runfiles_fingerprint(b64, fp) && !has_string(keys, fp))
+			json_array_append_new(keys, json_string(fp));
 		json_decref(j);
 	}
 	free(line);
