@@ -35,7 +35,10 @@
  * End: the out relay finishes when every writer of its pipes is gone,
  * which is when the whole sandbox is (init's exit kills every process of
  * its PID namespace); the supervisor waits for it before it writes
- * session.end and exits, so no output is lost. The in relay ends on end of
+ * session.end and exits, so no output is lost. The relays are waited for
+ * and signalled through pidfds: a supervisor loop that reaps every child
+ * (waitpid(-1)) may reap one first, and a pid must not be signalled once
+ * reaped (by then it may be another process's). The in relay ends on end of
  * input or when the agent side is closed (EPIPE), and is stopped by the
  * supervisor at the end in any case (input the agent did not read is
  * dropped; a shared file offset may have moved past what it read).
@@ -238,6 +241,37 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* A pidfd for our child @pid, taken before anyone could reap it; -1 where
+ * the kernel has none (then waitpid() and kill() are used). */
+static int child_pidfd(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Waits until the child behind @pidfd (else @pid) has ended, and reaps it
+ * unless someone else did. With @kill, ends it first. */
+static void end_child(pid_t *pid, int *pidfd, bool kill_it)
+{
+	if (*pid <= 0)
+		return;
+	if (*pidfd >= 0) {
+		struct pollfd p = { .fd = *pidfd, .events = POLLIN, .revents = 0 };
+
+		if (kill_it)
+			(void)syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+		(void)waitpid(*pid, NULL, WNOHANG);
+		close_fd(pidfd);
+	} else {
+		if (kill_it)
+			kill(*pid, SIGKILL);
+		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	*pid = -1;
+}
+
 int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
@@ -248,6 +282,8 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 	ensure_open();
 	r->out_pid = -1;
 	r->in_pid = -1;
+	r->out_pidfd = -1;
+	r->in_pidfd = -1;
 	for (i = 0; i < 3; i++) {
 		r->agent[i] = -1;
 		relay[i] = !stdio_relay_passes(i);
@@ -277,6 +313,7 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 			close_others(keep, ARRAY_SIZE(keep));
 			copy_out(out[0], er[0]);
 		}
+		r->out_pidfd = child_pidfd(r->out_pid);
 	}
 	if (relay[0]) {
 		r->in_pid = fork();
@@ -291,6 +328,7 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 			close_others(keep, ARRAY_SIZE(keep));
 			copy_in(in[1]);
 		}
+		r->in_pidfd = child_pidfd(r->in_pid);
 	}
 	ret = 0;
 out:
@@ -321,14 +359,6 @@ void stdio_relay_detach(struct stdio_relay *r)
 
 void stdio_relay_finish(struct stdio_relay *r)
 {
-	if (r->out_pid > 0)
-		while (waitpid(r->out_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	r->out_pid = -1;
-	if (r->in_pid > 0) {
-		kill(r->in_pid, SIGKILL);
-		while (waitpid(r->in_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	r->in_pid = -1;
+	end_child(&r->out_pid, &r->out_pidfd, false);
+	end_child(&r->in_pid, &r->in_pidfd, true);
 }

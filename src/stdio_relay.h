@@ -13,6 +13,10 @@ struct stdio_relay {
 	int agent[3];   /* the agent's 0-2: a pipe end, or -1 for the caller's own */
 	pid_t out_pid;  /* copies the agent's output and errors, or -1 */
 	pid_t in_pid;   /* copies the caller's input to the agent, or -1 */
+	int out_pidfd;  /* pidfds of the two (close-on-exec), or -1: waited */
+	int in_pidfd;   /* on and signalled through these, so that another
+			   reaper of the supervisor's children (waitpid(-1))
+			   changes nothing */
 };
 
 /* Is descriptor @fd one the agent may hold as it is: a terminal or a pipe
@@ -34,7 +38,8 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen);
 void stdio_relay_detach(struct stdio_relay *r);
 
 /* After the sandbox has ended: waits until everything the agent wrote has
- * been copied to the caller, then stops copying input. Idempotent. */
+ * been copied to the caller, then stops copying input. Idempotent. The
+ * relays may have been reaped by someone else meanwhile: that is fine. */
 void stdio_relay_finish(struct stdio_relay *r);
 
 #endif /* AIRLOCK_STDIO_RELAY_H */
