@@ -27,7 +27,6 @@ static void test_passes(void)
 {
 	char tmpl[] = "/tmp/airlock-relay.XXXXXX";
 	int p[2], sv[2], file, null, pty, closed;
-	size_t i;
 
 	ASSERT(pipe(p) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
 	file = mkstemp(tmpl);
@@ -47,6 +46,7 @@ static void test_passes(void)
 			{ "a closed descriptor", closed, false },
 			{ "a terminal (pty master)", pty, pty >= 0 },
 		};
+		size_t i;
 
 		for (i = 0; i < ARRAY_SIZE(cases); i++)
 			tap_ok(stdio_relay_passes(cases[i].fd) == cases[i].want,
@@ -132,7 +132,7 @@ static void test_reaped_elsewhere(void)
 {
 	char in_path[] = "/tmp/airlock-relay-in.XXXXXX";
 	char out_path[] = "/tmp/airlock-relay-out.XXXXXX";
-	char map[64], res[3];
+	char res[3];
 	int p[2], fd, status;
 	uid_t uid = getuid();
 	gid_t gid = getgid();
@@ -148,6 +148,8 @@ static void test_reaped_elsewhere(void)
 	pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0) {
+		char map[64];
+
 		close(p[0]);
 		/* A user namespace gives us ns_last_pid of our own PID
 		 * namespace; the child forked next is its PID 1. */
