@@ -95,6 +95,15 @@ static uint64_t hash(const struct scrub_set *set, const char *p, size_t len)
 	return h;
 }
 
+static uint64_t power(uint64_t b, size_t e)
+{
+	uint64_t r = 1;
+
+	while (e-- > 0)
+		r *= b;
+	return r;
+}
+
 static bool is_control(char c)
 {
 	unsigned char u = (unsigned char)c;
@@ -116,7 +125,7 @@ struct scrub_set *scrub_set_new(const struct scrub_needle *needles, size_t n)
 	for (i = 0; i < n; i++) {
 		const struct scrub_needle *in = &needles[i];
 		struct needle *d = &set->nd[i];
-		size_t q, m;
+		size_t q;
 
 		ASSERT(in->value && in->value_len > 0 && in->placeholder);
 		for (j = 0; j < in->value_len; j++)
@@ -131,9 +140,7 @@ struct scrub_set *scrub_set_new(const struct scrub_needle *needles, size_t n)
 		if (j == set->nq) {
 			ASSERT(set->nq < SCRUB_Q);
 			set->q[j] = q;
-			set->top[j] = 1;
-			for (m = 1; m < q; m++)
-				set->top[j] *= set->base;
+			set->top[j] = power(set->base, q - 1);
 			set->nq++;
 		}
 		d->group = j;

@@ -83,35 +83,28 @@ static const char *const where_names[] = {
 };
 static_assert(ARRAY_SIZE(where_names) == SUBST_WHERE_COUNT, "where_names");
 
-static const char *const why_names[] = {
-	[SUBST_WHY_NOT_A_HEADER] = "not-a-header",
-	[SUBST_WHY_ENCODED] = "encoded",
-	[SUBST_WHY_PLAIN_HTTP] = "plain-http",
-	[SUBST_WHY_HOST] = "host",
-	[SUBST_WHY_PATH] = "path",
-	[SUBST_WHY_METHOD] = "method",
-	[SUBST_WHY_HEADER] = "header",
-};
-static_assert(ARRAY_SIZE(why_names) == SUBST_WHY_COUNT, "why_names");
-
-static const char *const why_reasons[] = {
-	[SUBST_WHY_NOT_A_HEADER] =
+static const struct {
+	const char *name;
+	const char *reason;
+} whys[] = {
+	[SUBST_WHY_NOT_A_HEADER] = {
+		"not-a-header",
 		"a secret placeholder in the request line or a header name "
-		"(only header values are substituted)",
-	[SUBST_WHY_ENCODED] =
-		"an encoded secret placeholder (never substituted)",
-	[SUBST_WHY_PLAIN_HTTP] =
-		"a secret placeholder outside intercepted, verified TLS",
-	[SUBST_WHY_HOST] =
-		"a secret placeholder to a host the secret is not bound to",
-	[SUBST_WHY_PATH] =
-		"a secret placeholder on a path the secret does not list",
-	[SUBST_WHY_METHOD] =
-		"a secret placeholder with a method the secret does not list",
-	[SUBST_WHY_HEADER] =
-		"a secret placeholder in a header the secret does not list",
+		"(only header values are substituted)" },
+	[SUBST_WHY_ENCODED] = {
+		"encoded", "an encoded secret placeholder (never substituted)" },
+	[SUBST_WHY_PLAIN_HTTP] = {
+		"plain-http", "a secret placeholder outside intercepted, verified TLS" },
+	[SUBST_WHY_HOST] = {
+		"host", "a secret placeholder to a host the secret is not bound to" },
+	[SUBST_WHY_PATH] = {
+		"path", "a secret placeholder on a path the secret does not list" },
+	[SUBST_WHY_METHOD] = {
+		"method", "a secret placeholder with a method the secret does not list" },
+	[SUBST_WHY_HEADER] = {
+		"header", "a secret placeholder in a header the secret does not list" },
 };
-static_assert(ARRAY_SIZE(why_reasons) == SUBST_WHY_COUNT, "why_reasons");
+static_assert(ARRAY_SIZE(whys) == SUBST_WHY_COUNT, "whys");
 
 static const char *const form_names[] = {
 	[SUBST_FORM_RAW] = "raw",
@@ -133,12 +126,12 @@ const char *subst_where_to_string(enum subst_where w)
 
 const char *subst_why_to_string(enum subst_why w)
 {
-	return (unsigned int)w < SUBST_WHY_COUNT ? why_names[w] : "?";
+	return (unsigned int)w < SUBST_WHY_COUNT ? whys[w].name : "?";
 }
 
 const char *subst_why_reason(enum subst_why w)
 {
-	return (unsigned int)w < SUBST_WHY_COUNT ? why_reasons[w] : "?";
+	return (unsigned int)w < SUBST_WHY_COUNT ? whys[w].reason : "?";
 }
 
 const char *subst_form_to_string(enum subst_form f)

@@ -150,7 +150,7 @@ static void test_cases(void)
 		       "  counts per value");
 		scrub_buf_free(&out);
 
-		all = streamed(set, c->in, NULL, 0, c->want, c->counts, &bnd);
+		all = streamed(set, c->in, &len, 0, c->want, c->counts, &bnd);
 		bounded = bounded && bnd;
 		for (a = 0; a <= len; a++) {
 			all = all && streamed(set, c->in, &a, 1, c->want, c->counts, &bnd);

@@ -391,12 +391,11 @@ static const struct scase cases[] = {
 
 static void check_case(const struct scase *c)
 {
-	size_t len = 0, i;
+	size_t len = 0;
 	char *head = expand(c->head, &len);
 	struct http_request req;
 	struct host_target host;
 	struct subst_result r;
-	char rule[128];
 	const char *hn = c->host ? c->host : "api.example.test";
 	enum http_result hr;
 
@@ -412,6 +411,8 @@ static void check_case(const struct scase *c)
 	tap_is_str(subst_verdict_to_string(r.verdict), subst_verdict_to_string(c->verdict),
 		   "  verdict");
 	if (r.verdict == SUBST_REFUSE && c->verdict == SUBST_REFUSE) {
+		char rule[128];
+
 		subst_rule(&set, &r, rule, sizeof(rule));
 		tap_ok(r.secret == c->secret && r.where == c->where && r.why == c->why &&
 			       r.form == c->form && r.header == c->header &&
@@ -426,7 +427,7 @@ static void check_case(const struct scase *c)
 				 subst_form_to_string(r.form), r.header, rule);
 	}
 	if (r.verdict == SUBST_REWRITE && c->verdict == SUBST_REWRITE) {
-		size_t want = c->rw[1].value ? 2 : 1;
+		size_t want = c->rw[1].value ? 2 : 1, i;
 		bool ok = r.nrewrites == want && r.ninjections == c->ninject;
 
 		for (i = 0; ok && i < want; i++) {
