@@ -154,8 +154,8 @@ char *broker_placeholder_make(const char *prefix, const char *value,
 	const char *chars;
 	char *ph;
 
-	if (plen == 0 || plen > BROKER_PREFIX_MAX) {
-		snprintf(err, errlen, "the placeholder prefix must be 1 to %d characters",
+	if (plen > BROKER_PREFIX_MAX) {
+		snprintf(err, errlen, "the placeholder prefix must be at most %d characters",
 			 BROKER_PREFIX_MAX);
 		return NULL;
 	}

@@ -50,9 +50,10 @@ enum broker_alphabet broker_alphabet_of(const char *prefix, const char *value,
  * value, and never fewer than BROKER_RANDOM_MIN. Characters come from the
  * kernel CSPRNG by rejection sampling (no modulo bias).
  * Returns a NUL-terminated malloc'd string (its length in *len), or NULL
- * with one line in @err when @prefix is empty, longer than
- * BROKER_PREFIX_MAX or holds a byte outside printable ASCII without space
- * (0x21-0x7e). Never reads @value beyond @value_len; never writes it. */
+ * with one line in @err when @prefix is longer than BROKER_PREFIX_MAX or
+ * holds a byte outside printable ASCII without space (0x21-0x7e); an
+ * empty prefix is allowed (NULL is the empty prefix). Never reads @value
+ * beyond @value_len; never writes it. */
 char *broker_placeholder_make(const char *prefix, const char *value,
 			      size_t value_len, size_t *len, char *err,
 			      size_t errlen);

@@ -91,6 +91,9 @@ static const struct shape_case shape_cases[] = {
 	{ "x", 200, '_', 200, BROKER_ALPHABET_BASE64URL },
 	{ "x", 33, '/', 33, BROKER_ALPHABET_BASE64 },
 	{ "x", 32, '/', 33, BROKER_ALPHABET_BASE64 },
+	/* no prefix: random characters only */
+	{ "", 20, '3', 32, BROKER_ALPHABET_DIGITS },
+	{ "", 64, 'A', 64, BROKER_ALPHABET_ALNUM_UPPER },
 };
 
 static void test_shapes(void)
@@ -140,7 +143,7 @@ static const struct prefix_case prefix_cases[] = {
 	{ "airlock-ph-x-", true },
 	{ "sk-ant-api03-", true },
 	{ "~!@#$%^&*()_+", true },
-	{ "", false },
+	{ "", true },
 	{ "with space", false },
 	{ "tab\t", false },
 	{ "nl\n", false },
