@@ -9,11 +9,13 @@
  * CA key can impersonate any site to the sandbox. So:
  *
  *  - a fresh CA per session: an EC P-256 key generated in memory, never
- *    written anywhere (no file, no argv, no environment), released with
- *    EVP_PKEY_free(), which clears it; the only copy is inside the key
- *    holder, a process apart from the one that parses the sandbox's TLS
- *    (the proxy asks it for leaves over a narrow channel and receives PEM
- *    text, never the CA key);
+ *    written anywhere (no file, no argv, no environment), its secret
+ *    number in OpenSSL's secure heap (locked: never swapped to disk; not
+ *    in core dumps), released with EVP_PKEY_free(), which clears it; a CA
+ *    that cannot lock that memory is not made; the only copy is inside
+ *    the key holder, a process apart from the one that parses the
+ *    sandbox's TLS (the proxy asks it for leaves over a narrow channel and
+ *    receives PEM text, never the CA key);
  *  - a short life (TLS_CA_LIFETIME, from an hour before its creation, so
  *    that lagging clocks accept it), a random 159-bit serial and a name
  *    with the session in it ("airlock session CA <session>"), so that a
@@ -55,6 +57,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -67,6 +70,9 @@
 /* Leaves and a fresh CA start this long before now. */
 #define BACKDATE 3600
 #define BUNDLE_FILE_MAX ((size_t)32 * 1024 * 1024)
+/* The secure heap: the CA key and the leaf keys being made. */
+#define SECURE_HEAP (16 * 1024)
+#define SECURE_MIN 32
 
 struct cache_entry {
 	char host[HOSTNAME_MAX + 1]; /* empty: unused */
@@ -224,6 +230,15 @@ static bool ca_pem(struct tls_ca *ca, STACK_OF(X509) *chain)
 	return ok;
 }
 
+/* OpenSSL's secure heap: locked in memory (never swapped out, so never
+ * on disk that way either) and left out of core dumps. Private keys made
+ * or parsed afterwards keep their secret numbers there. */
+static bool secure_heap(void)
+{
+	return CRYPTO_secure_malloc_initialized() ||
+	       CRYPTO_secure_malloc_init(SECURE_HEAP, SECURE_MIN) != 0;
+}
+
 struct tls_ca *tls_ca_new(const char *session, long lifetime, char *err,
 			  size_t errlen)
 {
@@ -233,6 +248,11 @@ struct tls_ca *tls_ca_new(const char *session, long lifetime, char *err,
 	X509_NAME *name;
 
 	ASSERT(lifetime > 0);
+	if (!secure_heap()) {
+		snprintf(err, errlen, "session CA: cannot lock memory for the key "
+			 "(RLIMIT_MEMLOCK below %d KiB?)", SECURE_HEAP / 1024);
+		goto fail;
+	}
 	ca->key = new_p256();
 	ca->cert = X509_new();
 	if (!ca->key || !ca->cert) {
@@ -326,6 +346,11 @@ struct tls_ca *tls_ca_load(const char *cert_path, const char *key_path,
 	BIO *kb = NULL;
 	uint32_t ku;
 
+	if (!secure_heap()) {
+		snprintf(err, errlen, "CA key: cannot lock memory for it "
+			 "(RLIMIT_MEMLOCK below %d KiB?)", SECURE_HEAP / 1024);
+		goto fail;
+	}
 	if (!read_certs(cert_path, "CA certificate", &certs, err, errlen))
 		goto fail;
 	ca->cert = sk_X509_shift(certs);

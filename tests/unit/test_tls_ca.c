@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -122,6 +123,9 @@ static void test_fresh_ca(struct tls_ca *ca)
 	tap_ok(ASN1_STRING_length(serial) >= 15, "a long random serial (%d bytes)",
 	       ASN1_STRING_length(serial));
 	tap_ok(strstr(pem, "PRIVATE") == NULL, "the PEM holds no key");
+	tap_ok(CRYPTO_secure_malloc_initialized() && CRYPTO_secure_used() > 0,
+	       "the CA key lives in OpenSSL's locked secure heap (%zu bytes used)",
+	       CRYPTO_secure_used());
 	write_file("ca.pem", pem, len);
 	X509_free(x);
 }
