@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -608,6 +612,117 @@ static void test_platform(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Real clients                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Serves HTTPS on @fd with the session's server context and @cert, one
+ * connection after another, answering "ok" to each request; exits when
+ * killed, or after 60 s. */
+static __attribute__((noreturn)) void serve(int fd, const struct tls_cert *cert)
+{
+	char err[256], buf[4096];
+	SSL_CTX *ctx = tls_server_ctx_new(err, sizeof(err));
+	struct timeval tv = { .tv_sec = 5 };
+
+	alarm(60);
+	ASSERT(ctx);
+	for (;;) {
+		int c = accept(fd, NULL, NULL);
+		SSL *ssl;
+
+		if (c < 0)
+			continue;
+		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ssl = SSL_new(ctx);
+		ASSERT(ssl && tls_server_use_cert(ssl, cert, err, sizeof(err)) == 0);
+		SSL_set_fd(ssl, c);
+		if (SSL_accept(ssl) == 1) {
+			size_t got = 0;
+
+			while (got < sizeof(buf) - 1) {
+				int n = SSL_read(ssl, buf + got, (int)(sizeof(buf) - 1 - got));
+
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+				buf[got] = '\0';
+				if (strstr(buf, "\r\n\r\n"))
+					break;
+			}
+			static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+						     "Connection: close\r\n\r\nok";
+
+			SSL_write(ssl, answer, (int)sizeof(answer) - 1);
+			SSL_shutdown(ssl);
+		}
+		SSL_free(ssl);
+		close(c);
+		ERR_clear_error();
+	}
+}
+
+static void test_real_clients(struct tls_ca *ca)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t salen = sizeof(sa);
+	struct tls_cert *cert = cert_for(ca, "api.example.test");
+	char err[512], *bundle;
+	int fd, port, st;
+	size_t len;
+	pid_t pid;
+
+	bundle = tls_ca_bundle(ca, TLS_SYSTEM_BUNDLE, NULL, &len, err, sizeof(err));
+	ASSERT(bundle);
+	write_file("real-bundle.pem", bundle, len);
+	free(bundle);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	       listen(fd, 16) == 0 && getsockname(fd, (struct sockaddr *)&sa, &salen) == 0);
+	port = ntohs(sa.sin_port);
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0)
+		serve(fd, cert);
+	close(fd);
+
+	tap_is_int(sh("test \"$(CURL_CA_BUNDLE=real-bundle.pem timeout 20 curl -sS "
+		      "--resolve api.example.test:%d:127.0.0.1 https://api.example.test:%d/)\" "
+		      "= ok", port, port), 0,
+		   "curl with CURL_CA_BUNDLE=the bundle trusts a leaf");
+	tap_ok(sh("timeout 20 curl -sS --cacert %s --resolve api.example.test:%d:127.0.0.1 "
+		  "https://api.example.test:%d/", TLS_SYSTEM_BUNDLE, port, port) != 0,
+	       "  and with the system bundle alone it does not");
+	tap_is_int(sh("test \"$(timeout 20 curl -sS --http2 --cacert real-bundle.pem "
+		      "--resolve api.example.test:%d:127.0.0.1 -w '%%{http_version}' "
+		      "https://api.example.test:%d/)\" = ok1.1", port, port), 0,
+		   "  curl asking for HTTP/2 gets HTTP/1.1");
+	tap_is_int(sh("SSL_CERT_FILE=real-bundle.pem timeout 20 python3 -c '"
+		      "import socket, ssl\n"
+		      "ctx = ssl.create_default_context()\n"
+		      "ctx.verify_flags |= ssl.VERIFY_X509_STRICT\n"
+		      "s = ctx.wrap_socket(socket.create_connection((\"127.0.0.1\", %d)),"
+		      " server_hostname=\"api.example.test\")\n"
+		      "s.sendall(b\"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\")\n"
+		      "assert s.recv(100).endswith(b\"ok\")'", port), 0,
+		   "python3 with SSL_CERT_FILE=the bundle and VERIFY_X509_STRICT trusts it");
+	tap_is_int(sh("NODE_EXTRA_CA_CERTS=ca.pem timeout 20 node -e '"
+		      "require(\"https\").get({host: \"127.0.0.1\", port: %d, "
+		      "servername: \"api.example.test\", path: \"/\"}, r => "
+		      "r.on(\"data\", d => process.exit(d == \"ok\" ? 0 : 1)))"
+		      ".on(\"error\", () => process.exit(2))'", port), 0,
+		   "node with NODE_EXTRA_CA_CERTS=the CA trusts it");
+	tap_ok(sh("timeout 20 node -e '"
+		  "require(\"https\").get({host: \"127.0.0.1\", port: %d, "
+		  "servername: \"api.example.test\", path: \"/\"}, r => process.exit(0))"
+		  ".on(\"error\", () => process.exit(2))'", port) != 0,
+	       "  and without it does not");
+	st = kill(pid, SIGTERM);
+	ASSERT(st == 0 && waitpid(pid, &st, 0) == pid);
+	tls_cert_free(cert);
+}
+
+/* ------------------------------------------------------------------ */
 /* The bundle                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -687,6 +802,7 @@ int main(void)
 	test_bad_hosts(ca);
 	test_cache();
 	test_handshakes(ca, other);
+	test_real_clients(ca);
 	test_platform();
 	test_bundle(ca);
 
