@@ -71,7 +71,7 @@
 #define BACKDATE 3600
 #define BUNDLE_FILE_MAX ((size_t)32 * 1024 * 1024)
 /* The secure heap: the CA key and the leaf keys being made. */
-#define SECURE_HEAP (16 * 1024)
+#define SECURE_HEAP ((size_t)16 * 1024)
 #define SECURE_MIN 32
 
 struct cache_entry {
@@ -250,7 +250,7 @@ struct tls_ca *tls_ca_new(const char *session, long lifetime, char *err,
 	ASSERT(lifetime > 0);
 	if (!secure_heap()) {
 		snprintf(err, errlen, "session CA: cannot lock memory for the key "
-			 "(RLIMIT_MEMLOCK below %d KiB?)", SECURE_HEAP / 1024);
+			 "(RLIMIT_MEMLOCK below %zu KiB?)", SECURE_HEAP / 1024);
 		goto fail;
 	}
 	ca->key = new_p256();
@@ -348,7 +348,7 @@ struct tls_ca *tls_ca_load(const char *cert_path, const char *key_path,
 
 	if (!secure_heap()) {
 		snprintf(err, errlen, "CA key: cannot lock memory for it "
-			 "(RLIMIT_MEMLOCK below %d KiB?)", SECURE_HEAP / 1024);
+			 "(RLIMIT_MEMLOCK below %zu KiB?)", SECURE_HEAP / 1024);
 		goto fail;
 	}
 	if (!read_certs(cert_path, "CA certificate", &certs, err, errlen))
