@@ -498,6 +498,29 @@ static bool slice_is(struct http_slice s, const char *lit)
 	return s.len == n && (n == 0 || memcmp(s.ptr, lit, n) == 0);
 }
 
+static bool host_of(const struct subst_set *set, const struct subst_secret *s,
+		    const struct host_target *host, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < s->nhosts; i++)
+		if (host_rule_matches(&s->hosts[i], host, port, set->ports, set->nports,
+				      false))
+			return true;
+	return false;
+}
+
+bool subst_host_bound(const struct subst_set *set, const struct host_target *host,
+		      uint16_t port)
+{
+	size_t k;
+
+	for (k = 0; k < set->n; k++)
+		if (host_of(set, &set->secrets[k], host, port))
+			return true;
+	return false;
+}
+
 /* Is @s allowed in header @name of this request? SUBST_WHY_COUNT if so,
  * else the first reason it is not. */
 static enum subst_why binding(const struct subst_set *set, const struct subst_secret *s,
@@ -511,10 +534,7 @@ static enum subst_why binding(const struct subst_set *set, const struct subst_se
 
 	if (!tls_verified)
 		return SUBST_WHY_PLAIN_HTTP;
-	for (ok = false, i = 0; i < s->nhosts && !ok; i++)
-		ok = host_rule_matches(&s->hosts[i], host, port, set->ports, set->nports,
-				       false);
-	if (!ok)
+	if (!host_of(set, s, host, port))
 		return SUBST_WHY_HOST;
 	if (path.len == 0) {
 		path.ptr = "/";

@@ -169,6 +169,12 @@ void subst_result_free(struct subst_result *r);
 void subst_rule(const struct subst_set *set, const struct subst_result *r,
 		char *buf, size_t len);
 
+/* Is @host:@port one of some secret's hosts? The proxy asks such hosts for
+ * uncompressed answers (Accept-Encoding: identity), so that their bodies
+ * can be scrubbed. */
+bool subst_host_bound(const struct subst_set *set, const struct host_target *host,
+		      uint16_t port);
+
 /* Does @path (not NUL-terminated) start with @prefix and hold nothing an
  * upstream could read as another path (a "." or ".." segment, %2e, %2f,
  * %5c in any case, a backslash)? Exposed for tests and for the git rules. */

@@ -498,6 +498,38 @@ static void test_paths(void)
 	}
 }
 
+struct bound_case {
+	const char *host;
+	uint16_t port;
+	bool bound;
+};
+
+static const struct bound_case bound_cases[] = {
+	{ "api.example.test", 443, true },
+	{ "api.example.test", 80, true },      /* egress.ports */
+	{ "api.example.test", 8443, true },    /* c's own port */
+	{ "api.example.test", 8080, false },
+	{ "other.example.test", 443, true },
+	{ "b.example.test", 443, true },       /* **. covers the name itself */
+	{ "deep.x.b.example.test", 443, true },
+	{ "example.test", 443, false },
+	{ "evil.test", 443, false },
+};
+
+static void test_bound(void)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(bound_cases); i++) {
+		const struct bound_case *c = &bound_cases[i];
+		struct host_target t;
+
+		ASSERT(hostname_normalise(c->host, strlen(c->host), &t) == HOSTNAME_OK);
+		tap_ok(subst_host_bound(&set, &t, c->port) == c->bound, "%s:%u %s bound",
+		       c->host, c->port, c->bound ? "is" : "is not");
+	}
+}
+
 static void test_names(void)
 {
 	tap_is_str(subst_why_reason(SUBST_WHY_HOST),
@@ -517,6 +549,7 @@ int main(void)
 	for (i = 0; i < ARRAY_SIZE(cases); i++)
 		check_case(&cases[i]);
 	test_paths();
+	test_bound();
 	test_names();
 	return tap_done();
 }
