@@ -362,7 +362,7 @@ static void mark(struct found *f, size_t k, enum subst_form form)
 }
 
 /* If @v is "Basic TOKEN" with a valid standard-base64 TOKEN, decodes it
- * into @out and sets *tok / *toklen to TOKEN's place in @v. */
+ * into @out and sets *tok to TOKEN's offset in @v (it runs to the end). */
 static bool basic_token(const char *v, size_t n, struct sbuf *out, size_t *tok)
 {
 	size_t i = 5;
@@ -630,6 +630,10 @@ static void add_rewrite(struct subst_result *r, const struct subst_set *set,
 	} else {
 		replace_all(set, value.ptr, value.len, &out);
 	}
+	/* values hold no control byte (broker.c refuses them): a CR or LF
+	 * here would end the header */
+	for (k = 0; k < out.len; k++)
+		ASSERT(out.p[k] != '\r' && out.p[k] != '\n' && out.p[k] != '\0');
 	r->rewrites = util_xrealloc(r->rewrites, (r->nrewrites + 1) * sizeof(*r->rewrites));
 	rw = &r->rewrites[r->nrewrites++];
 	rw->header = h;

@@ -40,7 +40,9 @@ struct subst_secret {
 	const char *name;
 	const char *placeholder;
 	size_t placeholder_len;    /* >= 1 */
-	const char *value;
+	const char *value;         /* no CR, LF or NUL (broker.c refuses
+				      every control byte): it is written
+				      into a header */
 	size_t value_len;
 	const struct host_rule *hosts; /* the hosts the value may go to */
 	size_t nhosts;
