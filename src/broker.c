@@ -243,15 +243,6 @@ static int check_value(const struct broker_secret *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The policy's prefix for @d, else "airlock-ph-NAME-"; @buf holds the
- * default. */
-static const char *secret_prefix(const struct policy_secret *d, char *buf,
-				 size_t len)
-{
-	snprintf(buf, len, "airlock-ph-%s-", d->name);
-	return buf;
-}
-
 /* Does @ph hold the value of any secret of @b (its own included)? A
  * placeholder is what the agent sees: holding a value would hand it over
  * (a short value, a PIN say, inside 32 random digits). */
@@ -270,8 +261,9 @@ static bool holds_a_value(const struct broker *b, const char *ph, size_t len)
 static int make_placeholder(const struct broker *b, struct broker_secret *s,
 			    char *err, size_t errlen)
 {
-	char defprefix[BROKER_PREFIX_MAX + 1], perr[160];
-	const char *prefix = secret_prefix(s->def, defprefix, sizeof(defprefix));
+	/* the policy fills in the default, airlock-ph-NAME- */
+	const char *prefix = s->def->prefix ? s->def->prefix : "";
+	char perr[160];
 	int tries;
 
 	for (tries = 0; tries < PLACEHOLDER_TRIES; tries++) {
@@ -331,4 +323,58 @@ void broker_free(struct broker *b)
 	free(b->secrets);
 	b->secrets = NULL;
 	b->count = 0;
+}
+
+void broker_subst_secrets(const struct broker *b, struct subst_secret *out)
+{
+	size_t i;
+
+	for (i = 0; i < b->count; i++) {
+		const struct broker_secret *s = &b->secrets[i];
+		const struct policy_secret *d = s->def;
+
+		out[i] = (struct subst_secret){
+			.name = d->name,
+			.placeholder = s->placeholder,
+			.placeholder_len = s->placeholder_len,
+			.value = s->value,
+			.value_len = s->value_len,
+			.hosts = d->hosts,
+			.nhosts = d->nhosts,
+			.headers = (const char *const *)d->headers,
+			.nheaders = d->nheaders,
+			.paths = (const char *const *)d->paths,
+			.npaths = d->npaths,
+			.methods = (const char *const *)d->methods,
+			.nmethods = d->nmethods,
+		};
+	}
+}
+
+void broker_scrub_needles(const struct broker *b, struct scrub_needle *out)
+{
+	size_t i;
+
+	for (i = 0; i < b->count; i++)
+		out[i] = (struct scrub_needle){
+			.value = b->secrets[i].value,
+			.value_len = b->secrets[i].value_len,
+			.placeholder = b->secrets[i].placeholder,
+			.placeholder_len = b->secrets[i].placeholder_len,
+		};
+}
+
+char *broker_placeholders_text(const struct broker *b, size_t *len)
+{
+	char *text = util_xstrdup(""), *next;
+	size_t i;
+
+	for (i = 0; i < b->count; i++) {
+		next = util_xasprintf("%s%s=%s\n", text, b->secrets[i].def->env,
+				      b->secrets[i].placeholder);
+		free(text);
+		text = next;
+	}
+	*len = strlen(text);
+	return text;
 }

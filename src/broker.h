@@ -9,6 +9,8 @@
 #include <stddef.h>
 
 #include "policy.h"
+#include "scrub.h"
+#include "subst.h"
 
 /* A placeholder carries at least this many random characters after its
  * prefix, whatever the value's length. */
@@ -81,5 +83,22 @@ int broker_load(struct broker *b, const struct policy *p, char *err, size_t errl
 
 /* Wipes every value; frees everything @b owns. */
 void broker_free(struct broker *b);
+
+/* The secrets of @b as subst_decide() takes them: @out has room for
+ * b->count entries, in the same order (an injection's or refusal's index
+ * is an index in b->secrets). Every pointer is borrowed from @b and its
+ * policy: valid until broker_free() or policy_free(). */
+void broker_subst_secrets(const struct broker *b, struct subst_secret *out);
+
+/* The values and placeholders of @b as scrub_set_new() takes them; @out
+ * has room for b->count entries, in the same order; borrowed like the
+ * above. */
+void broker_scrub_needles(const struct broker *b, struct scrub_needle *out);
+
+/* "ENV=PLACEHOLDER\n" for each secret, in policy order: the text of
+ * `airlock proxy --placeholders FILE` (the caller writes it, mode 0600).
+ * Placeholders are no secret from the agent, which holds them; values
+ * never appear. Returns a malloc'd string, its length in *len. */
+char *broker_placeholders_text(const struct broker *b, size_t *len);
 
 #endif /* AIRLOCK_BROKER_H */

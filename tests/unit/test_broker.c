@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "hostname.h"
+#include "http.h"
 #include "policy.h"
+#include "scrub.h"
+#include "subst.h"
 #include "tap.h"
 #include "util.h"
 
@@ -332,6 +336,92 @@ static void test_file(void)
 	policy_free(p);
 }
 
+/* The policy's prefix, and the broker's secrets as subst.c and scrub.c
+ * take them: a request through the decision gets the real value, a
+ * response through the scrubber gets the placeholder back. */
+static void test_prefix_and_glue(void)
+{
+	struct policy *p = load("{\"version\":1,\"secrets\":{"
+				"\"ant\":{\"from_env\":\"TB_ANT\",\"prefix\":\"sk-ant-api03-\","
+				"\"hosts\":[\"api.example.test\"],\"headers\":[\"x-api-key\"],"
+				"\"paths\":[\"/v1/\"],\"methods\":[\"POST\"]},"
+				"\"bare\":{\"from_env\":\"TB_BARE\",\"prefix\":\"\","
+				"\"env\":\"BARE\",\"hosts\":[\"b.example.test\"]}}}");
+	char ant[109], err[300], head[512], *text;
+	struct subst_secret ss[2];
+	struct scrub_needle sn[2];
+	struct http_request req;
+	struct host_target t;
+	struct subst_result r;
+	struct scrub_set *set;
+	struct scrub_buf out = { 0 };
+	struct broker b;
+	size_t len;
+
+	memcpy(ant, "sk-ant-api03-", 13);
+	memset(ant + 13, 'x', 95);
+	memcpy(ant + 100, "-AbCdEfG", 8);
+	ant[108] = '\0';
+	setenv("TB_ANT", ant, 1);
+	setenv("TB_BARE", "0123456789", 1);
+	tap_is_int(broker_load(&b, p, err, sizeof(err)), 0, "secrets with prefixes load");
+	tap_ok(strncmp(b.secrets[0].placeholder, "sk-ant-api03-", 13) == 0 &&
+		       b.secrets[0].placeholder_len == 108,
+	       "  the policy's prefix, and the value's length");
+	tap_ok(all_in(b.secrets[0].placeholder + 13, 95,
+		      broker_alphabet_chars(BROKER_ALPHABET_BASE64URL)),
+	       "  in the class of the value after the prefix");
+	tap_ok(b.secrets[1].placeholder_len == 32 &&
+		       all_in(b.secrets[1].placeholder, 32, "0123456789"),
+	       "  an empty prefix: 32 random digits for a digit value");
+
+	text = broker_placeholders_text(&b, &len);
+	snprintf(head, sizeof(head), "TB_ANT=%s\nBARE=%s\n", b.secrets[0].placeholder,
+		 b.secrets[1].placeholder);
+	tap_ok(len == strlen(head) && strcmp(text, head) == 0,
+	       "the placeholders file: ENV=PLACEHOLDER lines");
+	tap_ok(!strstr(text, ant) && !strstr(text, "0123456789"), "  without a value");
+	free(text);
+
+	broker_subst_secrets(&b, ss);
+	snprintf(head, sizeof(head),
+		 "POST /v1/messages HTTP/1.1\r\nHost: api.example.test\r\n"
+		 "x-api-key: %s\r\nContent-Length: 0\r\n\r\n", b.secrets[0].placeholder);
+	ASSERT(http_parse_request(head, strlen(head), &req, NULL) == HTTP_OK);
+	ASSERT(hostname_normalise("api.example.test", 16, &t) == HOSTNAME_OK);
+	subst_decide(&(struct subst_set){ .secrets = ss, .n = 2, .ports = p->ports,
+					  .nports = p->nports },
+		     &req, &t, 443, true, &r);
+	tap_ok(r.verdict == SUBST_REWRITE && r.nrewrites == 1 && r.rewrites[0].header == 1 &&
+		       r.rewrites[0].len == 108 && memcmp(r.rewrites[0].value, ant, 108) == 0 &&
+		       r.ninjections == 1 && r.injections[0].secret == 0,
+	       "broker -> subst: the bound request gets the real value");
+	subst_result_free(&r);
+	snprintf(head, sizeof(head),
+		 "GET /v1/messages HTTP/1.1\r\nHost: api.example.test\r\n"
+		 "x-api-key: %s\r\n\r\n", b.secrets[0].placeholder);
+	ASSERT(http_parse_request(head, strlen(head), &req, NULL) == HTTP_OK);
+	subst_decide(&(struct subst_set){ .secrets = ss, .n = 2, .ports = p->ports,
+					  .nports = p->nports },
+		     &req, &t, 443, true, &r);
+	tap_ok(r.verdict == SUBST_REFUSE && r.why == SUBST_WHY_METHOD,
+	       "  a method the policy does not list is refused");
+	subst_result_free(&r);
+
+	broker_scrub_needles(&b, sn);
+	set = scrub_set_new(sn, 2);
+	scrub_oneshot(set, ant, 108, &out, NULL);
+	tap_ok(out.len == 108 && memcmp(out.data, b.secrets[0].placeholder, 108) == 0,
+	       "broker -> scrub: the value comes back as the placeholder");
+	tap_ok(scrub_set_keeps_length(set) == false, "  (the short value changes lengths)");
+	scrub_buf_free(&out);
+	scrub_set_free(set);
+	broker_free(&b);
+	unsetenv("TB_ANT");
+	unsetenv("TB_BARE");
+	policy_free(p);
+}
+
 int main(void)
 {
 	test_classes();
@@ -340,5 +430,6 @@ int main(void)
 	test_no_modulo_bias();
 	test_load();
 	test_file();
+	test_prefix_and_glue();
 	return tap_done();
 }
