@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * receipt.h - the signed, hash-chained event stream (SPEC §6).
+ * receipt.h - the signed, hash-chained event stream (docs/RECEIPTS.md):
+ * lines (receipt_line.c), keys (receipt_key.c), the writer
+ * (receipt_writer.c) and the verifier (receipt_verify.c).
  */
 #ifndef AIRLOCK_RECEIPT_H
 #define AIRLOCK_RECEIPT_H
@@ -116,7 +118,7 @@ struct receipt_verify_result {
 				  keys sorted (owned) */
 };
 
-/* Verifies a stream (SPEC §6). A file may hold several session streams one
+/* Verifies a stream (docs/RECEIPTS.md). A file may hold several session streams one
  * after the other (the events path is appended to); each must be complete:
  * a new stream starts with a seq 0 session.start right after a session.end.
  * @pubkey (NULL: trust each stream's session.start pubkey) must have signed
