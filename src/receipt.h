@@ -101,8 +101,14 @@ int receipt_set_policy(struct receipt_writer *w, const char *policy_digest);
 /* Writes session.end with {"exit": @exit_status, "counts": {...}} (counts
  * include session.start and this line, keys sorted), fsyncs the stream
  * (EINVAL/EROFS/ENOTSUP from a pipe or tty are not errors), closes it if
- * the writer opened it, and frees @w. Returns 0 or -1 on I/O failure. */
+ * the writer opened it, and frees @w. Returns 0, or -1 with errno set on
+ * an I/O failure (also when an earlier append had broken the stream). */
 int receipt_close(struct receipt_writer *w, int exit_status);
+
+/* 0 while the stream is intact; the errno of the write that broke it (and
+ * made every later append fail) otherwise. Tells a line that was too long
+ * (append returned -1, the stream goes on) from a stream that is over. */
+int receipt_error(const struct receipt_writer *w);
 
 /* Frees @w without writing session.end (for a stream that is abandoned). */
 void receipt_abort(struct receipt_writer *w);

@@ -37,7 +37,7 @@ struct receipt_writer {
 	EVP_MD_CTX *sign_tpl;  /* DigestSign initialised with key */
 	int fd;
 	bool owns_fd;
-	bool broken;
+	int error;             /* errno of the write that broke the stream, or 0 */
 	EVP_PKEY *key;
 	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
 	char *session;
@@ -209,6 +209,9 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 		    enum receipt_decision decision, enum receipt_point point,
 		    const char *rule, json_t *subject, const char *reason)
 {
+	/* The signature's closing quote and the object's brace, then the
+	 * newline; not a C string. */
+	static const char line_end[3] = { '"', '}', '\n' };
 	char ts[25], sig_b64[RECEIPT_SIG_B64_LEN + 1];
 	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL;
 	uint8_t sig[RECEIPT_ED25519_SIG_LEN];
@@ -245,11 +248,10 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	memcpy(line, body, body_len - 1);
 	memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
 	memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64, RECEIPT_SIG_B64_LEN);
-	memcpy(line + line_len - 2, "\"}\n", 3);
-	if (write_line(w->fd, line, line_len + 1) < 0) {
-		w->broken = true;
+	memcpy(line + line_len - 2, line_end, sizeof(line_end));
+	w->error = -write_line(w->fd, line, line_len + 1);
+	if (w->error)
 		goto out;
-	}
 	receipt_sha256_hex(line, line_len, w->prev);
 	receipt_count_add(w->counts, type, 1);
 	rc = w->seq++;
@@ -285,7 +287,7 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
 
 	ASSERT(w && type && receipt_type_valid(type, strlen(type)));
 	ASSERT(!subject || json_is_object(subject));
-	if (w->broken)
+	if (w->error)
 		return -1;
 	start = receipt_type_opens_stream(type);
 	ASSERT(start == (w->seq == 0));
@@ -310,11 +312,13 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 {
 	json_t *recount = NULL, *counts = NULL, *subject = NULL;
 	char *reason = NULL;
-	int rc = -1;
+	int rc;
 
 	ASSERT(w);
-	if (w->broken)
+	if (w->error) {
+		rc = -w->error;
 		goto out;
+	}
 	ASSERT(w->seq > 0);
 	recount = json_copy(w->counts);
 	ASSERT(recount);
@@ -324,21 +328,30 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 	ASSERT(subject);
 	reason = util_xasprintf("session ended, exit status %d", exit_status);
 	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
-		 "session", subject, reason) < 0)
+		 "session", subject, reason) < 0) {
+		rc = w->error ? -w->error : -EIO;
 		goto out;
-	if (sync_stream(w->fd) < 0)
-		goto out;
-	rc = 0;
+	}
+	rc = sync_stream(w->fd);
 out:
-	if (w->owns_fd && close(w->fd) < 0)
-		rc = -1;
+	if (w->owns_fd && close(w->fd) < 0 && rc == 0)
+		rc = -errno;
 	w->fd = -1;
 	free(reason);
 	json_decref(subject);
 	json_decref(counts);
 	json_decref(recount);
 	writer_free(w);
-	return rc;
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
+}
+
+int receipt_error(const struct receipt_writer *w)
+{
+	return w->error;
 }
 
 void receipt_abort(struct receipt_writer *w)
