@@ -429,7 +429,6 @@ int cmd_proxy(int argc, char **argv)
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
 	wc.policy = p;
-	wc.wait_go = true;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {

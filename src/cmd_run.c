@@ -18,11 +18,12 @@
  *   and are not forwarded a second time.
  * - shadow and enforce: reads the secrets, builds the agent's environment,
  *   writes session.start and one env.drop per unclassified variable, starts
- *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
- *   init exits. Where the host lacks a capability (doctor.c), it writes a
- *   session.refused block receipt instead of session.start and exits 125.
- *   The egress proxy (proxy.c) serves the sandbox's proxy socket from this
- *   process, in the loop that also waits for the sandbox.
+ *   the sandbox (sandbox.c) and has its proxy socket served until the
+ *   sandbox's init exits. Where the host lacks a capability (doctor.c), it
+ *   writes a session.refused block receipt instead of session.start and
+ *   exits 125. The egress proxy (proxy.c) runs in proxy worker processes
+ *   (worker.c) and every receipt is written by the key holder (keeper.c):
+ *   see "the processes of a session" below.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -352,7 +353,7 @@ static void worker_lost(struct supervise_ctx *x, const struct worker *w, pid_t p
 	worker_describe_exit(w, how, sizeof(how));
 	if (x->failure[0])
 		return;
-	if (!w->ready && w->fatal[0]) {
+	if (!w->go && w->fatal[0]) {
 		/* It never served: the proxy could not start. */
 		session_record(x->s, "sandbox.error", RECEIPT_BLOCK,
 			       RECEIPT_POINT_SUPERVISOR, "proxy", json_object(), how);
@@ -503,6 +504,8 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 				close(x.wp.w[i].ctl);
 				x.wp.w[i].ctl = -1;
 			}
+		/* The session has begun: a ready worker serves at once. */
+		(void)worker_pool_go(&x.wp);
 		if (pfd[0].revents)
 			read_signals(&x, sfd);
 	}

@@ -618,8 +618,8 @@ static void pick_up_last_words(struct keeper *k)
 		if (fd >= 0)
 			close(fd);
 		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
-		    msg_get_str(&r, sizeof(k->fatal) - 1, &reason, NULL) && msg_end(&r))
-			(void)util_strlcpy(k->fatal, reason, sizeof(k->fatal));
+		    msg_get_str(&r, sizeof(k->link.fatal) - 1, &reason, NULL) && msg_end(&r))
+			(void)util_strlcpy(k->link.fatal, reason, sizeof(k->link.fatal));
 	}
 	free(buf);
 }
@@ -633,8 +633,8 @@ void keeper_reaped(struct keeper *k, int wstatus)
 
 void keeper_describe_exit(const struct keeper *k, char *out, size_t len)
 {
-	if (k->fatal[0])
-		snprintf(out, len, "%s", k->fatal);
+	if (k->link.fatal[0])
+		snprintf(out, len, "%s", k->link.fatal);
 	else if (WIFSIGNALED(k->wstatus))
 		snprintf(out, len, "the key holder was killed by signal %d",
 			 WTERMSIG(k->wstatus));
@@ -664,14 +664,14 @@ int keeper_wait_ready(struct keeper *k, char *err, size_t errlen)
 	if (fd >= 0)
 		close(fd);
 	if (n > 0 && msg_reader_init(&r, buf, (size_t)n) &&
-	    msg_get_str(&r, sizeof(k->fatal) - 1, &text, NULL) && msg_end(&r)) {
+	    msg_get_str(&r, sizeof(k->link.fatal) - 1, &text, NULL) && msg_end(&r)) {
 		if (r.type == MSG_KEEPER_READY &&
 		    util_strlcpy(k->pubkey, text, sizeof(k->pubkey))) {
 			rc = 0;
 			goto out;
 		}
 		if (r.type == MSG_FATAL)
-			(void)util_strlcpy(k->fatal, text, sizeof(k->fatal));
+			(void)util_strlcpy(k->link.fatal, text, sizeof(k->link.fatal));
 	}
 	reap(k);
 	keeper_describe_exit(k, err, errlen);
@@ -754,9 +754,18 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		close(fd);
 	if (n <= 0)
 		return n == 0 ? -EPIPE : (int)n;
-	if (!msg_reader_init(&r, l->in, (size_t)n) || r.type != MSG_SEQ ||
-	    !msg_get_u32(&r, &written) || !msg_get_u64(&r, &v) || !msg_end(&r) ||
-	    written > 1 || v > INT64_MAX)
+	if (!msg_reader_init(&r, l->in, (size_t)n))
+		return -EPROTO;
+	if (r.type == MSG_FATAL) {
+		/* The key holder stops instead of answering. */
+		const char *reason;
+
+		if (msg_get_str(&r, sizeof(l->fatal) - 1, &reason, NULL) && msg_end(&r))
+			(void)util_strlcpy(l->fatal, reason, sizeof(l->fatal));
+		return -EPIPE;
+	}
+	if (r.type != MSG_SEQ || !msg_get_u32(&r, &written) || !msg_get_u64(&r, &v) ||
+	    !msg_end(&r) || written > 1 || v > INT64_MAX)
 		return -EPROTO;
 	*seq = written ? (int64_t)v : -1;
 	return 0;

@@ -28,6 +28,7 @@ struct keeper_link {
 	int fd;
 	struct msg out;
 	uint8_t *in;               /* MSG_MAX bytes for answers, made on first use */
+	char fatal[256];           /* the key holder's last words (MSG_FATAL), or "" */
 };
 
 /* The supervisor's handle on its key holder. */
@@ -36,7 +37,6 @@ struct keeper {
 	int wstatus;               /* its wait status, once reaped */
 	struct keeper_link link;   /* the supervisor's channel */
 	char pubkey[64];           /* base64 of the 32 raw public key bytes */
-	char fatal[256];           /* its last words (MSG_FATAL), or "" */
 };
 
 /* Forks the key holder, which loads (or makes) the signing key and opens

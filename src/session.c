@@ -3,6 +3,7 @@
  */
 #include "session.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -65,6 +66,8 @@ void session_open(struct session *s, const char *events, const char *signing_key
 		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 }
 
+__attribute__((noreturn)) static void channel_failed(struct session *s, int r);
+
 int session_worker_channel(struct session *s)
 {
 	int fd, r;
@@ -73,8 +76,7 @@ int session_worker_channel(struct session *s)
 		return -1;
 	r = keeper_new_channel(&s->k, &fd);
 	if (r < 0)
-		util_die(EXIT_AIRLOCK_FAILURE, "cannot give a proxy worker a channel to "
-			 "the key holder: %s", strerror(-r));
+		channel_failed(s, r);
 	return fd;
 }
 
@@ -96,8 +98,12 @@ __attribute__((noreturn)) static void channel_failed(struct session *s, int r)
 	char why[512];
 	int ws = 0;
 
-	if (s->k.pid > 0 && waitpid(s->k.pid, &ws, WNOHANG) == s->k.pid)
+	/* The key holder closes its end of the channel only by exiting. */
+	if (s->k.pid > 0) {
+		while (waitpid(s->k.pid, &ws, 0) < 0 && errno == EINTR)
+			;
 		session_lost(s, ws);
+	}
 	(void)snprintf(why, sizeof(why), "%s", strerror(-r));
 	util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot record the session: the "
 		 "key holder's channel failed: %s", s->events, why);
@@ -121,6 +127,8 @@ void session_begin(struct session *s, const char *type, enum receipt_decision d,
 		   const char *rule, const char *reason)
 {
 	json_t *subject;
+	int64_t seq;
+	int r;
 
 	if (!s->open)
 		return;
@@ -129,7 +137,15 @@ void session_begin(struct session *s, const char *type, enum receipt_decision d,
 			    doctor_caps_json(&s->caps), "pubkey", s->k.pubkey,
 			    "argv0", s->argv0);
 	ASSERT(subject);
-	session_record(s, type, d, RECEIPT_POINT_SUPERVISOR, rule, subject, reason);
+	/* Awaited: nothing starts before the stream's first line is written. */
+	r = keeper_record(&s->k.link, true, type, d, RECEIPT_POINT_SUPERVISOR, rule,
+			  subject, reason, &seq);
+	json_decref(subject);
+	if (r < 0)
+		channel_failed(s, r);
+	if (seq != 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: the key holder did not write %s",
+			 s->events, type);
 }
 
 void session_reload(struct session *s, const struct policy *p)
@@ -164,8 +180,8 @@ void session_lost(struct session *s, int wstatus)
 
 	keeper_reaped(&s->k, wstatus);
 	keeper_describe_exit(&s->k, why, sizeof(why));
-	util_die(EXIT_AIRLOCK_FAILURE, "the session can no longer be recorded (%s): "
-		 "it was stopped", why);
+	util_die(EXIT_AIRLOCK_FAILURE, "%s: the session cannot be recorded, so it "
+		 "was stopped", why);
 }
 
 void session_refuse(struct session *s, const char *rule, const char *msg)

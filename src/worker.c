@@ -358,10 +358,11 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	msg_start(&x.out, MSG_WORKER_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
 		_exit(EXIT_AIRLOCK_FAILURE);
-	if (cfg->wait_go && !wait_go(&x))
+	if (!wait_go(&x))
 		_exit(0);
 	rc = proxy_run(x.px);
-	proxy_free(x.px);
+	/* Not proxy_free(): exiting closes every connection, and freeing
+	 * the tables first only costs the session's end time. */
 	_exit(rc < 0 ? EXIT_AIRLOCK_FAILURE : 0);
 }
 
@@ -439,12 +440,23 @@ static int send_all(struct worker_pool *wp, struct msg *m, int fd, bool ring)
 int worker_pool_go(struct worker_pool *wp)
 {
 	struct msg m = { 0 };
-	int r;
+	unsigned int i;
+	int r, rc = 0;
 
 	msg_start(&m, MSG_GO);
-	r = send_all(wp, &m, -1, false);
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid < 0 || !w->ready || w->go || wp->stopping)
+			continue;
+		r = msg_send(w->ctl, &m, -1, 0);
+		if (r < 0)
+			rc = r;
+		else
+			w->go = true;
+	}
 	msg_free(&m);
-	return r;
+	return rc;
 }
 
 bool worker_pool_read(struct worker_pool *wp, unsigned int i)
@@ -519,11 +531,25 @@ out:
 void worker_pool_stop(struct worker_pool *wp, unsigned int drain_ms)
 {
 	struct msg m = { 0 };
+	unsigned int i;
 
 	wp->stopping = true;
 	msg_start(&m, MSG_STOP);
 	msg_put_u32(&m, drain_ms);
-	(void)send_all(wp, &m, -1, true);
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid < 0)
+			continue;
+		if (!w->go) {
+			/* It never accepted a connection: nothing to drain,
+			 * nothing to record. */
+			kill(w->pid, SIGKILL);
+			w->killed = true;
+		} else if (msg_send(w->ctl, &m, -1, 0) == 0) {
+			kill(w->pid, SIGUSR1);
+		}
+	}
 	msg_free(&m);
 }
 
@@ -550,7 +576,8 @@ void worker_pool_reaped(struct worker_pool *wp, struct worker *w, int wstatus)
 
 bool worker_exited_cleanly(const struct worker_pool *wp, const struct worker *w)
 {
-	return wp->stopping && WIFEXITED(w->wstatus) && WEXITSTATUS(w->wstatus) == 0;
+	return wp->stopping &&
+	       (w->killed || (WIFEXITED(w->wstatus) && WEXITSTATUS(w->wstatus) == 0));
 }
 
 void worker_describe_exit(const struct worker *w, char *out, size_t len)

@@ -24,13 +24,14 @@ struct worker_config {
 	int listen_fd;               /* shared by every worker; each owns a copy */
 	const struct policy *policy; /* the policy at start */
 	unsigned int max_conns;      /* 0: the proxy's default */
-	bool wait_go;                /* serve only after worker_pool_go() */
 };
 
 struct worker {
 	pid_t pid;                   /* -1 once reaped */
 	int ctl;                     /* the supervisor's end of its channel */
-	bool ready;                  /* it said it serves */
+	bool ready;                  /* it is confined and waits for go */
+	bool go;                     /* it was told to serve */
+	bool killed;                 /* stopped before go: killed, never served */
 	int wstatus;                 /* once reaped */
 	char fatal[256];             /* its last words (MSG_FATAL), or "" */
 };
@@ -50,15 +51,17 @@ unsigned int worker_default_count(void);
 unsigned int worker_parse_count(const char *cmd, const char *text);
 
 /* Forks @n workers, each with its own channel to the key holder of @s
- * (when @s has a stream) and one to us. They serve at once, or after
- * worker_pool_go() with cfg->wait_go. Call with the session's signals
- * blocked. Returns 0, or -1 with a reason in @err (workers already
- * started are killed and reaped). */
+ * (when @s has a stream) and one to us. Each builds its proxy, confines
+ * itself, says it is ready (worker_pool_read() sees it) and serves only
+ * once told to (worker_pool_go()): so a worker that was never told can be
+ * killed at the end without losing anything it saw. Call with the
+ * session's signals blocked. Returns 0, or -1 with a reason in @err
+ * (workers already started are killed and reaped). */
 int worker_pool_start(struct worker_pool *wp, unsigned int n,
 		      const struct worker_config *cfg, struct session *s,
 		      char *err, size_t errlen);
 
-/* Lets workers started with wait_go serve. Returns 0 or -errno. */
+/* Tells every ready worker not yet told to serve. Returns 0 or -errno. */
 int worker_pool_go(struct worker_pool *wp);
 
 /* Reads what worker @i said (ready, or its last words) without blocking.
@@ -72,8 +75,9 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i);
 int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err,
 		       size_t errlen);
 
-/* Tells every worker to stop accepting and to exit once its connections
- * are done, or after @drain_ms. */
+/* Tells every serving worker to stop accepting and to exit once its
+ * connections are done, or after @drain_ms; kills those never told to
+ * serve (they have seen nothing). */
 void worker_pool_stop(struct worker_pool *wp, unsigned int drain_ms);
 
 /* The worker with pid @pid, or NULL. */

@@ -252,10 +252,21 @@ ok $? "after SIGKILL of the key holder, airlock run ends (within 20 s)"
 wait "$tpid"
 is "$?" 125 "with 125"
 is "$(wc -l < "$T/run.err")" 1 "and one line on stderr"
-like "$(cat "$T/run.err")" '^airlock: the session can no longer be recorded \(the key holder was killed by signal 9\)' \
+like "$(cat "$T/run.err")" '^airlock: the key holder was killed by signal 9: the session cannot be recorded, so it was stopped$' \
 	"saying the session can no longer be recorded, and why"
 is "$(pgrep -P "$apid" | wc -l)" 0 "no process of the session is left"
 "$AIRLOCK" verify "$EV" > "$T/verify.out" 2>&1
 like "$?:$(cat "$T/verify.out")" '^1:.*truncated' "the stream has no session.end: verify says it is truncated"
+
+# --- a stream that cannot be written: nothing runs ----------------------------------------
+
+rm -f "$WS/ran"
+timeout 60 "$AIRLOCK" run --enforce --policy "$POLICY" --workspace "$WS" \
+	--events /dev/full -- touch "$WS/ran" > "$T/run.out" 2> "$T/run.err"
+is "$?" 125 "--events /dev/full: 125"
+is "$(cat "$T/run.err")" "airlock: --events /dev/full: cannot write a receipt: No space left on device: the session cannot be recorded, so it was stopped" \
+	"with the key holder's reason on one line"
+[ ! -e "$WS/ran" ]
+ok $? "and the command never ran: session.start is written before anything starts"
 
 done_testing
