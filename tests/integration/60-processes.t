@@ -141,16 +141,22 @@ is "${counts#* }" "$w1:0 $w2:0 $apid:0 $init:0" \
 
 if command -v gdb >/dev/null 2>&1; then
 	# In the running worker, through gdb: the calls really run there
-	# (getpid), it is not dumpable (PR_GET_DUMPABLE), execve is refused by its filter (-1, EPERM), the key file
-	# cannot be opened even read-only (Landlock: EACCES), a unix socket
-	# cannot be created (EPERM) while a TCP one can.
+	# (getpid), it is not dumpable (PR_GET_DUMPABLE), its filter refuses
+	# execve, creating a file, a unix socket, signalling or tracing the
+	# supervisor (-1, EPERM), the key file cannot be opened even read-only
+	# (Landlock: EACCES), while a TCP socket can be made.
 	out=$(in_worker "$w1" '(int)getpid()' '(int)prctl(3, 0, 0, 0, 0)' \
 		'(int)execve("/bin/sh", (char **)0, (char **)0)' '*(int *)__errno_location()' \
 		"(int)open(\"$T/k.pem\", 0)" '*(int *)__errno_location()' \
+		"(int)open(\"$T/new\", 0101, 0600)" '*(int *)__errno_location()' \
 		'(int)socket(1, 1, 0)' '*(int *)__errno_location()' \
+		'(int)kill((int)getppid(), 0)' '*(int *)__errno_location()' \
+		'(long)ptrace(16, (int)getppid(), 0, 0)' '*(int *)__errno_location()' \
 		'(int)socket(2, 1, 0) >= 0' | tr '\n' ' ')
-	is "$out" "$w1 0 -1 1 -1 13 -1 1 1 " \
-		"in the worker: getpid, not dumpable, execve -1/EPERM, open(key) -1/EACCES, socket(AF_UNIX) -1/EPERM, socket(AF_INET) allowed"
+	is "$out" "$w1 0 -1 1 -1 13 -1 1 -1 1 -1 1 -1 1 1 " \
+		"in the worker: getpid, not dumpable; execve, open(key), open(O_CREAT), socket(AF_UNIX), kill(supervisor), ptrace(supervisor) all fail (EPERM; EACCES for the key); socket(AF_INET) works"
+	[ ! -e "$T/new" ]
+	ok $? "and the file it tried to create does not exist"
 	grep -q '^Seccomp:[[:space:]]*2' "/proc/$w1/status"
 	ok $? "the worker still runs under its filter"
 	out=$(in_worker "$keeper" '(int)socket(2, 1, 0)' '*(int *)__errno_location()' \
@@ -212,11 +218,22 @@ req "http://other.airlock.test/denied"
 is "$CODE" 403 "a denied request gets 403"
 seq=$(hdr X-Airlock-Receipt)
 is "$(jf "$(receipt_of "$seq")" type)" "egress.block" "whose X-Airlock-Receipt names its egress.block line"
+# A reload reaches every worker: new requests, whichever worker takes
+# them, are decided under the new policy.
+sed -i 's/"allow": \["api.airlock.test"\]/"allow": ["api.airlock.test", "www.airlock.test"]/' "$POLICY"
+kill -HUP "$PL_PROXY_PID"
+wait_receipts policy.reload 1
+n=0
+for i in $(seq 40); do
+	req "http://www.airlock.test/reloaded-$i"
+	[ "$CODE" = 200 ] && n=$((n + 1))
+done
+is "$n" 40 "after SIGHUP, 40 requests to a newly allowed host all succeed"
 pl_stop_proxy
 is "$?" 0 "SIGTERM: exit 0"
 "$AIRLOCK" verify --pubkey "$T/k.pub" "$EV" > "$T/verify.out" 2>&1
 is "$?" 0 "the stream verifies: one chain, no gap, in order"
-is "$(count_receipts egress.allow)" 400 "with one egress.allow per request"
+is "$(count_receipts egress.allow)" 440 "with one egress.allow per request"
 is "$(tail -n 1 "$EV" | grep -c '"type":"session.end"')" 1 "and session.end last"
 
 # --- airlock proxy: a killed worker stops it, recorded -------------------------------------
