@@ -148,7 +148,7 @@ bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
 	msg_get_u32(r, &decision);
 	msg_get_u32(r, &point);
 	msg_get_str(r, KEEPER_TEXT_MAX, &rule, NULL);
-	msg_get_str(r, MSG_MAX, &subject, &subject_len);
+	msg_get_str(r, KEEPER_SUBJECT_MAX, &subject, &subject_len);
 	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
 	if (!msg_end(r))
 		return refuse(why, whylen, "malformed record request: %s", r->error);
@@ -709,10 +709,12 @@ static void put_text(struct msg *m, const char *s, size_t max)
 	msg_put_str(m, s ? s : "", n < max ? n : max);
 }
 
-/* The subject as compact JSON ("" for none). */
+/* The subject as compact JSON ("" for none); one too large for a request
+ * is replaced by a note of its size. */
 static void put_subject(struct msg *m, json_t *subject)
 {
 	char *text;
+	size_t n;
 
 	if (!subject) {
 		msg_put_cstr(m, "");
@@ -720,6 +722,12 @@ static void put_subject(struct msg *m, json_t *subject)
 	}
 	text = json_dumps(subject, JSON_COMPACT);
 	ASSERT(text);
+	n = strlen(text);
+	if (n > KEEPER_SUBJECT_MAX) {
+		free(text);
+		text = util_xasprintf("{\"error\":\"subject too large to record\","
+				      "\"subject_bytes\":%zu}", n);
+	}
 	msg_put_cstr(m, text);
 	free(text);
 }
@@ -758,10 +766,10 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		return -EPROTO;
 	if (r.type == MSG_FATAL) {
 		/* The key holder stops instead of answering. */
-		const char *reason;
+		const char *why;
 
-		if (msg_get_str(&r, sizeof(l->fatal) - 1, &reason, NULL) && msg_end(&r))
-			(void)util_strlcpy(l->fatal, reason, sizeof(l->fatal));
+		if (msg_get_str(&r, sizeof(l->fatal) - 1, &why, NULL) && msg_end(&r))
+			(void)util_strlcpy(l->fatal, why, sizeof(l->fatal));
 		return -EPIPE;
 	}
 	if (r.type != MSG_SEQ || !msg_get_u32(&r, &written) || !msg_get_u64(&r, &v) ||

@@ -63,9 +63,11 @@ int keeper_new_channel(struct keeper *k, int *worker_end);
  * stores the seq in *@seq (-1 when the line was not written: longer than
  * a line may be); without, it returns once the request is sent (requests
  * of one channel are written in the order they were sent) and *@seq is
- * -1. @subject is borrowed (NULL: {}). Returns 0, -EMSGSIZE when the
- * request does not fit in a message (nothing was sent), or -errno when
- * the channel failed (the key holder is gone, or refused this channel). */
+ * -1. @subject is borrowed (NULL: {}); one whose JSON is over
+ * KEEPER_SUBJECT_MAX bytes is recorded as {"error": "...", "subject_bytes":
+ * N} instead, so the decision still leaves its line; @rule and @reason
+ * are cut to KEEPER_TEXT_MAX. Returns 0, or -errno when the channel
+ * failed (the key holder is gone, or refused this channel). */
 int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		  enum receipt_decision d, enum receipt_point point,
 		  const char *rule, json_t *subject, const char *reason,
@@ -109,8 +111,10 @@ enum keeper_peer {
 const char *keeper_peer_to_string(enum keeper_peer p);
 
 /* Longest rule and reason a request may carry (the line cuts them to
- * RECEIPT_TEXT_MAX). */
+ * RECEIPT_TEXT_MAX), and the longest subject: with them a request always
+ * fits in one message. */
 #define KEEPER_TEXT_MAX ((size_t)16 * 1024)
+#define KEEPER_SUBJECT_MAX ((size_t)64 * 1024)
 
 /* A RECORD request, as checked. */
 struct keeper_record_req {
@@ -126,7 +130,8 @@ struct keeper_record_req {
 /* Reads the fields of a MSG_RECORD that @peer sent (@r positioned after
  * the header) and checks each: flags known, type of the type grammar,
  * decision and point within their enums, rule and reason within
- * KEEPER_TEXT_MAX, subject a JSON object (UTF-8, no duplicate keys),
+ * KEEPER_TEXT_MAX, subject a JSON object (UTF-8, no duplicate keys) of
+ * at most KEEPER_SUBJECT_MAX bytes,
  * nothing after; and what @peer may ask: a worker records only at the
  * points egress-proxy, broker and git, never a type that opens or closes
  * a stream or a policy.reload. Returns true with @out filled, or false

@@ -92,7 +92,8 @@ void session_forget(struct session *s)
 	s->open = false;
 }
 
-/* The key holder's channel failed with @r: say why, as well as we can. */
+/* The key holder's channel failed with @r (a send or receive failed: the
+ * key holder is exiting): say why, as well as we can. */
 __attribute__((noreturn)) static void channel_failed(struct session *s, int r)
 {
 	char why[512];

@@ -142,16 +142,6 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	int r;
 
 	r = keeper_record(&x->link, want, type, d, point, rule, subject, reason, &seq);
-	if (r == -EMSGSIZE) {
-		/* Too big for a message: the decision is still recorded. */
-		json_t *s = json_pack("{s:s}", "type", type);
-
-		ASSERT(s);
-		r = keeper_record(&x->link, want, "proxy.error", d, point, "receipt.size",
-				  s, "this decision's receipt was too large to record",
-				  &seq);
-		json_decref(s);
-	}
 	if (r < 0)
 		worker_fatal(x, "cannot record a receipt: the key holder's channel "
 			     "failed (%s)", strerror(-r));

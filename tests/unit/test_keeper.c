@@ -117,12 +117,31 @@ static void test_one_chain(void)
 	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
 			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0, "another block");
 	tap_is_int(seq, 4, "seq 4: no gap");
+	{
+		char *big = util_xmalloc(KEEPER_SUBJECT_MAX + 1);
+
+		memset(big, 'x', KEEPER_SUBJECT_MAX);
+		big[KEEPER_SUBJECT_MAX] = '\0';
+		tap_is_int(record(&w, true, "http.request", RECEIPT_ALLOW,
+				  RECEIPT_POINT_EGRESS_PROXY, json_pack("{s:s}", "path", big),
+				  &seq), 0, "a record whose subject is too large for a request");
+		tap_is_int(seq, 5, "is written all the same (seq 5)");
+		free(big);
+	}
 	tap_is_int(keeper_end(&k, 7, err, sizeof(err)), 0, "END: session.end is written");
 	keeper_link_close(&w);
 	keeper_release(&k);
+	{
+		char *text = util_read_file(events, 1 << 20, NULL);
+
+		tap_ok(text && strstr(text, "\"subject\":{\"error\":\"subject too large to "
+					    "record\",\"subject_bytes\":65547}"),
+		       "with its subject replaced by a note of its size");
+		free(text);
+	}
 	tap_ok(verifies(events, types, sizeof(types)) &&
 	       strcmp(types, "session.start env.drop egress.allow egress.block "
-			     "egress.block session.end ") == 0,
+			     "egress.block http.request session.end ") == 0,
 	       "one chain, in the order asked, that verifies (%s)", types);
 	free(events);
 }
@@ -201,7 +220,7 @@ static void test_cost(void)
 	json_t *sub = json_pack("{s:s, s:i, s:s}", "host", "api.example.com", "port", 443,
 				"method", "CONNECT");
 	EVP_PKEY *key = receipt_key_generate();
-	double t0, t1, sent = 0, t_through, t_sync, t_local;
+	double t0, sent = 0, t_through, t_sync, t_local;
 	struct keeper k;
 	int64_t seq = 0, last = -1;
 	int i, j, fails = 0;
@@ -211,7 +230,8 @@ static void test_cost(void)
 	ASSERT(keeper_new_channel(&k, &w.fd) == 0);
 	t0 = now_us();
 	for (i = 0; i < n; i += BATCH) {
-		t1 = now_us();
+		double t1 = now_us();
+
 		for (j = 0; j < BATCH; j++)
 			fails += keeper_record(&w, false, "egress.allow", RECEIPT_ALLOW,
 					       RECEIPT_POINT_EGRESS_PROXY, "egress.allow[0]",

@@ -468,6 +468,24 @@ static void test_record_requests(void)
 	tap_ok(!parse(&m, KEEPER_PEER_WORKER, &req, why, sizeof(why)) &&
 	       strstr(why, "malformed"), "refused: a rule over KEEPER_TEXT_MAX bytes (%s)", why);
 	free(rule);
+	/* A subject over the bound. */
+	rule = util_xmalloc(KEEPER_SUBJECT_MAX + 16);
+	memset(rule, ' ', KEEPER_SUBJECT_MAX + 8);
+	rule[0] = '{';
+	rule[KEEPER_SUBJECT_MAX + 8] = '}';
+	rule[KEEPER_SUBJECT_MAX + 9] = '\0';
+	msg_start(&m, MSG_RECORD);
+	msg_put_u32(&m, 0);
+	msg_put_cstr(&m, "egress.allow");
+	msg_put_u32(&m, RECEIPT_ALLOW);
+	msg_put_u32(&m, RECEIPT_POINT_EGRESS_PROXY);
+	msg_put_cstr(&m, "r");
+	msg_put_cstr(&m, rule);
+	msg_put_cstr(&m, "");
+	tap_ok(!parse(&m, KEEPER_PEER_WORKER, &req, why, sizeof(why)) &&
+	       strstr(why, "longer than allowed"),
+	       "refused: a subject over KEEPER_SUBJECT_MAX bytes (%s)", why);
+	free(rule);
 	/* A field too many. */
 	build_record(&m, &record_cases[0]);
 	msg_put_u32(&m, 1);
