@@ -582,6 +582,13 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 				 cfg->events, events_fd);
 			return -1;
 		}
+		/* Our copy too: the command must not inherit the stream. */
+		if (events_fd > STDERR_FILENO &&
+		    fcntl(events_fd, F_SETFD, FD_CLOEXEC) < 0) {
+			snprintf(err, errlen, "--events %s: %s", cfg->events,
+				 strerror(errno));
+			return -1;
+		}
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(err, errlen, "key holder: socketpair: %s", strerror(errno));

@@ -275,6 +275,17 @@ is "$(pgrep -P "$apid" | wc -l)" 0 "no process of the session is left"
 "$AIRLOCK" verify "$EV" > "$T/verify.out" 2>&1
 like "$?:$(cat "$T/verify.out")" '^1:.*truncated' "the stream has no session.end: verify says it is truncated"
 
+# --- fd:N: only the key holder writes it, the command never holds it --------------------
+
+"$AIRLOCK" run --mode off --events fd:7 -- sh -c 'for f in /proc/$$/fd/*; do echo "${f##*/}"; done' \
+	7>"$T/fd7.jsonl" > "$T/fds.out"
+grep -qx 1 "$T/fds.out"
+ok $? "control: the command lists its descriptors"
+grep -qx 7 "$T/fds.out"
+is "$?" 1 "--events fd:7 in mode off: the command does not hold descriptor 7"
+"$AIRLOCK" verify "$T/fd7.jsonl" >/dev/null 2>&1
+is "$?" 0 "and fd:7 received a stream that verifies"
+
 # --- a stream that cannot be written: nothing runs ----------------------------------------
 
 rm -f "$WS/ran"
