@@ -518,7 +518,7 @@ static void printable(const char *s, char *out, size_t outlen, size_t max)
 	size_t i, k = 0;
 
 	for (i = 0; s[i] && k + 1 < outlen && k < max; i++)
-		out[k++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+		out[k++] = (char)((s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?');
 	out[k] = '\0';
 }
 
@@ -750,11 +750,12 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
 {
 	const struct ghapp_scope *s = t ? &t->granted : asked;
 	struct ghapp_scope mine;
-	char err[256];
 	json_t *o;
 
 	ASSERT(p->git_github_app);
 	if (!s) {
+		char err[256];
+
 		if (ghapp_scope_from_policy(p, &mine, err, sizeof(err)) != 0)
 			return json_pack("{s:s,s:I}", "host", p->git_github_app->api_host,
 					 "installation_id",
@@ -803,10 +804,9 @@ static int left_ms(long long deadline)
 static int wait_fd(int fd, short events, long long deadline)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
-	int n;
 
 	for (;;) {
-		int t = left_ms(deadline);
+		int t = left_ms(deadline), n;
 
 		if (t == 0)
 			return -ETIMEDOUT;
@@ -1085,10 +1085,9 @@ static void answer_free(struct answer *a)
 static int answer_step(struct answer *a, bool eof, char *err, size_t errlen)
 {
 	struct http_response resp;
-	enum http_result hr;
 
 	while (!a->head_len) {
-		hr = http_parse_response(a->raw, a->len, &resp, NULL, false);
+		enum http_result hr = http_parse_response(a->raw, a->len, &resp, NULL, false);
 		if (hr == HTTP_INCOMPLETE) {
 			if (eof) {
 				snprintf(err, errlen, "the connection closed before an answer");
@@ -1165,7 +1164,7 @@ static int answer_step(struct answer *a, bool eof, char *err, size_t errlen)
 static int read_answer(SSL *ssl, int fd, long long deadline, struct answer *a, char *err,
 		       size_t errlen)
 {
-	const size_t limit = GHAPP_ANSWER_MAX + 64 * 1024; /* body + a head */
+	const size_t limit = GHAPP_ANSWER_MAX + (size_t)64 * 1024; /* body + a head */
 
 	while (!a->complete) {
 		int n, w;

@@ -274,11 +274,13 @@ static const char *bad_byte(unsigned char c)
  * holds "//" anywhere. */
 static int split(const char *path, size_t len, struct seg *segs, bool *empty)
 {
-	size_t i = 0, start;
+	size_t i = 0;
 	int n = 0;
 
 	*empty = memmem(path, len, "//", 2) != NULL;
 	while (i < len) {
+		size_t start;
+
 		while (i < len && path[i] == '/')
 			i++;
 		if (i >= len)
@@ -376,22 +378,22 @@ enum ep_kind {
 };
 
 struct endpoint {
-	enum ep_kind kind;
-	const char *segs[5];
-	int nsegs;
 	const char *what; /* for reasons */
+	const char *segs[5];
+	enum ep_kind kind;
+	int nsegs;
 };
 
 static const struct endpoint endpoints[] = {
-	{ EP_INFO_REFS, { "info", "refs" }, 2, "info/refs" },
-	{ EP_UPLOAD_PACK, { "git-upload-pack" }, 1, "git-upload-pack" },
-	{ EP_RECEIVE_PACK, { "git-receive-pack" }, 1, "git-receive-pack" },
-	{ EP_LFS_BATCH, { "info", "lfs", "objects", "batch" }, 4, "the LFS batch API" },
-	{ EP_LFS_OBJECT, { "info", "lfs", "objects", "*" }, 4, "an LFS object" },
-	{ EP_LFS_VERIFY, { "info", "lfs", "verify" }, 3, "LFS verify" },
-	{ EP_LFS_LOCKS, { "info", "lfs", "locks" }, 3, "the LFS locks API" },
-	{ EP_LFS_LOCKS_VERIFY, { "info", "lfs", "locks", "verify" }, 4, "LFS locks verify" },
-	{ EP_LFS_UNLOCK, { "info", "lfs", "locks", "*", "unlock" }, 5, "LFS unlock" },
+	{ "info/refs", { "info", "refs" }, EP_INFO_REFS, 2 },
+	{ "git-upload-pack", { "git-upload-pack" }, EP_UPLOAD_PACK, 1 },
+	{ "git-receive-pack", { "git-receive-pack" }, EP_RECEIVE_PACK, 1 },
+	{ "the LFS batch API", { "info", "lfs", "objects", "batch" }, EP_LFS_BATCH, 4 },
+	{ "an LFS object", { "info", "lfs", "objects", "*" }, EP_LFS_OBJECT, 4 },
+	{ "LFS verify", { "info", "lfs", "verify" }, EP_LFS_VERIFY, 3 },
+	{ "the LFS locks API", { "info", "lfs", "locks" }, EP_LFS_LOCKS, 3 },
+	{ "LFS locks verify", { "info", "lfs", "locks", "verify" }, EP_LFS_LOCKS_VERIFY, 4 },
+	{ "LFS unlock", { "info", "lfs", "locks", "*", "unlock" }, EP_LFS_UNLOCK, 5 },
 };
 
 static bool is_oid(const struct seg *s)
@@ -795,10 +797,9 @@ static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdi
  * only git.hosts entry; NULL when there is no such one host. */
 static const char *api_scm_host(const struct policy *p, char *buf, size_t len)
 {
-	const char *slash;
-
 	if (p->session_repo) {
-		slash = strchr(p->session_repo, '/');
+		const char *slash = strchr(p->session_repo, '/');
+
 		ASSERT(slash && (size_t)(slash - p->session_repo) < len);
 		memcpy(buf, p->session_repo, (size_t)(slash - p->session_repo));
 		buf[slash - p->session_repo] = '\0';
@@ -819,9 +820,6 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 			 struct gitrules_verdict *v)
 {
 	struct seg segs[GITRULES_SEGMENTS_MAX];
-	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
-	char hbuf[HOSTNAME_MAX + 1];
-	const char *scm;
 	bool empty, read;
 	int n, i, base = 0;
 
@@ -857,6 +855,10 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 	if (n >= 2 && seg_is(&segs[0], "api") && seg_is(&segs[1], "v3"))
 		base = 2;
 	if (n - base >= 3 && seg_is(&segs[base], "repos")) {
+		char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+		char hbuf[HOSTNAME_MAX + 1];
+		const char *scm;
+
 		if (has_escape(&segs[base + 1]) || has_escape(&segs[base + 2])) {
 			deny(v, GITRULES_RULE_PATH,
 			     "OWNER and REPO of an API path may hold no percent-escape");

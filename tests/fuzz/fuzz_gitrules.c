@@ -82,9 +82,11 @@ static bool same(const struct gitrules_verdict *a, const struct gitrules_verdict
 
 static bool has_dot_segment(const char *p, size_t n)
 {
-	size_t i = 0, s;
+	size_t i = 0;
 
 	while (i < n) {
+		size_t s;
+
 		while (i < n && p[i] == '/')
 			i++;
 		s = i;

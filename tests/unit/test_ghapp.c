@@ -210,7 +210,7 @@ static void write_text(const char *name, const char *text, size_t n)
 
 static void test_keys(EVP_PKEY *rsa)
 {
-	EVP_PKEY *small = EVP_RSA_gen(1024), *ec = EVP_EC_gen("P-256"), *k;
+	EVP_PKEY *small = EVP_RSA_gen(1024), *ec = EVP_EC_gen("P-256");
 	static const struct {
 		const char *file;
 		bool ok;
@@ -239,6 +239,8 @@ static void test_keys(EVP_PKEY *rsa)
 	memset(big, 'A', sizeof(big));
 	write_text("big.pem", big, sizeof(big));
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		EVP_PKEY *k;
+
 		snprintf(path, sizeof(path), "%s/%s", tmpdir, cases[i].file);
 		err[0] = '\0';
 		k = ghapp_key_load(path, err, sizeof(err));
