@@ -73,6 +73,7 @@
 #include "addr.h"
 #include "dns.h"
 #include "egress.h"
+#include "gitrules.h"
 #include "http.h"
 #include "util.h"
 
@@ -80,6 +81,9 @@
 #define KEY_FILE_MAX ((size_t)64 * 1024)
 /* Addresses kept for connecting (all of them are checked). */
 #define ADDRS_MAX 32
+
+/* Every token a mint accepts can be injected. */
+static_assert(GHAPP_TOKEN_MAX <= GITRULES_TOKEN_MAX, "GHAPP_TOKEN_MAX");
 
 static const char *const access_names[] = { "read", "write", "admin" };
 static_assert(ARRAY_SIZE(access_names) == POLICY_GH_ACCESS_COUNT, "access_names");
@@ -599,7 +603,8 @@ static bool check_repos(const struct ghapp_scope *asked, json_t *repos, struct g
 			goto out;
 		}
 	}
-	qsort(g->repos, g->nrepos, sizeof(*g->repos), cmp_str);
+	if (g->nrepos > 1)
+		qsort(g->repos, g->nrepos, sizeof(*g->repos), cmp_str);
 	ok = true;
 out:
 	free(seen);
@@ -640,7 +645,8 @@ static bool check_perms(const struct ghapp_scope *asked, json_t *perms, struct g
 		}
 		perm_add(g, want->name, level);
 	}
-	qsort(g->perms, g->nperms, sizeof(*g->perms), cmp_perm);
+	if (g->nperms > 1)
+		qsort(g->perms, g->nperms, sizeof(*g->perms), cmp_perm);
 	return true;
 }
 

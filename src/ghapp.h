@@ -127,7 +127,9 @@ void ghapp_token_clear(struct ghapp_token *t);
  * at most what the installation has). Another status gives "the mint
  * answered HTTP N" and GitHub's "message" when there is one. Returns 0
  * with @out filled (the caller ghapp_token_clear()s it), or -1 with one
- * line in @err (never holding the token) and @out zeroed. */
+ * line in @err (never holding the token) and @out zeroed. Not for
+ * threads: jansson's allocator is swapped for a wiping one during the
+ * parse (and restored), so no other thread may use jansson meanwhile. */
 int ghapp_check_answer(const struct ghapp_scope *asked, unsigned int status,
 		       const char *content_type, const char *body, size_t len,
 		       time_t now, struct ghapp_token *out, char *err,

@@ -57,6 +57,7 @@
 
 #include <assert.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -942,4 +943,27 @@ bool gitrules_decide_ssh(const struct policy *p, const struct host_target *t,
 	snprintf(v->reason, sizeof(v->reason),
 		 "SSH to a git host, allowed by git.ssh (not bound to a repository)");
 	return true;
+}
+
+char *gitrules_credential_header(const char *token, size_t len)
+{
+	static const char user[] = "x-access-token:", basic[] = "Basic ";
+	size_t n = sizeof(user) - 1 + len, i, out_len;
+	unsigned char *plain;
+	char *out;
+
+	ASSERT(len >= 1 && len <= GITRULES_TOKEN_MAX);
+	for (i = 0; i < len; i++)
+		ASSERT((unsigned char)token[i] > 0x20 && (unsigned char)token[i] < 0x7f);
+	plain = util_xmalloc(n);
+	memcpy(plain, user, sizeof(user) - 1);
+	memcpy(plain + sizeof(user) - 1, token, len);
+	out_len = sizeof(basic) - 1 + 4 * ((n + 2) / 3);
+	out = util_xmalloc(out_len + 1);
+	memcpy(out, basic, sizeof(basic) - 1);
+	ASSERT((size_t)EVP_EncodeBlock((unsigned char *)out + sizeof(basic) - 1, plain, (int)n) ==
+	       out_len - (sizeof(basic) - 1));
+	explicit_bzero(plain, n);
+	free(plain);
+	return out;
 }

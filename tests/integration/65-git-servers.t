@@ -225,9 +225,12 @@ merge(base, patch)
 json.dump(base, open(path, "w"))
 PY
 }
+# mint [TIMEOUT_MS]: runs ghmint on $T/policy.json; a sanitizer report
+# (make SAN=1) is kept in $T/san.log.
 mint() {
 	"$GHMINT" "$T/policy.json" "$@" > "$T/mint.out" 2> "$T/mint.err"
 	MINT_RC=$?
+	grep -A20 'Sanitizer\|runtime error' "$T/mint.err" >> "$T/san.log"
 }
 last_mint() { grep '"event": "mint"' "$T/api.log" | tail -n 1; }
 mints() { grep -c '"event": "mint"' "$T/api.log"; }
@@ -390,5 +393,7 @@ is "$(capi -X POST -d '{"query":"{viewer{login}}"}' -H 'Authorization: bearer no
 is "$(jf "$(last_api)" path token_ok)" "/graphql false" "REST: a token it did not issue is logged as such"
 is "$(capi https://api.git.test/users/x)" 404 "REST: another path is 404, logged too"
 is "$(jf "$(last_api)" authorization)" "null" "REST: no Authorization is logged as null"
+
+is "$(cat "$T/san.log" 2>/dev/null | head -n 20)" "" "no sanitizer report from any mint"
 
 done_testing

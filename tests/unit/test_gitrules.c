@@ -2,6 +2,7 @@
  * test_gitrules.c - the git binding's decisions: smart-HTTP and LFS paths
  * on git.hosts, LFS batch bodies, REST paths on git.api_hosts, SSH.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gitrules.h"
@@ -652,6 +653,21 @@ static void test_names(void)
 		   "decision: out of range");
 }
 
+static void test_credential(void)
+{
+	char tok[GITRULES_TOKEN_MAX + 1], *h;
+
+	h = gitrules_credential_header("ghs_abc", 7);
+	tap_is_str(h, "Basic eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==", "credential header: Basic x-access-token:TOKEN");
+	free(h);
+	memset(tok, 'A', GITRULES_TOKEN_MAX);
+	h = gitrules_credential_header(tok, GITRULES_TOKEN_MAX);
+	tap_ok(strlen(h) == 6 + 4 * ((15 + GITRULES_TOKEN_MAX + 2) / 3) &&
+		       strcmp(h + strlen(h) - 8, "QUFBQUE=") == 0,
+	       "credential header: a token of %d bytes", GITRULES_TOKEN_MAX);
+	free(h);
+}
+
 int main(void)
 {
 	test_scm();
@@ -662,5 +678,6 @@ int main(void)
 	test_api_scm_host();
 	test_ssh();
 	test_names();
+	test_credential();
 	return tap_done();
 }
