@@ -749,11 +749,55 @@ static int hexval(char c)
 	return -1;
 }
 
+/* Is @s (@n bytes) well-formed UTF-8: no overlong form (an overlong '/'
+ * is the classic way past a decoder), no surrogate, nothing above
+ * U+10FFFF? */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t k, len;
+		unsigned int cp;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (n - i < len)
+			return false;
+		for (k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
 /* Checks an API path's bytes and escapes; denies @v and returns false. */
 static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdict *v)
 {
+	unsigned char dec[GITRULES_API_PATH_MAX];
 	const char *s = r->path.ptr;
-	size_t n = r->path.len, i;
+	size_t n = r->path.len, i, m = 0;
 
 	if (n == 0 || s[0] != '/') {
 		deny(v, GITRULES_RULE_PATH, "the path does not start with '/'");
@@ -775,6 +819,7 @@ static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdi
 				deny(v, GITRULES_RULE_PATH, "the path holds %s", why);
 				return false;
 			}
+			dec[m++] = c;
 			continue;
 		}
 		hi = i + 2 < n ? hexval(s[i + 1]) : -1;
@@ -789,7 +834,12 @@ static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdi
 			     "the path holds %%%02X, which could change the path once decoded", d);
 			return false;
 		}
+		dec[m++] = (unsigned char)d;
 		i += 2;
+	}
+	if (!utf8_valid(dec, m)) {
+		deny(v, GITRULES_RULE_PATH, "the path's escapes are not well-formed UTF-8");
+		return false;
 	}
 	return true;
 }

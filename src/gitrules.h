@@ -218,8 +218,9 @@ void gitrules_decide_lfs_batch(struct gitrules_verdict *v, const char *body,
  * Refused: a path longer than GITRULES_API_PATH_MAX, control, non-ASCII
  * or backslash bytes, "//" (but one trailing '/'), "." and ".."
  * segments, a percent-escape that is malformed or stands for '/', '\\',
- * '.', '%', a control byte or NUL, any percent-escape in "repos", OWNER
- * or REPO, a REPO ending in ".git", and every other path (git.api). The
+ * '.', '%', a control byte or NUL, escapes that do not decode to
+ * well-formed UTF-8 (an overlong '/'), any percent-escape in "repos",
+ * OWNER or REPO, a REPO ending in ".git", and every other path (git.api). The
  * query is not looked at: it names no repository. v->target stays "". */
 void gitrules_decide_api(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
