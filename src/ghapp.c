@@ -68,12 +68,12 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include "addr.h"
 #include "dns.h"
 #include "egress.h"
 #include "gitrules.h"
+#include "tls.h"
 #include "http.h"
 #include "util.h"
 
@@ -983,7 +983,7 @@ fail:
 
 static SSL_CTX *client_ctx(const struct policy *p, char *err, size_t errlen)
 {
-	static const unsigned char alpn[] = "\x08http/1.1";
+	static const unsigned char alpn[] = "\x08" TLS_ALPN_HTTP11;
 	const char *ca = p->git_github_app->ca;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
@@ -1019,9 +1019,10 @@ fail:
 	return NULL;
 }
 
-/* After an SSL_* call on @ssl returned @ret <= 0: waits for what it needs
- * and returns 0 (call again), or returns -1 with a reason in @err (1:
- * a clean end of stream). */
+/* After SSL_read() or SSL_write() on @ssl returned @ret <= 0: waits for
+ * what it needs and returns 0 (call again), 1 at a clean end of stream,
+ * or -1 with a reason in @err. (The handshake's failures are read by
+ * tls_handshake_error().) */
 static int tls_wait(SSL *ssl, int fd, int ret, long long deadline, const char *what, char *err,
 		    size_t errlen)
 {
@@ -1042,10 +1043,7 @@ static int tls_wait(SSL *ssl, int fd, int ret, long long deadline, const char *w
 	default:
 		break;
 	}
-	if (SSL_get_verify_result(ssl) != X509_V_OK) {
-		snprintf(err, errlen, "%s: certificate verify failed: %s", what,
-			 X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
-	} else if ((code = ERR_peek_last_error()) != 0) {
+	if ((code = ERR_peek_last_error()) != 0) {
 		char buf[160];
 
 		ERR_error_string_n(code, buf, sizeof(buf));
@@ -1286,10 +1284,9 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	struct resolved r;
 	struct answer a;
 	struct http_response resp;
-	struct addr lit;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
-	char *body = NULL, *jwt = NULL, *req = NULL, why[256], ctype[128];
+	char *body = NULL, *jwt = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
 	const char *abody;
 	size_t alen, off = 0, reqlen;
 	int fd = -1, rc = -1, ret, hi;
@@ -1316,21 +1313,22 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	ssl = SSL_new(ctx);
 	ASSERT(ssl);
 	SSL_set_fd(ssl, fd);
-	if (addr_parse(app->api_host, &lit)) {
-		ASSERT(X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), app->api_host) == 1);
-	} else {
-		ASSERT(SSL_set_tlsext_host_name(ssl, app->api_host) == 1);
-		ASSERT(SSL_set1_host(ssl, app->api_host) == 1);
-		SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	}
+	if (tls_client_prepare(ssl, app->api_host, why, sizeof(why)) != 0)
+		goto out;
 	while ((ret = SSL_connect(ssl)) != 1) {
-		int w = tls_wait(ssl, fd, ret, deadline, "TLS", why, sizeof(why));
+		int e = SSL_get_error(ssl, ret), w;
 
-		if (w != 0) {
-			if (w == 1)
-				snprintf(why, sizeof(why), "TLS: the connection was closed");
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			w = wait_fd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+			if (w == 0)
+				continue;
+			snprintf(why, sizeof(why), "TLS: %s",
+				 w == -ETIMEDOUT ? "timed out" : strerror(-w));
 			goto out;
 		}
+		snprintf(why, sizeof(why), "TLS: %s",
+			 tls_handshake_error(ssl, ret, errbuf, sizeof(errbuf)));
+		goto out;
 	}
 	req = build_request(p, jwt, body);
 	reqlen = strlen(req);
