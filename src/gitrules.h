@@ -20,12 +20,13 @@
  *		refuses it), then
  *		gitrules_decide_lfs_batch(&v, body, len);
  *	}
- *	ALLOW: record git.allow (repo, operation) -- or, for an API
- *	       request, nothing of its own (http.request); forward
- *	       v.target instead of the client's target when v.target[0];
- *	       replace any Authorization by the token (SCM host) or
- *	       substitute the token's placeholder in Authorization (API
- *	       host);
+ *	ALLOW: record git.allow (host, repo when v.repo[0], operation,
+ *	       rule); forward v.target instead of the client's target when
+ *	       v.target[0] (SCM requests); on an SCM host drop the agent's
+ *	       Authorization and add gitrules_credential_header(token); on
+ *	       an API host substitute the token's placeholder in
+ *	       Authorization; if there is no valid token (a failed refresh
+ *	       after expiry) answer 502 instead;
  *	DENY:  record git.block (repo, operation, v.rule, v.reason); in
  *	       enforce mode answer 403, in shadow mode forward the client's
  *	       request unchanged but WITHOUT the token (never inject on a
