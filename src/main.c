@@ -35,6 +35,8 @@ static const struct command commands[] = {
 	  "write an Ed25519 signing key, print its public key" },
 	{ "doctor", cmd_doctor, cmd_doctor_help,
 	  "probe this host's isolation capabilities (JSON)" },
+	{ "report", cmd_report, cmd_report_help,
+	  "render receipt streams as one self-contained HTML page" },
 	{ "export", cmd_export, cmd_export_help,
 	  "convert receipts to OCSF JSON Lines for a SIEM" },
 };

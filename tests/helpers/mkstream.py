@@ -6,7 +6,7 @@ airlock learn, report and export, independently of airlock's own writer
 format of docs/RECEIPTS.md.
 
   mkstream.py SPEC.json [--key KEY.pem] [--pub-out PUB.pem] > events.jsonl
-  mkstream.py --synthetic N [--key ...] > events.jsonl
+  mkstream.py --synthetic N [--key ...] [--unsigned] > events.jsonl
 
 SPEC is a JSON object {"sessions": [SESSION, ...]}; each SESSION:
 
@@ -21,6 +21,8 @@ SPEC is a JSON object {"sessions": [SESSION, ...]}; each SESSION:
 "dt" is the milliseconds since the previous line (default 250). Each
 session gets session.start first and session.end last, with the counts
 the verifier recounts. Without --key a fresh key is made per run.
+--unsigned writes zero signatures (the chain is still right): for size
+tests, where a stream need not verify.
 """
 import argparse
 import base64
@@ -46,8 +48,9 @@ def ms_of(ts):
 
 
 class Writer:
-    def __init__(self, key, out):
+    def __init__(self, key, out, unsigned=False):
         self.key = key
+        self.unsigned = unsigned
         self.out = out
         raw = key.public_key().public_bytes(serialization.Encoding.Raw,
                                             serialization.PublicFormat.Raw)
@@ -68,7 +71,7 @@ class Writer:
                    "rule": rule, "policy": policy, "subject": subject,
                    "reason": reason, "prev": prev}
             body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-            sig = base64.b64encode(self.key.sign(body)).decode()
+            sig = base64.b64encode(bytes(64) if self.unsigned else self.key.sign(body)).decode()
             data = body[:-1] + b',"sig":"' + sig.encode() + b'"}'
             self.out.write(data + b"\n")
             prev = hashlib.sha256(data).hexdigest()
@@ -144,6 +147,7 @@ def main():
     ap.add_argument("--synthetic", type=int)
     ap.add_argument("--key", help="PKCS#8 PEM Ed25519 private key to sign with")
     ap.add_argument("--pub-out", help="write the public key here (SPKI PEM)")
+    ap.add_argument("--unsigned", action="store_true", help="zero signatures")
     a = ap.parse_args()
     if a.key:
         key = serialization.load_pem_private_key(open(a.key, "rb").read(), None)
@@ -154,7 +158,7 @@ def main():
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     spec = synthetic(a.synthetic) if a.synthetic else json.load(open(a.spec))
     out = sys.stdout.buffer
-    w = Writer(key, out)
+    w = Writer(key, out, a.unsigned)
     for s in spec["sessions"]:
         w.session(s)
     out.flush()
