@@ -231,6 +231,8 @@ int64_t events_parse_ts(const char *ts)
 	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 ||
 	    h > 23 || mi < 0 || mi > 59 || s < 0 || s > 60 || ms < 0)
 		return -1;
+	if (mo == 2 && d == 29 && (y % 4 != 0 || (y % 100 == 0 && y % 400 != 0)))
+		return -1;
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;
 	tm.tm_mday = d;
