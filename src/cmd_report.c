@@ -136,6 +136,7 @@ struct report {
 	char *rows;        /* the timeline's rows: "[...],[...]" */
 	size_t rows_len, nrows;
 	FILE *rows_f;
+	size_t *file_lines, *file_sessions; /* per file, for the verification table */
 };
 
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
@@ -589,12 +590,17 @@ static void read_all(struct report *r)
 
 	r->rows_f = open_memstream(&r->rows, &r->rows_len);
 	ASSERT(r->rows_f);
+	r->file_lines = util_xcalloc(r->set.nfiles + 1, sizeof(*r->file_lines));
+	r->file_sessions = util_xcalloc(r->set.nfiles + 1, sizeof(*r->file_sessions));
 	events_iter_init(&it, &r->set);
 	while (events_next(&it, &ln)) {
 		char *subj;
 
-		if (ln.new_session || !s)
+		r->file_lines[ln.file]++;
+		if (ln.new_session || !s) {
 			s = session_new(r, &ln);
+			r->file_sessions[ln.file]++;
+		}
 		if (!ln.verified)
 			s->unverified = true;
 		if (ln.bad) {
@@ -663,9 +669,9 @@ static const char icon_bad[] =
 	"cy=\"22\" r=\"21\" fill=\"#c42b2b\"/><path d=\"M14 14l16 16M30 14L14 30\" "
 	"stroke=\"#fff\" stroke-width=\"4\" fill=\"none\" stroke-linecap=\"round\"/></svg>";
 
-static void verification(FILE *f, const struct report *r, const size_t *file_lines,
-			 const size_t *file_sessions)
+static void verification(FILE *f, const struct report *r)
 {
+	const size_t *file_lines = r->file_lines, *file_sessions = r->file_sessions;
 	const struct events_file *bad = events_first_failure(&r->set);
 	size_t i, lines = 0;
 
@@ -924,7 +930,7 @@ static void secrets(FILE *f, const struct rsession *s)
 		return;
 	}
 	fputs("<table class=\"secrets\"><tr><th>secret</th><th>host</th><th>headers</th>"
-	      "<th>what happened</th><th class=\"num\">first seq</th></tr>\n", f);
+	      "<th>what happened</th></tr>\n", f);
 	for (i = 0; i < n; i++) {
 		json_t *e = json_object_get(s->secrets, keys[i]), *v;
 		const char *k, *hd;
@@ -951,15 +957,15 @@ static void secrets(FILE *f, const struct rsession *s)
 					   : strncmp(k, "secret.block", 12) == 0  ? "refused"
 										  : k;
 
+			if (strcmp(what, "refused") == 0 && strcmp(dec, "would_block") == 0)
+				what = "would refuse";
 			fputs("<span class=\"pill ", f);
-			h(f, strcmp(what, "refused") == 0 ? dec : "info");
+			h(f, strncmp(what, "injected", 8) && strncmp(what, "scrubbed", 8) ? dec : "info");
 			fputs("\">", f);
 			h(f, what);
-			if (strcmp(what, "refused") == 0 && strcmp(dec, "would_block") == 0)
-				fputs(" (would block)", f);
 			fprintf(f, " &times;%lld</span> ", (long long)json_integer_value(v));
 		}
-		fprintf(f, "</td><td class=\"num\">%lld</td></tr>\n",
+		fprintf(f, "<span class=\"n\">from seq %lld</span></td></tr>\n",
 			(long long)json_integer_value(json_object_get(e, "first")));
 	}
 	fputs("</table>\n", f);
@@ -1091,9 +1097,9 @@ static void rel_time(int64_t ms, char *out, size_t len)
 		snprintf(out, len, "+%lld:%02lld", (long long)(ms / 60000), (long long)(ms / 1000 % 60));
 }
 
-#define CW 760.0
-#define CH 250.0
-#define CL 66.0
+#define CW 560.0
+#define CH 270.0
+#define CL 62.0
 #define CR 16.0
 #define CT 14.0
 #define CB 34.0
@@ -1132,7 +1138,7 @@ static void chart(FILE *f, const struct rsession *s)
 	for (k = 0; (double)k * step <= ymax + 1e-12; k++) {
 		double y = (double)k * step;
 
-		fmt_money(y, money, sizeof(money));
+		snprintf(money, sizeof(money), step < 0.01 ? "$%.4f" : "$%.2f", y);
 		fprintf(f, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
 			"<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", CL, CW - CR,
 			Y(y), Y(y), CL - 8, Y(y) + 4, money);
@@ -1285,18 +1291,18 @@ static void session_section(FILE *f, const struct report *r, size_t index)
 	put_stat(f, "allow", s->decisions[RECEIPT_ALLOW], "allowed");
 	put_stat(f, "info", s->decisions[RECEIPT_INFO] + s->decisions[RECEIPT_DECISION_COUNT],
 	     "recorded for information");
-	fputs("</div>\n<div class=\"cols\"><div><h3>Receipts by type</h3>\n", f);
-	counts(f, s);
-	fputs("</div><div><h3>Blocks and would-blocks, by rule</h3>\n", f);
+	fputs("</div>\n<div class=\"cols\"><div><h3>Blocks and would-blocks, by rule</h3>\n", f);
 	blocks(f, s, index);
-	fputs("</div></div>\n<h3>Secrets</h3>\n", f);
+	fputs("</div><div><h3>Receipts by type</h3>\n", f);
+	counts(f, s);
+	fputs("</div></div>\n<div class=\"cols even\"><div><h3>Spend over time</h3>\n", f);
+	chart(f, s);
+	fputs("</div><div><h3>Secrets</h3>\n", f);
 	secrets(f, s);
 	fputs("<h3>Git, by repository</h3>\n", f);
 	git(f, s);
-	fputs("<h3>Destinations</h3>\n", f);
+	fputs("</div></div>\n<h3>Destinations</h3>\n", f);
 	dests(f, s);
-	fputs("<h3>Spend over time</h3>\n", f);
-	chart(f, s);
 	fputs("</section>\n", f);
 }
 
@@ -1363,14 +1369,13 @@ static void data(FILE *f, const struct report *r)
 	json_decref(decisions);
 }
 
-static void page(FILE *f, const struct report *r, const size_t *file_lines,
-		 const size_t *file_sessions)
+static void page(FILE *f, const struct report *r)
 {
 	size_t i;
 
 	head(f, r);
 	top(f, r);
-	verification(f, r, file_lines, file_sessions);
+	verification(f, r);
 	nav(f, r);
 	for (i = 0; i < r->ns; i++)
 		session_section(f, r, i);
@@ -1424,9 +1429,7 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 int cmd_report(int argc, char **argv)
 {
 	struct report r;
-	struct events_iter it;
-	struct events_line ln;
-	size_t *file_lines = NULL, *file_sessions = NULL, i, last_session = (size_t)-1;
+	size_t i;
 	char err[512], *tmp = NULL;
 	bool to_stdout;
 	FILE *f = NULL;
@@ -1463,19 +1466,7 @@ int cmd_report(int argc, char **argv)
 	r.rule_list = json_array();
 	r.reason_list = json_array();
 	read_all(&r);
-	/* Lines and sessions per file, for the verification table. */
-	file_lines = util_xcalloc(r.set.nfiles + 1, sizeof(*file_lines));
-	file_sessions = util_xcalloc(r.set.nfiles + 1, sizeof(*file_sessions));
-	events_iter_init(&it, &r.set);
-	while (events_next(&it, &ln)) {
-		file_lines[ln.file]++;
-		if (ln.session != last_session)
-			file_sessions[ln.file]++;
-		last_session = ln.session;
-	}
-	events_iter_done(&it);
-
-	page(f, &r, file_lines, file_sessions);
+	page(f, &r);
 	if (fflush(f) != 0 || ferror(f) || (!to_stdout && fsync(fileno(f)) < 0))
 		goto write_failed;
 	if (!to_stdout) {
@@ -1511,8 +1502,8 @@ out:
 		session_free(&r.s[i]);
 	free(r.s);
 	free(r.rows);
-	free(file_lines);
-	free(file_sessions);
+	free(r.file_lines);
+	free(r.file_sessions);
 	json_decref(r.types);
 	json_decref(r.rules);
 	json_decref(r.reasons);

@@ -72,7 +72,8 @@ const char report_page_css[] =
 	".stat b { display: block; font-size: 22px; font-variant-numeric: tabular-nums; }\n"
 	".stat span { color: var(--muted); font-size: 12.5px; }\n"
 	".stat.block b { color: var(--bad); } .stat.would_block b { color: var(--warn); } .stat.allow b { color: var(--ok); }\n"
-	".cols { display: grid; grid-template-columns: minmax(0, 5fr) minmax(0, 7fr); gap: 26px; }\n"
+	".cols { display: grid; grid-template-columns: minmax(0, 7fr) minmax(0, 5fr); gap: 28px; }\n"
+	".cols.even { grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); }\n"
 	"table.counts td { padding: 3px 8px; border: 0; }\n"
 	"table.counts td.bar { width: 38%; }\n"
 	"table.counts svg { display: block; width: 100%; height: 10px; }\n"
@@ -92,7 +93,7 @@ const char report_page_css[] =
 	".chart svg { width: 100%; height: auto; display: block; }\n"
 	".chart .axis { stroke: #cbd2dc; stroke-width: 1; }\n"
 	".chart .grid { stroke: #eef1f5; stroke-width: 1; }\n"
-	".chart text { font-size: 11px; fill: var(--muted); font-family: system-ui, \"DejaVu Sans\", sans-serif; }\n"
+	".chart text { font-size: 12.5px; fill: var(--muted); font-family: system-ui, \"DejaVu Sans\", sans-serif; }\n"
 	".chart .spent { fill: none; stroke: var(--g-spend); stroke-width: 2.2; }\n"
 	".chart .area { fill: rgba(21,128,61,.10); }\n"
 	".chart .cap { stroke: var(--bad); stroke-width: 1.6; stroke-dasharray: 6 4; }\n"
@@ -137,7 +138,9 @@ const char report_page_css[] =
 	"footer { color: var(--muted); font-size: 12.5px; margin-top: 26px; }\n"
 	"@media print { #timeline { display: none; } body { background: #fff; } }\n"
 	"dl.facts div.wide { grid-column: span 2; }\n"
-	"table.counts .label { white-space: nowrap; }\n";
+	"table.counts .label { white-space: nowrap; }\n"
+	"td { overflow-wrap: break-word; }\n"
+	"td .n, p .n { color: var(--muted); font-size: 12px; white-space: nowrap; }\n";
 
 const char report_page_js[] =
 	"(function () {\n"

@@ -202,7 +202,7 @@ sec = [(tr.get("data-secret"), tr.get("data-host")) for tr in s1.find("table", c
        if tr.get("data-secret")]
 is_(sec, [("anthropic", "api.anthropic.com"), ("anthropic", "paste.example.net")],
     "secrets used, by name and host")
-like(s1.find("table", cls="secrets")[0].text(), r"refused \(would block\)", "a refused placeholder shows as refused")
+like(s1.find("table", cls="secrets")[0].text(), r"would refuse ×1", "a placeholder shadow mode would refuse shows so")
 git = [(tr.get("data-repo"), tr.get("data-operation")) for tr in s1.find("table", cls="git")[0].find("tr")
        if tr.get("data-repo")]
 is_(git, [("acme/api", "fetch"), ("acme/api", "push"), ("acme/secrets", "fetch")], "git operations by repository")
