@@ -13,7 +13,7 @@ import stat
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from tap import AIRLOCK, HELPERS, T, diag, done_testing, is_, like, lines_of, mkstream, ok, run  # noqa: E402
+from tap import AIRLOCK, HELPERS, SRC, T, diag, done_testing, is_, like, lines_of, mkstream, ok, run  # noqa: E402
 
 # The mapping docs/AUDIT.md gives, restated here so that a change to the
 # table in src/events.c is a deliberate one.
@@ -234,6 +234,22 @@ open(truncated, "wb").write(b"".join(l + b"\n" for l in raw[:10]))
 st, out, err = run(AIRLOCK, "export", "--format", "ocsf", truncated)
 is_((st, out), (1, b""), "a truncated stream (no session.end): refused")
 like(err.decode(), r"truncated\.jsonl:10:", "at its last line")
+
+# --- the check without airlock that docs/AUDIT.md gives ----------------------------------
+doc = open(os.path.join(SRC, "docs", "AUDIT.md")).read()
+script = doc.split("<!-- verify.sh -->\n```sh\n", 1)[1].split("\n```\n", 1)[0]
+vsh = os.path.join(T, "verify.sh")
+open(vsh, "w").write(script + "\n")
+one = os.path.join(T, "one.jsonl")
+open(one, "wb").write(b"".join(l + b"\n" for l in raw[:24]))
+st, out, err = run("sh", vsh, one)
+is_((st, out.decode()), (0, "ok: 24 lines\n"), "docs/AUDIT.md's verify.sh (coreutils, xxd, openssl): a session verifies")
+bad_one = os.path.join(T, "bad-one.jsonl")
+open(bad_one, "wb").write(b"".join(l + b"\n" for l in bad_raw[:24]))
+st, out, err = run("sh", vsh, bad_one)
+is_((st, out.decode()), (1, "line 8: bad signature\n"), "and finds the tampered line")
+st, out, err = run("sh", vsh, truncated)
+is_((st, out.decode()), (1, "truncated: no session.end\n"), "and a truncated session")
 
 # --- a stream airlock itself wrote --------------------------------------------------------
 real = os.path.join(T, "real.jsonl")
