@@ -59,9 +59,9 @@ def diag(msg):
         print("# " + line, flush=True)
 
 
-def run(*args, stdin=None, timeout=120, env=None):
+def run(*args, stdin=None, timeout=120, env=None, cwd=None):
     p = subprocess.run([str(a) for a in args], input=stdin, capture_output=True,
-                       timeout=timeout, env=env)
+                       timeout=timeout, env=env, cwd=cwd)
     return p.returncode, p.stdout, p.stderr
 
 
