@@ -960,7 +960,7 @@ static void secrets(FILE *f, const struct rsession *s)
 			if (strcmp(what, "refused") == 0 && strcmp(dec, "would_block") == 0)
 				what = "would refuse";
 			fputs("<span class=\"pill ", f);
-			h(f, strncmp(what, "injected", 8) && strncmp(what, "scrubbed", 8) ? dec : "info");
+			h(f, strcmp(what, "injected") == 0 || strcmp(what, "scrubbed") == 0 ? "info" : dec);
 			fputs("\">", f);
 			h(f, what);
 			fprintf(f, " &times;%lld</span> ", (long long)json_integer_value(v));

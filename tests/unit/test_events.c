@@ -133,18 +133,18 @@ static void test_lines(void)
 		"{\"seq\":0,\"type\":\"session.start\"}";
 	static const struct {
 		size_t session;
-		bool first, obj;
 		long long seq;
 		int decision;
+		bool first, obj;
 	} want[] = {
-		{ 0, true, true, 0, RECEIPT_INFO },
-		{ 0, false, true, 1, RECEIPT_WOULD_BLOCK },
-		{ 0, false, false, -1, RECEIPT_DECISION_COUNT },
-		{ 0, false, false, -1, RECEIPT_DECISION_COUNT },
-		{ 0, false, true, 4, RECEIPT_INFO },
-		{ 1, true, true, 0, RECEIPT_DECISION_COUNT },
-		{ 1, false, true, 1, RECEIPT_DECISION_COUNT },
-		{ 2, true, true, 0, RECEIPT_DECISION_COUNT },
+		{ 0, 0, RECEIPT_INFO, true, true },
+		{ 0, 1, RECEIPT_WOULD_BLOCK, false, true },
+		{ 0, -1, RECEIPT_DECISION_COUNT, false, false },
+		{ 0, -1, RECEIPT_DECISION_COUNT, false, false },
+		{ 0, 4, RECEIPT_INFO, false, true },
+		{ 1, 0, RECEIPT_DECISION_COUNT, true, true },
+		{ 1, 1, RECEIPT_DECISION_COUNT, false, true },
+		{ 2, 0, RECEIPT_DECISION_COUNT, true, true },
 	};
 	struct events_set set;
 	struct events_iter it;
