@@ -22,9 +22,9 @@
  * - env.drop: the name goes to env.pass -- unless it looks like a
  *   credential (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH,
  *   case-insensitive), which becomes a secrets entry whose hosts are the
- *   names that session reached (the only evidence of where it was meant to
- *   go), flagged for a person to review. A credential never goes to
- *   env.pass.
+ *   names that session reached and the draft allows (the only evidence of
+ *   where it was meant to go), flagged for a person to review. A
+ *   credential never goes to env.pass.
  *
  * Never drafted, only explained: what the recorded policy denied on
  * purpose (egress.deny[N]), what the base policy denies, the proxy's own
@@ -957,8 +957,8 @@ static void apply_env(struct learn *l, const struct policy *mid)
 								    name, "hosts", hosts));
 			l->additions++;
 			appendf(what, sizeof(what), &off, "secrets.%s: %s looks like a "
-				"credential, so it is brokered, never passed; FOR A PERSON TO "
-				"REVIEW: its hosts are every name its session reached that the "
+				"credential, so it is brokered, never passed; its hosts, for a "
+				"person to review, are every name its session reached that the "
 				"draft allows:", key, name);
 			list_names(what, sizeof(what), &off, hosts);
 			if (json_array_size(unbound)) {

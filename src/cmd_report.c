@@ -694,9 +694,14 @@ static void verification(FILE *f, const struct report *r)
 		h(f, bad->path);
 		fprintf(f, ", line %zu: <b>", bad->vr.bad_line);
 		h(f, bad->vr.reason);
-		fprintf(f, "</b>. The lines before line %zu verified; line %zu and every line "
-			"after it are shown below but prove nothing (striped in the "
-			"timeline).</p>\n", bad->vr.bad_line, bad->vr.bad_line);
+		if (bad->vr.bad_line <= 1)
+			fputs("</b>. Nothing in it verified: what is shown below proves "
+			      "nothing.</p>\n", f);
+		else
+			fprintf(f, "</b>. The lines before line %zu verified; line %zu and "
+				"every line after it are shown below but prove nothing "
+				"(striped in the timeline).</p>\n", bad->vr.bad_line,
+				bad->vr.bad_line);
 	}
 	if (r->set.pubkey_path) {
 		fputs("<span class=\"key pinned\">Key pinned (--pubkey ", f);

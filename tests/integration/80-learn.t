@@ -71,7 +71,7 @@ is "$(pj draft.json 'd["secrets"]["github_token"]')" \
 	"GITHUB_TOKEN: a secrets entry with the hosts its session reached that the draft allows"
 is "$(pj draft.json '"GITHUB_TOKEN" in d["env"]["pass"] or "AWS_SECRET_ACCESS_KEY" in d["env"]["pass"]')" "false" \
 	"no credential is proposed for env.pass"
-like "$(grep 'secrets.github_token' draft.err)" "FOR A PERSON TO REVIEW.*\(sess-shadow-1 seq 1\)$" \
+like "$(grep 'secrets.github_token' draft.err)" "for a person to review.*\(sess-shadow-1 seq 1\)$" \
 	"stderr: the secret is for a person to review, from receipt seq 1"
 like "$(grep 'secrets.github_token' draft.err)" "not bound, the draft denies them: api.anthropic.com, gist.github.com, metadata.example.org" \
 	"and names the hosts left out"
@@ -101,7 +101,7 @@ is "$(pj creds.json 'sorted(v["from_env"] for v in d["secrets"].values())')" \
 is "$(pj creds.json 'sorted(set(h for v in d["secrets"].values() for h in v["hosts"]))')" '["api.example.com"]' \
 	"bound to the host the session reached"
 is "$(pj creds.json 'd["env"]["pass"][4:]')" '["EDITOR","NPM_CONFIG_CACHE"]' "the others go to env.pass"
-is "$(grep -c 'FOR A PERSON TO REVIEW' creds.err)" 7 "each credential is flagged for review on stderr"
+is "$(grep -c 'for a person to review' creds.err)" 7 "each credential is flagged for review on stderr"
 stream lonely "{\"sessions\":[{\"session\":\"s-lonely\",\"events\":[$(drop DEPLOY_TOKEN)]}]}"
 "$AIRLOCK" learn lonely.jsonl > lonely.json 2> lonely.err
 is "$? $(pj lonely.json '"DEPLOY_TOKEN" in json.dumps(d)')" "0 false" \
