@@ -1275,6 +1275,8 @@ static bool bounded_append(const struct meter_response *r, char **buf,
 {
 	size_t want;
 
+	if (n == 0)
+		return true;
 	if (n > r->limit - *len)
 		return false;
 	want = *len + n;
