@@ -72,6 +72,12 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
+# spend_tool drives ledger.c and meter.c for the tests and bench/spend:
+# it links airlock's objects.
+$(BUILD)/tests/helpers/spend_tool: tests/helpers/spend_tool.c $(LIB_OBJ) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
 # Every test speaks TAP; prove runs the compiled unit tests and the
 # integration scripts, each in a network namespace of its own
 # (tests/netns-exec).

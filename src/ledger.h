@@ -72,7 +72,8 @@ enum ledger_status {
 const char *ledger_status_to_string(enum ledger_status s);
 
 struct ledger_options {
-	bool create;              /* create the SQLite file (mode 0600) and the
+	bool create;              /* create the SQLite file (mode 0600, and the
+				     directories above it, 0700) and the
 				     schema when absent; else a missing file
 				     or schema is an error */
 	unsigned lease_seconds;   /* 0: LEDGER_LEASE_SECONDS_DEFAULT */

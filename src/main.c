@@ -35,6 +35,8 @@ static const struct command commands[] = {
 	  "write an Ed25519 signing key, print its public key" },
 	{ "doctor", cmd_doctor, cmd_doctor_help,
 	  "probe this host's isolation capabilities (JSON)" },
+	{ "spend", cmd_spend, cmd_spend_help,
+	  "show the spend ledger, change a session's cap" },
 };
 
 static void usage(FILE *out)
