@@ -107,7 +107,7 @@ lint: | deps
 # on a copy of its committed corpus (the committed files are never changed).
 tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) | deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) \
 		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(LDLIBS)
 
 fuzz: $(FUZZ_BIN)

@@ -201,11 +201,13 @@ static size_t percent_decode(char *s, size_t len, bool *changed)
  * trailing slash. Returns a malloc'd string. */
 static char *lenient_path(const char *path, size_t len)
 {
-	char *s = util_xstrndup(path, len), *out;
+	char *s = util_xmalloc(len + 1), *out; /* not strndup: @path may hold NULs */
 	size_t n = len, i, o = 0, seg;
 	bool changed = true;
 	int round;
 
+	memcpy(s, path, len);
+	s[len] = '\0';
 	for (round = 0; round < 4 && changed; round++)
 		n = percent_decode(s, n, &changed);
 	for (i = 0; i < n; i++) {

@@ -241,6 +241,17 @@ static void test_classify(void)
 		free(m);
 		free(t);
 	}
+	{
+		/* A NUL inside the target is a byte like another (under SAN,
+		 * a copy that stopped at it would be read past its end). */
+		static const char nul[] = "/v1/\0/messages%2";
+		char *t = copy_exact(nul, sizeof(nul) - 1);
+
+		tap_ok(meter_classify(METER_API_ANTHROPIC, "POST", 4, t, sizeof(nul) - 1,
+				      &ep) == METER_ROUTE_PASS,
+		       "a target with a NUL byte passes, read to its end");
+		free(t);
+	}
 }
 
 /* ------------------------------------------------------------------ */
