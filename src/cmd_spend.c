@@ -78,6 +78,8 @@ static bool parse_usd(const char *s, int64_t *out)
 	int digits = 0, decimals = -1;
 	const char *p;
 
+	if (!s)
+		return false;
 	if (strcmp(s, "none") == 0) {
 		*out = LEDGER_NO_CAP;
 		return true;
@@ -109,10 +111,10 @@ static bool parse_usd(const char *s, int64_t *out)
 	return *out <= METER_MONEY_MAX;
 }
 
-static void print_usd(char *buf, int64_t v)
+static void print_usd(char buf[METER_USD_LEN], int64_t v)
 {
 	if (v == LEDGER_NO_CAP) {
-		strcpy(buf, "-");
+		snprintf(buf, METER_USD_LEN, "-");
 		return;
 	}
 	meter_format_usd(v, buf);
@@ -173,8 +175,8 @@ static void show_text(const struct ledger_row *rows, size_t n)
 		own[METER_USD_LEN];
 
 	for (i = 0; i < n; i++)
-		if (2 * rows[i].depth + strlen(rows[i].id) > w)
-			w = 2 * rows[i].depth + strlen(rows[i].id);
+		if ((size_t)2 * rows[i].depth + strlen(rows[i].id) > w)
+			w = (size_t)2 * rows[i].depth + strlen(rows[i].id);
 	printf("%-*s  %-16s  %14s  %14s  %14s  %14s  %7s  %8s\n", (int)w, "SESSION",
 	       "PARENT", "CAP", "SPENT", "RESERVED", "OWN", "RUNNING", "IN-FLIGHT");
 	for (i = 0; i < n; i++) {
@@ -185,7 +187,7 @@ static void show_text(const struct ledger_row *rows, size_t n)
 		print_usd(res, r->t.reserved);
 		print_usd(own, r->t.own_spent);
 		printf("%*s%-*s  %-16s  %14s  %14s  %14s  %14s  %7u  %8u\n",
-		       (int)(2 * r->depth), "", (int)(w - 2 * r->depth), r->id,
+		       (int)(2 * r->depth), "", (int)(w - (size_t)2 * r->depth), r->id,
 		       r->parent ? r->parent : "-", cap, spent, res, own, r->holders,
 		       r->reservations);
 	}

@@ -380,7 +380,7 @@ static char *dialect_sql(enum backend kind, enum stmt s)
 
 	while (*p) {
 		const char *rep = NULL;
-		size_t skip = 0, rl;
+		size_t skip = 0;
 
 		if (strncmp(p, "@NOW@", 5) == 0) {
 			rep = now;
@@ -390,7 +390,8 @@ static char *dialect_sql(enum backend kind, enum stmt s)
 			skip = 6;
 		}
 		if (rep) {
-			rl = strlen(rep);
+			size_t rl = strlen(rep);
+
 			if (n + rl + 1 > cap) {
 				cap = (n + rl + 1) * 2;
 				out = util_xrealloc(out, cap);
@@ -405,7 +406,7 @@ static char *dialect_sql(enum backend kind, enum stmt s)
 			out = util_xrealloc(out, cap);
 		}
 		/* SQLite numbers parameters ?N; PostgreSQL $N. */
-		out[n++] = (*p == '$' && kind != B_PG) ? '?' : *p;
+		out[n++] = (char)((*p == '$' && kind != B_PG) ? '?' : *p);
 		p++;
 	}
 	out[n] = '\0';
@@ -830,7 +831,6 @@ static enum ledger_status open_sqlite(struct ledger *l, const char *path,
 				      bool create)
 {
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-	int fd;
 
 	if (l->kind == B_SQLITE) {
 		flags |= SQLITE_OPEN_NOFOLLOW;
@@ -839,7 +839,9 @@ static enum ledger_status open_sqlite(struct ledger *l, const char *path,
 			 * SQLite gives its -wal and -shm files the same mode. */
 			if (!make_parents(l, path))
 				return LEDGER_ERROR;
-			fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+			int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+				      0600);
+
 			if (fd < 0) {
 				set_err(l, "sqlite: %s: %s", path, strerror(errno));
 				return LEDGER_ERROR;
@@ -1188,7 +1190,7 @@ static bool is_ours(const struct ledger *l, const char *holder)
 }
 
 /* A holder whose lease ran out this long ago is forgotten. */
-#define FORGET_AFTER_SECONDS (24 * 3600)
+#define FORGET_AFTER_SECONDS (INT64_C(24) * 3600)
 
 /* Charges the reservations of the dead holders of the tree @root (in a
  * transaction that holds its lock). */

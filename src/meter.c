@@ -215,7 +215,7 @@ static char *lenient_path(const char *path, size_t len)
 			n = i;
 			break;
 		}
-		s[i] = s[i] == '\\' ? '/' : (char)tolower((unsigned char)s[i]);
+		s[i] = (char)(s[i] == '\\' ? '/' : tolower((unsigned char)s[i]));
 	}
 	out = util_xmalloc(n + 2);
 	i = 0;
@@ -610,10 +610,11 @@ static bool read_hex4(struct scan *s, size_t at, unsigned long *out)
 static bool scan_string(struct scan *s, struct decoded *d)
 {
 	const unsigned char *b = (const unsigned char *)s->b;
-	size_t i = s->pos + 1, run;
+	size_t i = s->pos + 1;
 
 	for (;;) {
-		run = i;
+		size_t run = i;
+
 		while (i < s->len && b[i] >= 0x20 && b[i] < 0x80 && b[i] != '"' &&
 		       b[i] != '\\')
 			i++;
@@ -623,7 +624,7 @@ static bool scan_string(struct scan *s, struct decoded *d)
 		if (b[i] == '"')
 			break;
 		if (b[i] == '\\') {
-			unsigned long cp, lo;
+			unsigned long cp = 0, lo = 0;
 			char e;
 
 			if (i + 1 >= s->len)
@@ -950,8 +951,8 @@ static void printable(const char *model, char *out, size_t cap)
 	size_t i, o = 0;
 
 	for (i = 0; model[i] && o + 4 < cap; i++)
-		out[o++] = (model[i] >= 0x20 && model[i] < 0x7f && model[i] != '"')
-			   ? model[i] : '?';
+		out[o++] = (char)((model[i] >= 0x20 && model[i] < 0x7f &&
+				   model[i] != '"') ? model[i] : '?');
 	if (model[i])
 		for (i = 0; i < 3; i++)
 			out[o++] = '.';
@@ -1063,7 +1064,6 @@ bool meter_request_parse(const struct meter_config *cfg,
 	struct scan s = { .b = body, .len = len };
 	uint64_t bound = 0, v = 0, choices = 1;
 	bool present;
-	char shown[72];
 	static const enum member openai_bounds[] = {
 		M_MAX_TOKENS, M_MAX_COMPLETION_TOKENS, M_MAX_OUTPUT_TOKENS,
 	};
@@ -1144,6 +1144,8 @@ bool meter_request_parse(const struct meter_config *cfg,
 
 	out->price = meter_price_lookup(cfg->prices, cfg->nprices, out->model);
 	if (!out->price) {
+		char shown[72];
+
 		printable(out->model, shown, sizeof(shown));
 		return refuse(why, 403, "spend.prices", "model \"%s\" has no price "
 			      "in spend.prices", shown);
@@ -1361,7 +1363,7 @@ static const char *type_of(json_t *o)
 static void anthropic_event(struct meter_response *r, json_t *o)
 {
 	const char *type = type_of(o);
-	struct meter_usage u = { 0 };
+	struct meter_usage u;
 	json_t *usage;
 
 	if (strcmp(type, "message_start") == 0) {
@@ -1486,15 +1488,23 @@ static bool event_wanted(const struct meter_response *r)
  * escaped. */
 static bool usage_not_null(const char *data, size_t len)
 {
-	const char *p = data, *end = data + len, *hit;
+	size_t off = 0;
 
-	while ((hit = memmem(p, (size_t)(end - p), "\"usage\"", 7)) != NULL) {
-		p = hit + 7;
-		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' ||
-				   *p == '\r' || *p == ':'))
-			p++;
-		if ((size_t)(end - p) < 4 || memcmp(p, "null", 4) != 0)
+	while (off < len) {
+		const char *hit = memmem(data + off, len - off, "\"usage\"", 7);
+		size_t i;
+
+		if (!hit)
+			return false;
+		i = (size_t)(hit - data) + 7;
+		while (i < len && (data[i] == ' ' || data[i] == '\t' ||
+				   data[i] == '\n' || data[i] == '\r' || data[i] == ':'))
+			i++;
+		/* cppcheck-suppress knownConditionTrueFalse ; i may be anywhere up
+		 * to len (cppcheck 2.10 takes it for len) */
+		if (len - i < 4 || memcmp(data + i, "null", 4) != 0)
 			return true;
+		off = i + 4;
 	}
 	return false;
 }

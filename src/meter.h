@@ -49,13 +49,13 @@
 #define METER_PRICE_MAX (INT64_C(1000000) * METER_NANO_PER_USD)
 
 /* Defaults of the spend policy fields. */
-#define METER_DEFAULT_MAX_BODY_BYTES (32u * 1024 * 1024)
-#define METER_DEFAULT_MAX_OUTPUT_TOKENS 8192u
+#define METER_DEFAULT_MAX_BODY_BYTES (UINT64_C(32) * 1024 * 1024)
+#define METER_DEFAULT_MAX_OUTPUT_TOKENS UINT64_C(8192)
 /* Response parser limits: an SSE event's data (all its data: lines) and a
  * JSON answer. What does not fit is not parsed (docs/SPEND.md says what
  * that costs). */
-#define METER_DEFAULT_MAX_SSE_EVENT (1024u * 1024)
-#define METER_DEFAULT_MAX_JSON_BODY (8u * 1024 * 1024)
+#define METER_DEFAULT_MAX_SSE_EVENT ((size_t)1024 * 1024)
+#define METER_DEFAULT_MAX_JSON_BODY ((size_t)8 * 1024 * 1024)
 
 /* The longest model name a request may carry (bytes, after JSON escapes
  * are decoded). */

@@ -190,7 +190,7 @@ static void check_answer(const uint8_t *data, size_t size)
 				  strlen(reqs[sel & 3]), &req, &why));
 	complete = (sel & 0x40) == 0;
 	body = copy_exact(data, size);
-	feed(&req, statuses[(sel >> 2) & 3], cts[(sel >> 4) & 3], body, size, NULL, 0,
+	feed(&req, statuses[(sel >> 2) & 3], cts[(sel >> 4) & 3], body, size, cuts, 0,
 	     complete, &whole);
 
 	CHECK((unsigned)whole.outcome < METER_OUTCOME_COUNT && whole.reason);

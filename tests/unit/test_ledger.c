@@ -559,7 +559,7 @@ static void test_crash_and_lease(void)
 		c = 'r';
 		if (write(sync[1], &c, 1) != 1)
 			_exit(3);
-		raise(SIGSTOP);
+		kill(getpid(), SIGSTOP);
 		if (ledger_settle(cs, rid, USD(1), &t) != LEDGER_OK)
 			_exit(4);
 		_exit(t.own_spent == USD(1) && t.reserved == 0 ? 0 : 5);
@@ -574,6 +574,7 @@ static void test_crash_and_lease(void)
 		nanosleep(&ts, NULL); /* past the 1 s lease, in whole seconds */
 	}
 	s = sess(l, "after-lease", "tree", LEDGER_NO_CAP);
+	tap_ok(s != NULL, "a session opens in the tree");
 	r = row_of(l, "sleeper");
 	tap_ok(r.t.reserved == 0 && r.t.own_spent == USD(2) && r.reservations == 1,
 	       "a holder silent past its lease has its reservation charged in full");

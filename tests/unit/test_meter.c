@@ -9,6 +9,7 @@
  * change. Parses run on exact-size heap copies so that ASan catches a
  * read past the end.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,12 +79,13 @@ static void test_prices(void)
 		{ "", -1 },
 	};
 	struct meter_price star[2];
-	const struct meter_price *got;
-	double neg = -1, big = 2e6, nan = 0.0 / 0.0;
+	double neg = -1, big = 2e6, nan = NAN;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
-		got = meter_price_lookup(prices, ARRAY_SIZE(prices), cases[i].model);
+		const struct meter_price *got = meter_price_lookup(prices,
+			ARRAY_SIZE(prices), cases[i].model);
+
 		tap_is_int(got ? got - prices : -1, cases[i].want, "price of '%s'",
 			   cases[i].model);
 	}
@@ -222,14 +224,12 @@ static void test_classify(void)
 #undef R
 	};
 	enum meter_endpoint ep;
-	enum meter_route r;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		char *m = copy_exact(cases[i].method, strlen(cases[i].method));
 		char *t = copy_exact(cases[i].target, strlen(cases[i].target));
-
-		r = meter_classify(cases[i].api, m, strlen(cases[i].method), t,
+		enum meter_route r = meter_classify(cases[i].api, m, strlen(cases[i].method), t,
 				   strlen(cases[i].target), &ep);
 		tap_ok(r == cases[i].route && ep == cases[i].ep, "%s %s %s -> %s %s",
 		       meter_api_to_string(cases[i].api), cases[i].method,
@@ -518,7 +518,6 @@ static void test_request_limits(void)
 	struct meter_refusal why;
 	const char *b = "{\"model\":\"tiny\",\"max_tokens\":1}";
 	size_t len = strlen(b), i, depth;
-	char *deep;
 
 	small.max_body_bytes = len;
 	tap_ok(meter_request_parse(&small, AM, b, len, &r, &why),
@@ -535,8 +534,8 @@ static void test_request_limits(void)
 
 	for (depth = 1023; depth <= 1025; depth++) {
 		size_t n = 0;
+		char *deep = util_xmalloc(64 + 2 * depth);
 
-		deep = util_xmalloc(64 + 2 * depth);
 		n += (size_t)sprintf(deep, "{\"model\":\"tiny\",\"x\":");
 		for (i = 1; i < depth; i++)
 			deep[n++] = '[';
@@ -952,7 +951,7 @@ static void test_responses(void)
 		struct meter_refusal why;
 		struct meter_charge whole, got;
 		struct piece p[3];
-		size_t len = strlen(c->body), k, j, bad = 0, eols;
+		size_t len = strlen(c->body), k, j, bad = 0;
 		int64_t want_cost;
 		static const char *const eol[] = { "\r\n", "\r" };
 
@@ -997,10 +996,11 @@ static void test_responses(void)
 			free(bytes);
 		}
 		for (j = 0; j < 64 && len > 2; j++) {
-			size_t a = (j * 7919) % len, b = (j * 104729) % len, t;
+			size_t a = (j * 7919) % len, b = (j * 104729) % len;
 
 			if (a > b) {
-				t = a;
+				size_t t = a;
+
 				a = b;
 				b = t;
 			}
@@ -1013,7 +1013,7 @@ static void test_responses(void)
 		tap_is_int(bad, 0, "%s: the same charge at every split", c->name);
 
 		if (c->ctype != NULL && strncmp(c->ctype, "text/event-stream", 17) == 0) {
-			for (eols = 0; eols < ARRAY_SIZE(eol); eols++) {
+			for (size_t eols = 0; eols < ARRAY_SIZE(eol); eols++) {
 				size_t elen;
 				char *b = with_eol(c->body, eol[eols], &elen);
 
