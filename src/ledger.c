@@ -874,15 +874,19 @@ static enum ledger_status open_sqlite(struct ledger *l, const char *path,
 
 static enum ledger_status open_pg(struct ledger *l, const char *uri, bool create)
 {
-	char timeout[32], options[64];
+	char timeout[32], options[96];
 	const char *keys[] = { "application_name", "connect_timeout", "options",
 			       "dbname", NULL };
 	const char *vals[] = { "airlock", timeout, options, uri, NULL };
 
 	snprintf(timeout, sizeof(timeout), "%u", (l->busy_ms + 999) / 1000);
 	/* A lock that cannot be had in time fails the call (and the
-	 * caller refuses the request) instead of stalling it. */
-	snprintf(options, sizeof(options), "-c lock_timeout=%u", l->busy_ms);
+	 * caller refuses the request) instead of stalling it. Commits do
+	 * not wait for the WAL flush, as SQLite's synchronous=NORMAL: a
+	 * crash of the server may lose the last few, never corrupt the
+	 * rows; an "options" parameter in the URI replaces these. */
+	snprintf(options, sizeof(options),
+		 "-c lock_timeout=%u -c synchronous_commit=off", l->busy_ms);
 	l->pg = PQconnectdbParams(keys, vals, 1);
 	if (!l->pg) {
 		set_err(l, "postgresql: out of memory");
