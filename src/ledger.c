@@ -539,6 +539,22 @@ static bool pg_exec(struct ledger *l, const char *sql)
 	return ok;
 }
 
+/* Copies a result's rows into @out (every cell as text). */
+static void copy_result(const PGresult *res, struct rows *out)
+{
+	size_t cols = (size_t)PQnfields(res), n = (size_t)PQntuples(res), r, i;
+
+	memset(out, 0, sizeof(*out));
+	out->cols = cols;
+	out->n = n;
+	out->cell = util_xcalloc(n * cols > 0 ? n * cols : 1, sizeof(char *));
+	for (r = 0; r < n; r++)
+		for (i = 0; i < cols; i++)
+			if (!PQgetisnull(res, (int)r, (int)i))
+				out->cell[r * cols + i] =
+					util_xstrdup(PQgetvalue(res, (int)r, (int)i));
+}
+
 static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np,
 		   struct rows *out)
 {
@@ -547,7 +563,7 @@ static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np
 	PGresult *res = NULL;
 	ExecStatusType es;
 	bool ok = false;
-	size_t i, r;
+	size_t i;
 
 	ASSERT(np <= ARRAY_SIZE(values));
 	snprintf(name, sizeof(name), "airlock_%d", (int)s);
@@ -578,19 +594,8 @@ static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np
 		pg_err(l, "query", PQresultErrorMessage(res));
 		goto out;
 	}
-	if (out) {
-		size_t cols = (size_t)PQnfields(res), n = (size_t)PQntuples(res);
-
-		memset(out, 0, sizeof(*out));
-		out->cols = cols;
-		out->n = n;
-		out->cell = util_xcalloc(n * cols > 0 ? n * cols : 1, sizeof(char *));
-		for (r = 0; r < n; r++)
-			for (i = 0; i < cols; i++)
-				if (!PQgetisnull(res, (int)r, (int)i))
-					out->cell[r * cols + i] = util_xstrdup(
-						PQgetvalue(res, (int)r, (int)i));
-	}
+	if (out)
+		copy_result(res, out);
 	ok = true;
 out:
 	PQclear(res);
@@ -605,6 +610,135 @@ static bool run(struct ledger *l, enum stmt s, const struct val *p, size_t np,
 		struct rows *out)
 {
 	return l->kind == B_PG ? pg_run(l, s, p, np, out) : sq_run(l, s, p, np, out);
+}
+
+/* One statement of a batch (run_steps). S_COUNT + STEP_BEGIN/COMMIT are
+ * the transaction's ends. */
+#define STEP_BEGIN ((enum stmt)(S_COUNT + 1))
+#define STEP_COMMIT ((enum stmt)(S_COUNT + 2))
+#define MAX_STEPS (2 * LEDGER_MAX_DEPTH + 16)
+
+struct step {
+	enum stmt s;
+	struct val p[8];
+	size_t np;
+	struct rows *out;  /* NULL: the rows are not wanted */
+};
+
+static void step_add(struct step *v, size_t *n, enum stmt s, struct rows *out,
+		     size_t np, const struct val *p)
+{
+	ASSERT(*n < MAX_STEPS && np <= ARRAY_SIZE(v[0].p));
+	v[*n].s = s;
+	v[*n].np = np;
+	v[*n].out = out;
+	if (np)
+		memcpy(v[*n].p, p, np * sizeof(*p));
+	(*n)++;
+}
+
+/* Sends @n steps in one pipeline and reads every answer: one round trip
+ * to the server whatever n is. False at the first failing step (the
+ * later ones are skipped by the server). */
+static bool pg_steps(struct ledger *l, struct step *v, size_t n)
+{
+	bool sent_prepare[MAX_STEPS] = { false }, ok = true, broken = false;
+	bool preparing[S_COUNT] = { false }; /* sent in this pipeline */
+	char nums[MAX_STEPS][8][24];
+	size_t i, k;
+
+	if (PQenterPipelineMode(l->pg) != 1) {
+		pg_err(l, "pipeline", PQerrorMessage(l->pg));
+		return false;
+	}
+	for (i = 0; i < n && !broken; i++) {
+		const char *values[8];
+		char name[16];
+
+		if (v[i].s == STEP_BEGIN || v[i].s == STEP_COMMIT) {
+			broken = !PQsendQueryParams(l->pg, v[i].s == STEP_BEGIN ? "BEGIN"
+						    : "COMMIT", 0, NULL, NULL, NULL,
+						    NULL, 0);
+			continue;
+		}
+		snprintf(name, sizeof(name), "airlock_%d", (int)v[i].s);
+		if (!l->prepared[v[i].s] && !preparing[v[i].s]) {
+			char *sql = dialect_sql(l->kind, v[i].s);
+
+			broken = !PQsendPrepare(l->pg, name, sql, 0, NULL);
+			free(sql);
+			sent_prepare[i] = preparing[v[i].s] = true;
+		}
+		for (k = 0; k < v[i].np; k++) {
+			if (v[i].p[k].t == V_INT) {
+				snprintf(nums[i][k], sizeof(nums[i][k]), "%lld",
+					 (long long)v[i].p[k].i);
+				values[k] = nums[i][k];
+			} else {
+				values[k] = v[i].p[k].t == V_TEXT ? v[i].p[k].s : NULL;
+			}
+		}
+		broken = broken || !PQsendQueryPrepared(l->pg, name, (int)v[i].np,
+							values, NULL, NULL, 0);
+	}
+	if (broken || !PQpipelineSync(l->pg)) {
+		pg_err(l, "send", PQerrorMessage(l->pg));
+		/* The connection is in an unknown state: start afresh. */
+		PQreset(l->pg);
+		memset(l->prepared, 0, sizeof(l->prepared));
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		int round;
+
+		for (round = sent_prepare[i] ? 0 : 1; round < 2; round++) {
+			PGresult *res = PQgetResult(l->pg);
+			ExecStatusType es = PQresultStatus(res);
+
+			if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
+				if (round == 0)
+					l->prepared[v[i].s] = true;
+				else if (v[i].out)
+					copy_result(res, v[i].out);
+			} else if (ok) {
+				pg_err(l, "query", PQresultErrorMessage(res));
+				ok = false;
+			}
+			PQclear(res);
+			res = PQgetResult(l->pg); /* the NULL that ends it */
+			PQclear(res);
+		}
+	}
+	PQclear(PQgetResult(l->pg)); /* PGRES_PIPELINE_SYNC */
+	if (PQexitPipelineMode(l->pg) != 1) {
+		pg_err(l, "pipeline", PQerrorMessage(l->pg));
+		PQreset(l->pg);
+		memset(l->prepared, 0, sizeof(l->prepared));
+		return false;
+	}
+	return ok;
+}
+
+static bool tx_begin(struct ledger *l, bool write);
+static bool tx_commit(struct ledger *l);
+
+/* Runs the steps in order: SQLite one by one (in-process, nothing to
+ * save), PostgreSQL in one pipeline. */
+static bool run_steps(struct ledger *l, struct step *v, size_t n)
+{
+	size_t i;
+
+	if (l->kind == B_PG)
+		return pg_ensure(l) && pg_steps(l, v, n);
+	for (i = 0; i < n; i++) {
+		bool ok = v[i].s == STEP_BEGIN ? tx_begin(l, true)
+			: v[i].s == STEP_COMMIT ? tx_commit(l)
+			: run(l, v[i].s, v[i].p, v[i].np, v[i].out);
+
+		if (!ok)
+			return false;
+	}
+	return true;
 }
 
 /* Begins a transaction: @write takes SQLite's write lock at once. */
@@ -1467,14 +1601,91 @@ static bool renew(struct ledger_session *s)
 	return run(s->l, S_RENEW, p, 2, NULL);
 }
 
+/* Step 1 of a money transaction: BEGIN, the tree's lock, and the rows
+ * of the session's chain (root first) into @rows; @extra, when not NULL,
+ * runs before the chain. */
+static size_t begin_chain_steps(struct ledger_session *s, struct step *v,
+				struct rows *rows, const struct step *extra)
+{
+	size_t n = 0, i;
+
+	step_add(v, &n, STEP_BEGIN, NULL, 0, NULL);
+	if (s->l->kind == B_PG) {
+		struct val p[] = { vtext(s->chain[0]) };
+
+		step_add(v, &n, S_LOCK, NULL, 1, p);
+	}
+	if (extra)
+		v[n++] = *extra;
+	for (i = 0; i < s->nchain; i++) {
+		struct val p[] = { vtext(s->chain[i]) };
+
+		step_add(v, &n, S_GET_SESSION, &rows[i], 1, p);
+	}
+	return n;
+}
+
+/* The chain's rows as totals; false (error set) when one is missing. */
+static bool chain_totals(struct ledger_session *s, const struct rows *rows,
+			 struct ledger_totals *t)
+{
+	size_t i;
+
+	for (i = 0; i < s->nchain; i++) {
+		if (rows[i].n != 1) {
+			set_err(s->l, "session '%s' is gone from the ledger", s->chain[i]);
+			return false;
+		}
+		if (!totals_of(s->l, &rows[i], &t[i]))
+			return false;
+	}
+	return true;
+}
+
+static void free_chain_rows(struct rows *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		rows_free(&rows[i]);
+}
+
+/* Adds the steps of add_chain(). */
+static void add_chain_steps(struct ledger_session *s, struct step *v, size_t *n,
+			    int64_t dspent, int64_t dreserved)
+{
+	size_t i;
+
+	for (i = 0; i < s->nchain; i++) {
+		struct val p[] = { vtext(s->chain[i]), vint(dspent), vint(dreserved) };
+
+		step_add(v, n, S_ADD, NULL, 3, p);
+	}
+	if (dspent != 0) {
+		struct val p[] = { vtext(s->id), vint(dspent) };
+
+		step_add(v, n, S_ADD_OWN, NULL, 2, p);
+	}
+}
+
+static void renew_step(struct ledger_session *s, struct step *v, size_t *n)
+{
+	struct val p[] = { vtext(s->holder), vint((int64_t)s->l->lease) };
+
+	step_add(v, n, S_RENEW, NULL, 2, p);
+}
+
+/* Reserve: two round trips on PostgreSQL (read the chain under the
+ * tree's lock; write and commit), whatever the depth. */
 enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 				  int64_t *rid, struct ledger_refusal *why)
 {
 	struct ledger *l = s->l;
 	struct ledger_totals t[LEDGER_MAX_DEPTH + 1];
-	struct rows r = { 0 };
+	struct rows rows[LEDGER_MAX_DEPTH + 1], ins = { 0 };
+	struct step v[MAX_STEPS];
 	enum ledger_status st = LEDGER_ERROR;
-	size_t i;
+	size_t i, n;
 
 	*rid = -1;
 	l->err[0] = '\0';
@@ -1483,9 +1694,9 @@ enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 		return LEDGER_INVALID;
 	}
 	ASSERT(s->nchain <= ARRAY_SIZE(t));
-	if (!tx_begin(l, true))
-		return LEDGER_ERROR;
-	if (!lock_tree(l, s->chain[0]) || !read_chain(s, t))
+	memset(rows, 0, sizeof(rows));
+	n = begin_chain_steps(s, v, rows, NULL);
+	if (!run_steps(l, v, n) || !chain_totals(s, rows, t))
 		goto out;
 	/* The nearest session whose cap this would pass. */
 	for (i = s->nchain; i-- > 0;) {
@@ -1510,51 +1721,54 @@ enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 			goto out;
 		}
 	}
-	if (!add_chain(l, s->chain, s->nchain, 0, amount))
-		goto out;
+	n = 0;
+	add_chain_steps(s, v, &n, 0, amount);
 	{
 		struct val p[] = { vtext(s->id), vtext(s->holder), vint(amount) };
 
-		if (!run(l, S_INSERT_RESERVATION, p, 3, &r) || r.n != 1 ||
-		    !cell_int(&r, 0, 0, rid))
-			goto out;
+		step_add(v, &n, S_INSERT_RESERVATION, &ins, 3, p);
 	}
-	if (!renew(s))
+	renew_step(s, v, &n);
+	step_add(v, &n, STEP_COMMIT, NULL, 0, NULL);
+	if (!run_steps(l, v, n) || ins.n != 1 || !cell_int(&ins, 0, 0, rid))
 		goto out;
 	st = LEDGER_OK;
 out:
-	rows_free(&r);
-	st = tx_end(l, st);
-	if (st != LEDGER_OK)
+	free_chain_rows(rows, s->nchain);
+	rows_free(&ins);
+	if (st != LEDGER_OK) {
 		*rid = -1;
+		tx_rollback(l);
+	}
 	return st;
 }
 
+/* Settle: two round trips on PostgreSQL, as reserve. */
 enum ledger_status ledger_settle(struct ledger_session *s, int64_t rid,
 				 int64_t cost, struct ledger_totals *after)
 {
 	struct ledger *l = s->l;
 	struct ledger_totals t[LEDGER_MAX_DEPTH + 1];
-	struct rows r = { 0 };
+	struct rows rows[LEDGER_MAX_DEPTH + 1], r = { 0 }, last = { 0 };
+	struct step v[MAX_STEPS], get;
 	enum ledger_status st = LEDGER_ERROR;
 	int64_t amount, orphaned, dspent, dres, sum;
-	size_t i;
+	size_t i, n;
 
 	l->err[0] = '\0';
 	if (!valid_money(cost)) {
 		set_err(l, "a cost is from 0 to 1000000000 dollars");
 		return LEDGER_INVALID;
 	}
-	if (!tx_begin(l, true))
-		return LEDGER_ERROR;
-	if (!lock_tree(l, s->chain[0]))
+	memset(rows, 0, sizeof(rows));
+	memset(&get, 0, sizeof(get));
+	get.s = S_GET_RESERVATION;
+	get.p[0] = vint(rid);
+	get.np = 1;
+	get.out = &r;
+	n = begin_chain_steps(s, v, rows, &get);
+	if (!run_steps(l, v, n) || !chain_totals(s, rows, t))
 		goto out;
-	{
-		struct val p[] = { vint(rid) };
-
-		if (!run(l, S_GET_RESERVATION, p, 1, &r))
-			goto out;
-	}
 	if (r.n != 1 || cell_null(&r, 0, 1) || strcmp(cell(&r, 0, 1), s->holder) != 0) {
 		set_err(l, "session '%s' holds no reservation %lld", s->id,
 			(long long)rid);
@@ -1567,30 +1781,38 @@ enum ledger_status ledger_settle(struct ledger_session *s, int64_t rid,
 	 * to the cost. */
 	dspent = orphaned ? cost - amount : cost;
 	dres = orphaned ? 0 : -amount;
-	if (!read_chain(s, t))
-		goto out;
 	for (i = 0; i < s->nchain; i++) {
 		if (__builtin_add_overflow(t[i].spent, dspent, &sum)) {
 			set_err(l, "the spent money of '%s' would overflow", s->chain[i]);
 			goto out;
 		}
 	}
-	if (!add_chain(l, s->chain, s->nchain, dspent, dres))
-		goto out;
+	n = 0;
+	add_chain_steps(s, v, &n, dspent, dres);
 	{
 		struct val p[] = { vint(rid) };
 
-		if (!run(l, S_DELETE_RESERVATION, p, 1, NULL) || !renew(s))
-			goto out;
+		step_add(v, &n, S_DELETE_RESERVATION, NULL, 1, p);
 	}
-	if (after && !read_chain(s, t))
+	renew_step(s, v, &n);
+	if (after) {
+		struct val p[] = { vtext(s->id) };
+
+		step_add(v, &n, S_GET_SESSION, &last, 1, p);
+	}
+	step_add(v, &n, STEP_COMMIT, NULL, 0, NULL);
+	if (!run_steps(l, v, n))
 		goto out;
-	if (after)
-		*after = t[s->nchain - 1];
+	if (after && (last.n != 1 || !totals_of(l, &last, after)))
+		goto out;
 	st = LEDGER_OK;
 out:
+	free_chain_rows(rows, s->nchain);
 	rows_free(&r);
-	return tx_end(l, st);
+	rows_free(&last);
+	if (st != LEDGER_OK)
+		tx_rollback(l);
+	return st;
 }
 
 enum ledger_status ledger_release(struct ledger_session *s, int64_t rid)
