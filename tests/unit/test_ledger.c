@@ -424,8 +424,13 @@ static void worker(const char *spec, int n, int64_t amount, int go, int out, int
 
 	snprintf(id, sizeof(id), "worker-%d", n);
 	if (ledger_open(spec, NULL, &l, NULL, 0) != LEDGER_OK ||
-	    ledger_session_open(l, id, "pool", LEDGER_NO_CAP, &s) != LEDGER_OK)
+	    ledger_session_open(l, id, "pool", LEDGER_NO_CAP, &s) != LEDGER_OK) {
+		/* Both messages, so that the parent never waits for them. */
+		msg = 0xff;
+		(void)!write(out, &msg, 1);
+		(void)!write(out, &msg, 1);
 		_exit(2);
+	}
 	msg = 0;
 	if (write(out, &msg, 1) != 1 || read(go, &c, 1) != 0)
 		_exit(3);
@@ -478,7 +483,7 @@ static void test_processes(void)
 	close(go[1]); /* everyone at once */
 	for (i = 0; i < WORKERS; i++) {
 		ASSERT(read(res[0], &msg, 1) == 1);
-		total += msg;
+		total += msg == 0xff ? 100 : msg;
 	}
 	tap_is_int(total, 13, "%d processes x %d tries: exactly the 13 reservations "
 		   "the cap allows succeed", WORKERS, TRIES);
@@ -496,6 +501,67 @@ static void test_processes(void)
 	tap_ok(r.t.spent == 13 * amount && r.t.reserved == 0 && r.t.spent <= cap,
 	       "settled: spent is 13 amounts, never above the cap");
 	ledger_close(l);
+	free(spec);
+}
+
+/* A reservation that has to wait for another writer decides on the rows
+ * as that writer left them: it takes the write lock before it reads
+ * (BEGIN IMMEDIATE), where a read first would see the rows from before
+ * and then fail to write. */
+static void test_waits_for_writer(void)
+{
+	char *spec = util_xasprintf("sqlite:%s/wait.db", dir);
+	struct ledger_options o = { .create = true };
+	struct ledger *l = open_or_die(spec, &o);
+	int ready[2], go[2], status;
+	sqlite3 *db = NULL;
+	pid_t pid;
+	char c = 0;
+
+	tap_is_int(ledger_create(l, "w", NULL, USD(10)), LEDGER_OK, "a 10 USD tree");
+	ledger_close(l);
+	ASSERT(pipe(ready) == 0 && pipe(go) == 0);
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct ledger *cl = NULL;
+		struct ledger_session *cs = NULL;
+		enum ledger_status st;
+		int64_t rid;
+
+		close(ready[0]);
+		close(go[1]);
+		if (ledger_open(spec, &o, &cl, NULL, 0) != LEDGER_OK ||
+		    ledger_session_open(cl, "waiter", "w", LEDGER_NO_CAP, &cs) != LEDGER_OK ||
+		    write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(3);
+		st = ledger_reserve(cs, USD(5), &rid, NULL);
+		_exit(st == LEDGER_REFUSED ? 0 : st == LEDGER_OK ? 1 : 2);
+	}
+	close(ready[1]);
+	close(go[0]);
+	ASSERT(read(ready[0], &c, 1) == 1);
+	/* Another writer holds the lock while it reserves 8 of the 10. */
+	ASSERT(sqlite3_open(spec + 7, &db) == SQLITE_OK);
+	ASSERT(sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE airlock_sessions SET reserved "
+			    "= reserved + 8000000000 WHERE id = 'w'", NULL, NULL,
+			    NULL) == SQLITE_OK);
+	ASSERT(write(go[1], &c, 1) == 1);
+	{
+		struct timespec ts = { 0, 300000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	ASSERT(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+	ASSERT(waitpid(pid, &status, 0) == pid);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "a reservation waiting for the writer sees its 8 and refuses 5 "
+	       "(status %d: 1 overshot, 2 failed)", WEXITSTATUS(status));
+	ASSERT(sqlite3_exec(db, "UPDATE airlock_sessions SET reserved = reserved - "
+			    "8000000000 WHERE id = 'w'", NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+	close(ready[0]);
+	close(go[1]);
 	free(spec);
 }
 
@@ -595,6 +661,9 @@ int main(void)
 {
 	char *spec;
 
+	/* Every wait below is bounded by the pipes and timeouts it uses;
+	 * this bounds the whole run too, should a child hang. */
+	alarm(300);
 	ASSERT(mkdtemp(dir) != NULL);
 	test_basics(NULL, "memory");
 	test_tree(NULL, "memory");
@@ -612,6 +681,7 @@ int main(void)
 	test_redact();
 	test_default_spec();
 	test_processes();
+	test_waits_for_writer();
 	test_crash_and_lease();
 	{
 		char *cmd = util_xasprintf("rm -rf '%s'", dir);
