@@ -23,8 +23,7 @@
 
 const char cmd_spend_help[] =
 	"usage: airlock spend show [--ledger L] [--json] [SESSION]\n"
-	"       airlock spend set [--ledger L] SESSION --cap USD\n"
-	"                         [--create [--parent ID]]\n"
+	"       airlock spend set [--ledger L] SESSION --cap USD [--parent ID]\n"
 	"\n"
 	"Reads and changes the spend ledger, where the sessions' caps, spent\n"
 	"and reserved money live. Sessions form a tree (`airlock run --parent`):\n"
@@ -38,7 +37,9 @@ const char cmd_spend_help[] =
 	"\n"
 	"set changes the cap of SESSION; a running session honours it from its\n"
 	"next call, and calls refused for the cap go through again once it is\n"
-	"raised.\n"
+	"raised. A SESSION not in the ledger is created (and the ledger with it)\n"
+	"under --parent, as a budget that sessions run under with --parent\n"
+	"SESSION; the line printed says which it was.\n"
 	"\n"
 	"Options:\n"
 	"  --ledger L   sqlite:PATH, postgresql://... (a password comes from\n"
@@ -49,9 +50,8 @@ const char cmd_spend_help[] =
 	"               with exact amounts in nano-dollars (*_nano) as well\n"
 	"  --cap USD    set: the new cap, a decimal number of dollars with at\n"
 	"               most 9 decimals, or \"none\" for no cap of its own\n"
-	"  --create     set: create SESSION (and the ledger) when absent, as a\n"
-	"               budget that sessions run under with --parent SESSION\n"
-	"  --parent ID  set --create: the new session's parent\n"
+	"  --parent ID  set: the parent of a session set creates (for one that\n"
+	"               exists, it must be its parent)\n"
 	"  -h, --help   print this help\n"
 	"\n"
 	"Exit status: 0 done, 1 the ledger or the session cannot be had, 2 usage\n"
@@ -198,18 +198,17 @@ struct spend_opts {
 	const char *session;
 	const char *parent;
 	const char *cap;
-	bool json, create;
+	bool json;
 };
 
 /* Returns 0, EXIT_USAGE after a message, or -1 after printing the help. */
 static int parse_opts(int argc, char **argv, bool is_set, struct spend_opts *o)
 {
-	enum { OPT_LEDGER = 256, OPT_JSON, OPT_CAP, OPT_CREATE, OPT_PARENT };
+	enum { OPT_LEDGER = 256, OPT_JSON, OPT_CAP, OPT_PARENT };
 	static const struct option opts[] = {
 		{ "ledger", required_argument, NULL, OPT_LEDGER },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "cap", required_argument, NULL, OPT_CAP },
-		{ "create", no_argument, NULL, OPT_CREATE },
 		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -236,11 +235,6 @@ static int parse_opts(int argc, char **argv, bool is_set, struct spend_opts *o)
 				return usage("show takes no --cap");
 			o->cap = optarg;
 			break;
-		case OPT_CREATE:
-			if (!is_set)
-				return usage("show takes no --create");
-			o->create = true;
-			break;
 		case OPT_PARENT:
 			if (!is_set)
 				return usage("show takes no --parent");
@@ -263,8 +257,6 @@ static int parse_opts(int argc, char **argv, bool is_set, struct spend_opts *o)
 			return usage("set needs a SESSION");
 		if (!o->cap)
 			return usage("set needs --cap USD");
-		if (o->parent && !o->create)
-			return usage("--parent is for a session --create makes");
 	}
 	return 0;
 }
@@ -336,10 +328,10 @@ static int spend_set(int argc, char **argv)
 	struct ledger *l = NULL;
 	struct ledger_row *rows = NULL;
 	enum ledger_status st;
-	char *spec = NULL, shown[METER_USD_LEN];
+	char *spec = NULL, now[METER_USD_LEN], was[METER_USD_LEN];
 	int64_t cap;
 	size_t n = 0;
-	int status = EXIT_FAILED, r;
+	int status = EXIT_FAILED, r, tries;
 
 	r = parse_opts(argc, argv, true, &o);
 	if (r != 0)
@@ -347,32 +339,47 @@ static int spend_set(int argc, char **argv)
 	if (!parse_usd(o.cap, &cap))
 		return usage("--cap must be dollars (e.g. 5 or 0.25, at most 9 "
 			     "decimals, at most 1000000000) or none, not '%s'", o.cap);
-	if (open_ledger(&o, o.create, &l, &spec) != LEDGER_OK)
+	if (open_ledger(&o, true, &l, &spec) != LEDGER_OK)
 		goto out;
-	st = o.create ? ledger_create(l, o.session, o.parent, cap) : LEDGER_CONFLICT;
-	if (st == LEDGER_CONFLICT) {
-		/* It exists: --create then changes its cap, provided it sits
-		 * under the --parent given. */
-		if (o.parent) {
-			st = ledger_show(l, o.session, &rows, &n);
-			if (st == LEDGER_OK && (!rows[0].parent ||
-						strcmp(rows[0].parent, o.parent) != 0)) {
-				util_warn("spend: session '%s' exists under %s%s%s, not "
-					  "'%s'", o.session, rows[0].parent ? "'" : "",
+	print_usd(now, cap);
+	/* Set it if it is there, else create it; a create that loses a race
+	 * with another one sets it. */
+	for (tries = 0; tries < 2; tries++) {
+		st = ledger_show(l, o.session, &rows, &n);
+		if (st == LEDGER_OK) {
+			if (o.parent && (!rows[0].parent ||
+					 strcmp(rows[0].parent, o.parent) != 0)) {
+				util_warn("spend: session '%s' is under %s%s%s, not '%s'",
+					  o.session, rows[0].parent ? "'" : "",
 					  rows[0].parent ? rows[0].parent : "no parent",
 					  rows[0].parent ? "'" : "", o.parent);
 				goto out;
 			}
-		}
-		if (st == LEDGER_CONFLICT || st == LEDGER_OK)
+			print_usd(was, rows[0].t.cap);
 			st = ledger_set_cap(l, o.session, cap);
+			if (st == LEDGER_OK)
+				printf("%s: cap %s (was %s)\n", o.session,
+				       cap == LEDGER_NO_CAP ? "none" : now,
+				       rows[0].t.cap == LEDGER_NO_CAP ? "none" : was);
+			break;
+		}
+		if (st != LEDGER_NOT_FOUND)
+			break;
+		st = ledger_create(l, o.session, o.parent, cap);
+		if (st == LEDGER_OK)
+			printf("%s: created%s%s, cap %s\n", o.session,
+			       o.parent ? " under " : "", o.parent ? o.parent : "",
+			       cap == LEDGER_NO_CAP ? "none" : now);
+		if (st != LEDGER_CONFLICT)
+			break;
+		ledger_rows_free(rows, n);
+		rows = NULL;
+		n = 0;
 	}
 	if (st != LEDGER_OK) {
 		util_warn("spend: %s", ledger_error(l));
 		goto out;
 	}
-	print_usd(shown, cap);
-	printf("%s: cap %s\n", o.session, cap == LEDGER_NO_CAP ? "none" : shown);
 	status = 0;
 out:
 	if (fflush(stdout) != 0 || ferror(stdout)) {

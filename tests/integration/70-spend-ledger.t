@@ -70,12 +70,28 @@ like "$err" "none.db" "and names the file"
 err=$("$AIRLOCK" spend show --ledger "mysql://x" 2>&1 >/dev/null); st=$?
 is $st 1 "an unknown ledger kind fails"
 like "$err" "sqlite:PATH" "naming the kinds there are"
-HOME=$T/home XDG_STATE_HOME= "$AIRLOCK" spend set def --cap 1 --create >/dev/null
+HOME=$T/home XDG_STATE_HOME= "$AIRLOCK" spend set def --cap 1 >/dev/null
 ok $? "without --ledger: the default ledger"
 [ -f "$T/home/.local/state/airlock/spend.db" ]; ok $? "is ~/.local/state/airlock/spend.db"
 out=$(HOME=$T/home XDG_STATE_HOME= "$AIRLOCK" spend show)
 like "$out" "^SESSION .*CAP" "show prints a header"
 like "$out" "def +- +1 " "and the session"
+C="sqlite:$T/cli.db"
+out=$("$AIRLOCK" spend set --ledger "$C" budget --cap 2.5)
+is "$out" "budget: created, cap 2.5" "set creates a session that is not there, and the ledger"
+out=$("$AIRLOCK" spend set --ledger "$C" team --cap none --parent budget)
+is "$out" "team: created under budget, cap none" "under --parent"
+out=$("$AIRLOCK" spend set --ledger "$C" budget --cap 3)
+is "$out" "budget: cap 3 (was 2.5)" "set changes the cap of one that is there, saying what it was"
+out=$("$AIRLOCK" spend set --ledger "$C" team --cap 0.000000001 --parent budget)
+is "$out" "team: cap 0.000000001 (was none)" "a nano-dollar cap, exactly"
+"$AIRLOCK" spend set --ledger "$C" team --cap 1 --parent other 2>/dev/null
+is $? 1 "a --parent that is not the session's parent fails"
+"$AIRLOCK" spend set --ledger "$C" kid --cap 1 --parent missing 2>/dev/null
+is $? 1 "creating under a missing parent fails"
+out=$("$AIRLOCK" spend show --ledger "$C" --json)
+is "$(jget "$out" "[(s['session'], s['parent'], s['depth'], s['cap_nano'], s['cap_usd']) for s in j['sessions']]")" \
+	"[('budget', None, 0, 3000000000, 3.0), ('team', 'budget', 1, 1, 1e-09)]" "show --json: the tree, its caps"
 
 # ------------------------------------------------- the scenarios, per ledger
 
@@ -86,7 +102,7 @@ scenario() {
 	# 1. Many processes at once against a cap that allows 13 reservations.
 	amount=100000007
 	cap=$((13 * amount + amount / 2))
-	"$AIRLOCK" spend set --ledger "$L" pool --cap "$(python3 -c "print('%.9f' % ($cap / 1e9))")" --create >/dev/null
+	"$AIRLOCK" spend set --ledger "$L" pool --cap "$(python3 -c "print('%.9f' % ($cap / 1e9))")" >/dev/null
 	ok $? "$name: a pool of 13.5 reservations"
 	rm -f "$T/go" "$T/release" "$T"/done-* "$T"/w-*.out
 	local wp=()
@@ -118,9 +134,9 @@ scenario() {
 	# > teams (t1: 6 USD, t2: none) > sessions (s1-s3 under t1, s1 and s2
 	# with 2 USD; s4-s6 under t2). Each charges what it reserved, so any
 	# lost update or race would show as spent above a cap.
-	"$AIRLOCK" spend set --ledger "$L" org --cap 10 --create >/dev/null &&
-	"$AIRLOCK" spend set --ledger "$L" t1 --cap 6 --create --parent org >/dev/null &&
-	"$AIRLOCK" spend set --ledger "$L" t2 --cap none --create --parent org >/dev/null
+	"$AIRLOCK" spend set --ledger "$L" org --cap 10 >/dev/null &&
+	"$AIRLOCK" spend set --ledger "$L" t1 --cap 6 --parent org >/dev/null &&
+	"$AIRLOCK" spend set --ledger "$L" t2 --cap none --parent org >/dev/null
 	ok $? "$name: the tree org > t1, t2"
 	rm -f "$T/go" "$T"/s-*.out
 	wp=()
@@ -185,7 +201,7 @@ scenario() {
 	is "$out" "open conflict" "$name: an existing session under another parent is refused"
 
 	# 5. A session that dies holding a reservation.
-	"$AIRLOCK" spend set --ledger "$L" "ct$name" --cap 1 --create >/dev/null
+	"$AIRLOCK" spend set --ledger "$L" "ct$name" --cap 1 >/dev/null
 	out=$(timeout 30 "$TOOL" ledger "$L" "crash$name" "ct$name" none reserve:$((USD / 4)) crash)
 	like "$out" "^reserve ok" "$name: a session reserved 0.25 and died"
 	is "$(row "$L" "crash$name" reserved_nano)" $((USD / 4)) "$name: its reservation is still held"
