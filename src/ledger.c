@@ -1181,6 +1181,17 @@ char *ledger_redact(const char *spec)
 	return out;
 }
 
+int64_t ledger_cap_of_policy(const struct policy *p)
+{
+	int64_t cap;
+
+	if (!p->spend_has_cap)
+		return LEDGER_NO_CAP;
+	if (!meter_usd_to_nano(p->spend_cap_usd, &cap))
+		cap = METER_MONEY_MAX; /* a valid policy's cap is >= 0 */
+	return cap;
+}
+
 /* ------------------------------------------------------------------ */
 /* Rows                                                               */
 /* ------------------------------------------------------------------ */

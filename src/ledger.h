@@ -115,6 +115,13 @@ char *ledger_default_spec(void);
  * messages. Malloc'd. */
 char *ledger_redact(const char *spec);
 
+struct policy;
+
+/* The cap @p gives its session: LEDGER_NO_CAP for cap_usd null, else
+ * its nano-dollars, a cap above the ledger's largest amount (a billion
+ * dollars) held at it. */
+int64_t ledger_cap_of_policy(const struct policy *p);
+
 /* What one session's row says. */
 struct ledger_totals {
 	int64_t cap;        /* LEDGER_NO_CAP: none of its own */

@@ -67,6 +67,7 @@
 
 #include <jansson.h>
 
+#include "policy.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
@@ -156,6 +157,47 @@ const char *meter_outcome_to_string(enum meter_outcome o)
 	if ((unsigned int)o >= METER_OUTCOME_COUNT)
 		return "unknown";
 	return outcome_names[o];
+}
+
+bool meter_config_from_policy(struct meter_config *cfg, const struct policy *p)
+{
+	struct meter_price *prices;
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	prices = util_xcalloc(p->nspend_prices ? p->nspend_prices : 1,
+			      sizeof(*prices));
+	for (i = 0; i < p->nspend_prices; i++) {
+		const struct policy_price *pp = &p->spend_prices[i];
+
+		if (!meter_price_set(&prices[i], pp->model, pp->input, pp->output,
+				     &pp->cache_write, &pp->cache_read)) {
+			free(prices);
+			return false;
+		}
+	}
+	cfg->prices = prices;
+	cfg->nprices = p->nspend_prices;
+	cfg->max_body_bytes = p->spend_max_body_bytes;
+	cfg->default_max_output_tokens = p->spend_default_max_output_tokens;
+	return true;
+}
+
+void meter_config_free(struct meter_config *cfg)
+{
+	free((void *)cfg->prices);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static_assert((int)POLICY_SPEND_ANTHROPIC == (int)METER_API_ANTHROPIC &&
+	      (int)POLICY_SPEND_OPENAI == (int)METER_API_OPENAI &&
+	      (int)POLICY_SPEND_API_COUNT == (int)METER_API_COUNT,
+	      "the policy's spend apis are the meter's");
+
+enum meter_api meter_api_of_policy(int policy_spend_api)
+{
+	ASSERT(policy_spend_api >= 0 && policy_spend_api < METER_API_COUNT);
+	return (enum meter_api)policy_spend_api;
 }
 
 /* ------------------------------------------------------------------ */

@@ -45,8 +45,9 @@
  * billion dollars, in nano-dollars. Caps, prices and reservations above it
  * are refused; sums of many of them still fit in an int64_t. */
 #define METER_MONEY_MAX (INT64_C(1000000000) * METER_NANO_PER_USD)
-/* The largest price: one million dollars per million tokens. */
-#define METER_PRICE_MAX (INT64_C(1000000) * METER_NANO_PER_USD)
+/* The largest price: two million dollars per million tokens (a policy
+ * price is at most 1e6, its cache_write 1.25e6). */
+#define METER_PRICE_MAX (INT64_C(2000000) * METER_NANO_PER_USD)
 
 /* Defaults of the spend policy fields. */
 #define METER_DEFAULT_MAX_BODY_BYTES (UINT64_C(32) * 1024 * 1024)
@@ -149,6 +150,20 @@ struct meter_config {
 	size_t max_sse_event;               /* 0: the default */
 	size_t max_json_body;               /* 0: the default */
 };
+
+struct policy;
+
+/* Fills @cfg from @p's spend section: its prices (in a malloc'd array
+ * that borrows the policy's model names: @p must outlive @cfg),
+ * max_body_bytes and default_max_output_tokens; the answer limits are
+ * the defaults. Returns false (and @cfg empty) when a price is out of
+ * the meter's range, which a valid policy never is. Free with
+ * meter_config_free(). */
+bool meter_config_from_policy(struct meter_config *cfg, const struct policy *p);
+void meter_config_free(struct meter_config *cfg);
+
+/* The meter's name for a spend provider's api. */
+enum meter_api meter_api_of_policy(int policy_spend_api);
 
 /* Why a metered request is refused before anything is forwarded. */
 struct meter_refusal {

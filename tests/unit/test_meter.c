@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger.h"
 #include "meter.h"
+#include "policy.h"
 #include "tap.h"
 #include "util.h"
 
@@ -79,7 +81,7 @@ static void test_prices(void)
 		{ "", -1 },
 	};
 	struct meter_price star[2];
-	double neg = -1, big = 2e6, nan = NAN;
+	double neg = -1, big = 3e6, nan = NAN;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -102,7 +104,7 @@ static void test_prices(void)
 	tap_is_int(prices[4].cache_read, 15000000LL, "0.1 x 0.15 = 0.015");
 	tap_is_int(prices[1].cache_write, 18750000000LL, "an explicit cache_write");
 	tap_ok(!meter_price_set(&star[0], "x", neg, 1, NULL, NULL), "a negative price is refused");
-	tap_ok(!meter_price_set(&star[0], "x", 1, big, NULL, NULL), "a price above $1e6/Mtok is refused");
+	tap_ok(!meter_price_set(&star[0], "x", 1, big, NULL, NULL), "a price above $2e6/Mtok is refused");
 	tap_ok(!meter_price_set(&star[0], "x", 1, 1, &nan, NULL), "a NaN cache price is refused");
 	tap_ok(!meter_price_set(&star[0], "x", 1, 1, NULL, &neg), "a negative cache_read is refused");
 }
@@ -1098,6 +1100,65 @@ static void test_response_limits(void)
 	       "a request without an answer is charged its reservation");
 }
 
+/* The meter's config and the ledger's cap, from a parsed policy. */
+static void test_from_policy(void)
+{
+	static const char doc[] =
+		"{\"version\":1,\"spend\":{\"cap_usd\":5.25,\"providers\":[{\"api\":"
+		"\"anthropic\",\"hosts\":[\"api.anthropic.com\"]},{\"api\":\"openai\","
+		"\"hosts\":[\"api.openai.com\"]}],\"prices\":{\"claude-sonnet-4-5*\":"
+		"{\"input\":3,\"output\":15},\"gpt-4o\":{\"input\":2.5,\"output\":10,"
+		"\"cache_read\":1.25}},\"max_body_bytes\":1000,"
+		"\"default_max_output_tokens\":77}}";
+	struct policy_errors errs = { 0 };
+	struct policy *p = policy_parse(doc, strlen(doc), NULL, &errs);
+	const struct policy_spend_provider *prov;
+	struct meter_config c;
+	struct meter_request r;
+	struct meter_refusal why;
+	const struct meter_price *price;
+	const char *body = "{\"model\":\"claude-sonnet-4-5-20250929\"}";
+
+	if (!tap_ok(p != NULL, "the spend policy parses")) {
+		tap_diag("%s: %s", errs.count ? errs.items[0].path : "?",
+			 errs.count ? errs.items[0].message : "?");
+		policy_errors_free(&errs);
+		return;
+	}
+	tap_ok(meter_config_from_policy(&c, p), "the meter's config from it");
+	tap_is_int(c.nprices, 2, "two prices");
+	price = meter_price_lookup(c.prices, c.nprices, "claude-sonnet-4-5-20250929");
+	tap_ok(price && price->input == 3000000000LL && price->cache_write == 3750000000LL &&
+	       price->cache_read == 300000000LL && price->output == 15000000000LL,
+	       "a prefix price with its defaulted cache prices");
+	price = meter_price_lookup(c.prices, c.nprices, "gpt-4o");
+	tap_ok(price && price->cache_read == 1250000000LL && price->cache_write == 3125000000LL,
+	       "an exact price with its own cache_read");
+	/* 38 bytes x 3750 + 77 x 15000 */
+	tap_ok(meter_request_parse(&c, METER_ENDPOINT_ANTHROPIC_MESSAGES, body, strlen(body),
+				   &r, &why) && r.max_output == 77 && r.reservation == 1297500,
+	       "default_max_output_tokens from the policy");
+	tap_ok(!meter_request_parse(&c, METER_ENDPOINT_ANTHROPIC_MESSAGES, body, 1001, &r,
+				    &why) || why.status == 413, "max_body_bytes from the policy");
+	prov = policy_spend_provider_for_host(p, "api.openai.com");
+	tap_ok(prov && meter_api_of_policy((int)prov->api) == METER_API_OPENAI,
+	       "a provider's api is the meter's");
+	tap_is_int(ledger_cap_of_policy(p), 5250000000LL, "cap_usd 5.25 is 5.25e9 n$");
+	meter_config_free(&c);
+	policy_free(p);
+
+	body = "{\"version\":1,\"spend\":{\"cap_usd\":null}}";
+	p = policy_parse(body, strlen(body), NULL, &errs);
+	tap_ok(p && ledger_cap_of_policy(p) == LEDGER_NO_CAP, "cap_usd null: no cap");
+	policy_free(p);
+	body = "{\"version\":1,\"spend\":{\"cap_usd\":1e12}}";
+	p = policy_parse(body, strlen(body), NULL, &errs);
+	tap_ok(p && ledger_cap_of_policy(p) == METER_MONEY_MAX,
+	       "a cap above a billion dollars is held at a billion");
+	policy_free(p);
+	policy_errors_free(&errs);
+}
+
 int main(void)
 {
 	setup_prices();
@@ -1108,5 +1169,6 @@ int main(void)
 	test_request_limits();
 	test_responses();
 	test_response_limits();
+	test_from_policy();
 	return tap_done();
 }
