@@ -124,7 +124,7 @@ static int ledger_main(int argc, char **argv)
 			st = ledger_reserve(s, v, &rid, &why);
 			if (st == LEDGER_OK) {
 				if (nheld == MAX_HELD)
-					return 2;
+					goto bad;
 				held[nheld++] = rid;
 				printf("reserve ok %lld\n", (long long)rid);
 			} else if (st == LEDGER_REFUSED) {
@@ -137,7 +137,7 @@ static int ledger_main(int argc, char **argv)
 			bool rel = a[0] == 'r';
 
 			if (first == nheld)
-				return 2;
+				goto bad;
 			st = rel ? ledger_release(s, held[first])
 				 : ledger_settle(s, held[first], v, &t);
 			if (st != LEDGER_OK)
@@ -168,12 +168,12 @@ static int ledger_main(int argc, char **argv)
 			for (k = 0; k < 6000 && stat(a + 5, &sb) != 0; k++)
 				usleep(10000);
 			if (k == 6000)
-				return 2;
+				goto bad;
 		} else if (strncmp(a, "touch:", 6) == 0) {
 			FILE *f = fopen(a + 6, "w");
 
 			if (!f)
-				return 2;
+				goto bad;
 			fclose(f);
 		} else if (strncmp(a, "sleep:", 6) == 0 && parse_i64(a + 6, &v)) {
 			usleep((useconds_t)v * 1000);
@@ -189,10 +189,10 @@ static int ledger_main(int argc, char **argv)
 			double tr = 0, ts, t0;
 
 			if (!colon)
-				return 2;
+				goto bad;
 			*colon = '\0';
 			if (!parse_i64(a + 6, &n) || !parse_i64(colon + 1, &v))
-				return 2;
+				goto bad;
 			ts = 0;
 			for (k = 0; k < n; k++) {
 				t0 = now_us();
@@ -207,8 +207,7 @@ static int ledger_main(int argc, char **argv)
 			printf("bench %lld %.1f %.1f\n", (long long)n, tr / (double)n,
 			       ts / (double)n);
 		} else {
-			fprintf(stderr, "spend_tool: bad step '%s'\n", a);
-			return 2;
+			goto bad;
 		}
 		fflush(stdout);
 	}
@@ -223,6 +222,10 @@ fail:
 	fprintf(stderr, "spend_tool: %s: %s\n", argv[i], ledger_error(l));
 	ledger_close(l);
 	return 1;
+bad:
+	fprintf(stderr, "spend_tool: bad or failed step '%s'\n", argv[i]);
+	ledger_close(l);
+	return 2;
 }
 
 /* ------------------------------------------------------------------ */
@@ -260,7 +263,7 @@ static int meter_main(int argc, char **argv)
 	struct meter_config cfg = { .prices = prices };
 	const char *api = NULL, *path = NULL, *reqf = NULL, *respf = NULL,
 		   *ctype = NULL, *rewf = NULL;
-	int status = 200, complete = 1, i;
+	int status = 200, complete = 1, i, status_out = 0;
 	unsigned seed = 1, repeat = 1, rep;
 	enum meter_api a;
 	enum meter_endpoint ep;
@@ -314,25 +317,29 @@ static int meter_main(int argc, char **argv)
 	body = util_read_file(reqf, 64u << 20, &blen);
 	if (!body)
 		return 2;
-	if (respf && !(resp = util_read_file(respf, 64u << 20, &rlen)))
+	if (respf && !(resp = util_read_file(respf, 64u << 20, &rlen))) {
+		free(body);
 		return 2;
+	}
 	route = meter_classify(a, "POST", 4, path, strlen(path), &ep);
 	if (route != METER_ROUTE_METER) {
 		printf("{\"route\":\"%s\"}\n", meter_route_to_string(route));
-		return 0;
+		goto out;
 	}
 	if (!meter_request_parse(&cfg, ep, body, blen, &req, &why)) {
 		printf("{\"route\":\"meter\",\"refused\":%d,\"rule\":\"%s\"}\n",
 		       why.status, why.rule);
-		return 0;
+		goto out;
 	}
 	nb = meter_request_rewrite(&req, body, blen, &nlen);
 	if (rewf) {
 		FILE *f = fopen(rewf, "w");
 
 		if (!f || fwrite(nb ? nb : body, 1, nb ? nlen : blen, f) !=
-			      (nb ? nlen : blen) || fclose(f) != 0)
-			return 2;
+			      (nb ? nlen : blen) || fclose(f) != 0) {
+			status_out = 2;
+			goto out;
+		}
 	}
 	c0 = cpu_us();
 	for (rep = 0; rep < repeat; rep++) {
@@ -345,8 +352,10 @@ static int meter_main(int argc, char **argv)
 			 * then meter the answer. */
 			char *again;
 
-			if (!meter_request_parse(&cfg, ep, body, blen, &req, &why))
-				return 1;
+			if (!meter_request_parse(&cfg, ep, body, blen, &req, &why)) {
+				status_out = 1;
+				goto out;
+			}
 			again = meter_request_rewrite(&req, body, blen, &nlen);
 			free(again);
 		}
@@ -381,10 +390,11 @@ static int meter_main(int argc, char **argv)
 	       (unsigned long long)ch.usage.output,
 	       (unsigned long long)ch.usage.cache_write,
 	       (unsigned long long)ch.usage.cache_read, (c1 - c0) / repeat);
+out:
 	free(nb);
 	free(body);
 	free(resp);
-	return 0;
+	return status_out;
 }
 
 int main(int argc, char **argv)
