@@ -74,9 +74,11 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
-# spend_tool drives ledger.c and meter.c for the tests and bench/spend:
-# it links airlock's objects.
-$(BUILD)/tests/helpers/spend_tool: tests/helpers/spend_tool.c $(LIB_OBJ) | deps
+# Test helpers that drive airlock's modules directly link their objects:
+# ghmint (the GitHub App mint of ghapp.c against the stand-in API),
+# spend_tool (ledger.c and meter.c for the spend tests and bench/spend).
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool
+$(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
