@@ -97,6 +97,17 @@ enum addr_class addr_classify(const struct addr *a);
 bool addr_is_allowed(const struct addr *a, const struct addr_cidr *exempt,
 		     size_t nexempt);
 
+/* Socket addresses. addr_to_sockaddr() fills @ss with @a and @port (host
+ * order) and returns its length. addr_from_sockaddr() reads an AF_INET or
+ * AF_INET6 address of @len bytes; false for any other family or a short
+ * @len. @port may be NULL. */
+struct sockaddr;
+struct sockaddr_storage;
+unsigned int addr_to_sockaddr(const struct addr *a, uint16_t port,
+			      struct sockaddr_storage *ss);
+bool addr_from_sockaddr(const struct sockaddr *sa, size_t len, struct addr *a,
+			uint16_t *port);
+
 /* Canonical text (inet_ntop form; IPv6 without brackets). @out must hold
  * ADDR_STRLEN bytes (checked: a shorter buffer is an ASSERT failure). */
 #define ADDR_STRLEN 46
