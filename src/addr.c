@@ -3,7 +3,7 @@
  *
  * DOC: Theory of Operation
  *
- * The proxy connects only to addresses it has checked (SPEC §3.3), so this
+ * The proxy connects only to addresses it has checked (docs/PROXY.md), so this
  * module answers one question: "may a name resolve to this address?". The
  * answer is a pure function of 16 bytes; there is no I/O and no state.
  *

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * addr.h - IP addresses, CIDRs and the special-purpose classifier (SPEC §3.3).
+ * addr.h - IP addresses, CIDRs and the special-purpose classifier
+ * (docs/PROXY.md, "Decision").
  *
  * Pure functions, no I/O: every function here is table-tested in
  * tests/unit/test_addr.c.
@@ -22,7 +23,7 @@ struct addr_cidr {
 	unsigned int prefix; /* 0..32 or 0..128 */
 };
 
-/* Classes of SPEC §3.3. ADDR_CLASS_GLOBAL is the only one a name may resolve
+/* Address classes. ADDR_CLASS_GLOBAL is the only one a name may resolve
  * to without an allow_ranges exemption. Keep addr_class_to_string() in sync
  * (a static_assert checks the table size). */
 enum addr_class {

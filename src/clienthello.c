@@ -4,9 +4,9 @@
  * DOC: Theory of Operation
  *
  * A CONNECT tunnel names a host, but what the client then sends is up to
- * the client, and the client is hostile (SPEC §1). Before splicing a tunnel
+ * the client, and the client is hostile. Before splicing a tunnel
  * the proxy reads the TLS ClientHello and denies the tunnel unless its
- * server_name is the CONNECT host (SPEC §5.3): otherwise an agent allowed
+ * server_name is the CONNECT host: otherwise an agent allowed
  * to reach a shared front end (a CDN, a cloud load balancer) could CONNECT
  * to an allowed name and ask that front end for any other one. A
  * ClientHello without an SNI is denied for the same reason: the front end

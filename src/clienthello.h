@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * clienthello.h - a strict, incremental, read-only parser of the TLS
- * ClientHello that opens a CONNECT tunnel (SPEC §5.3).
+ * ClientHello that opens a CONNECT tunnel (docs/PROXY.md).
  *
  * A pure function over the bytes the client has sent so far: no I/O, no
  * allocation, nothing is consumed (the proxy forwards the same bytes

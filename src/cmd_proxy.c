@@ -40,6 +40,7 @@
 const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"
 	"                     [--signing-key FILE] [--session ID]\n"
+	"                     [--max-conns N] [--client-limit N]\n"
 	"\n"
 	"Runs the egress proxy alone, for providers that enforce egress at their\n"
 	"network layer. Its receipt stream starts with session.start and ends\n"
@@ -52,6 +53,10 @@ const char cmd_proxy_help[] =
 	"  --events DEST       receipts: '-', 'fd:N' or a path (appended, 0600)\n"
 	"  --signing-key FILE  Ed25519 key (PKCS#8 PEM) to sign receipts with\n"
 	"  --session ID        the session id in every receipt\n"
+	"  --max-conns N       connections at once (default 16384, and never more\n"
+	"                      than the descriptors allow)\n"
+	"  --client-limit N    connections one client address may hold (default a\n"
+	"                      quarter of the connection limit)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Signals: SIGHUP reloads the policy (an invalid one is refused and the\n"
@@ -166,13 +171,16 @@ static bool on_signal(void *arg, const struct signalfd_siginfo *si)
 
 int cmd_proxy(int argc, char **argv)
 {
-	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION };
+	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION,
+	       OPT_MAX_CONNS, OPT_CLIENT_LIMIT };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
 		{ "events", required_argument, NULL, OPT_EVENTS },
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
+		{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+		{ "client-limit", required_argument, NULL, OPT_CLIENT_LIMIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -184,6 +192,7 @@ int cmd_proxy(int argc, char **argv)
 	struct proxy_opts po;
 	struct session s;
 	char err[256], *id = NULL, text[ADDR_STRLEN + 16];
+	unsigned long max_conns = 0, client_limit = 0;
 	socklen_t sl;
 	sigset_t mask;
 	struct policy *p;
@@ -204,6 +213,18 @@ int cmd_proxy(int argc, char **argv)
 					 "proxy: --session must be 1-128 characters of "
 					 "A-Z a-z 0-9 . _ : - starting with a letter or digit");
 			session_id = optarg;
+			break;
+		case OPT_MAX_CONNS:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &max_conns))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --max-conns must be a number from 1 to %u",
+					 1u << 24);
+			break;
+		case OPT_CLIENT_LIMIT:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &client_limit))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --client-limit must be a number from 1 to %u",
+					 1u << 24);
 			break;
 		case 'h':
 			fputs(cmd_proxy_help, stdout);
@@ -257,6 +278,8 @@ int cmd_proxy(int argc, char **argv)
 	po.signal_fd = sfd;
 	po.on_signal = on_signal;
 	po.signal_arg = &st;
+	po.max_conns = (unsigned int)max_conns;
+	po.client_limit = (unsigned int)client_limit;
 	st.s = &s;
 	st.path = policy_path;
 	st.px = proxy_new(&po, err, sizeof(err));

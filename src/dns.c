@@ -3,7 +3,7 @@
  *
  * DOC: Theory of Operation
  *
- * The proxy decides on addresses, not names (SPEC §3.3): it classifies
+ * The proxy decides on addresses, not names: it classifies
  * every address a name resolves to, denies the name if any of them is
  * special-purpose, and connects only to one it classified. This module's
  * job is to hand it those addresses, all of them, straight from the DNS

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * http.h - strict HTTP/1.1 request/response head parsing and the chunked
- * body decoder of the egress proxy (SPEC §5.1).
+ * body decoder of the egress proxy (docs/PROXY.md).
  *
  * Pure functions over the caller's buffer: no I/O, no allocation, fixed
  * tables. Every string the parser returns is a slice (pointer + length)
@@ -41,8 +41,8 @@ enum http_result {
 	HTTP_INCOMPLETE, /* valid so far; call again with more bytes */
 	HTTP_BAD,        /* malformed or ambiguous: answer 400 (502 for a
 			    response) and close; ->error says why */
-	HTTP_TOO_LARGE,  /* a limit of struct http_limits was exceeded; SPEC
-			    §5.1 answers 400 too (->error names the limit) */
+	HTTP_TOO_LARGE,  /* a limit of struct http_limits was exceeded; the
+			    proxy answers 400 too (->error names the limit) */
 	HTTP_RESULT_COUNT
 };
 

@@ -13,7 +13,7 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Exit statuses of `airlock run` (SPEC §2). */
+/* Exit statuses of `airlock run` (man/airlock.1). */
 #define EXIT_AIRLOCK_FAILURE 125
 #define EXIT_CANNOT_EXEC 126
 #define EXIT_NOT_FOUND 127
@@ -71,11 +71,11 @@ void util_rfc3339_now(char out[25]);
 /* Fills @buf with @len bytes from the kernel CSPRNG; aborts on failure. */
 void util_random(void *buf, size_t len);
 
-/* SPEC §2's exit status of a command: its own, or 128+N if it was killed
+/* The exit status `airlock run` gives for a command: its own, or 128+N if it was killed
  * by signal N. */
 int util_wait_status(int wstatus);
 
-/* SPEC §2's exit status when exec failed with @err: 127 not found, else 126. */
+/* The exit status of `airlock run` when exec failed with @err: 127 not found, else 126. */
 int util_exec_status(int err);
 
 /* SIGCHLD and the signals a session forwards to its command (SIGINT,

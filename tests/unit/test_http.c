@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * test_http.c - table tests of http.c: every strictness rule of SPEC §5.1
+ * test_http.c - table tests of http.c: every strictness rule of docs/PROXY.md
  * with a valid and an invalid form, the request-smuggling classics (CL.TE,
  * TE.CL, TE.TE obfuscations), Host/target agreement, response framing,
  * the chunked decoder, and prefix consistency at every split position.
