@@ -417,10 +417,13 @@ static bool buffered_step(struct conn *c, bool relay)
 		}
 		break;
 	}
-	if (w && w->phase == WATCH_SECOND_HELLO) {
-		if (!watch_second_hello(c))
-			return !conn_closed(c);
-		w->phase = WATCH_DONE;
+	if (w && w->phase == WATCH_SECOND_HELLO && c->cin.len > 0) {
+		bool over = watch_second_hello(c);
+
+		if (conn_closed(c))
+			return false;
+		if (over)
+			w->phase = WATCH_DONE;
 	}
 	if (w && w->phase == WATCH_DONE) {
 		/* release what was held */
