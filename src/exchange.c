@@ -316,10 +316,14 @@ static void parse_head(struct conn *c)
 		return;
 	}
 	c->requests++;
-	mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
-						      : sizeof(c->method) - 1;
-	memcpy(c->method, req.method.ptr, mlen);
-	c->method[mlen] = '\0';
+	/* Inside a tunnel the connection stays the CONNECT's (its receipts
+	 * name the tunnel); a request's own method is in the exchange. */
+	if (!c->inner) {
+		mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
+							      : sizeof(c->method) - 1;
+		memcpy(c->method, req.method.ptr, mlen);
+		c->method[mlen] = '\0';
+	}
 	if (req.is_connect) {
 		if (c->inner) {
 			c->target_known = true;
@@ -367,8 +371,8 @@ static void parse_head(struct conn *c)
 
 		verdict_set(&v, VERDICT_DENY, 403, "egress.host_mismatch",
 			    "the request's Host is not the tunnel's host");
-		v.extra = json_pack("{s:s?}", "request_host",
-				    x->host.name[0] ? x->host.name : NULL);
+		v.extra = json_pack("{s:s, s:s?}", "request_method", x->method,
+				    "request_host", x->host.name[0] ? x->host.name : NULL);
 		set_outcome(x, FILTER_OUTCOME_REFUSED);
 		if (!verdict_apply(c, &v))
 			return;
@@ -928,6 +932,7 @@ static void record_request(struct conn *c)
 	if (!c->inner)
 		return;
 	s = conn_subject(c);
+	json_object_set_new(s, "method", json_string(x->method));
 	json_object_set_new(s, "path", json_string(x->path));
 	json_object_set_new(s, "status", json_integer(x->rs.status));
 	json_object_set_new(s, "bytes_up", json_integer((json_int_t)x->bytes_up));
