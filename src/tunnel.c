@@ -468,11 +468,17 @@ static bool buffered_step(struct conn *c, bool relay)
 
 /* --- splice --------------------------------------------------------------------- */
 
-/* Moves bytes src -> pipe -> dst. Returns the bytes written to dst, or -1
- * if the tunnel must close. */
-static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h)
+/* Moves bytes src -> pipe -> dst (@read: try the source too). Returns
+ * the bytes written to dst, or -1 if the tunnel must close. A read
+ * shorter than asked drained the socket: no second read is tried (the
+ * level-triggered interest reports what comes next). When @other is
+ * already shut, the tunnel closes right after this half ends, and the
+ * close sends the FIN: no shutdown() of its own. */
+static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
+			   bool read, const struct half *other)
 {
 	ssize_t moved = 0;
+	bool drained = !read;
 
 	for (;;) {
 		ssize_t n;
@@ -487,14 +493,19 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h)
 			continue;
 		}
 		if (h->eof) {
-			if (h->pipe[0] >= 0) {
+			if (h->pipe[0] >= 0)
 				proxy_pipe_put(p, h->pipe, true);
-				h->pipe[0] = h->pipe[1] = -1;
-			}
 			if (!h->shut) {
-				shutdown(dst, SHUT_WR);
+				if (!other->shut)
+					shutdown(dst, SHUT_WR);
 				h->shut = true;
 			}
+			return moved;
+		}
+		if (drained) {
+			/* idle: give the pipe back */
+			if (h->pipe[0] >= 0)
+				proxy_pipe_put(p, h->pipe, true);
 			return moved;
 		}
 		if (h->pipe[0] < 0 && proxy_pipe_get(p, h->pipe) < 0)
@@ -504,16 +515,15 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h)
 		if (n < 0) {
 			if (errno != EAGAIN)
 				return -1;
-			/* idle: give the pipe back */
-			proxy_pipe_put(p, h->pipe, true);
-			h->pipe[0] = h->pipe[1] = -1;
-			return moved;
+			drained = true;
+			continue;
 		}
 		if (n == 0) {
 			h->eof = true;
 			continue;
 		}
 		h->pending += (size_t)n;
+		drained = n < SPLICE_MAX;
 	}
 }
 
@@ -522,14 +532,22 @@ static uint32_t splice_events(const struct half *in, const struct half *out)
 	uint32_t ev = 0;
 
 	if (!in->eof && in->pending == 0)
-		ev |= EPOLLIN;
+		ev |= EPOLLIN | EPOLLRDHUP;
 	if (out->pending > 0)
 		ev |= EPOLLOUT;
 	return ev;
 }
 
-static void splice_step(struct conn *c)
+/* Serves one side's event (@events 0: both directions, both ways): a
+ * readable side feeds its half, a writable side takes its half's
+ * pending bytes. */
+static void splice_step(struct conn *c, bool upstream, uint32_t events)
 {
+	const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP;
+	bool c2u_read = !events || (!upstream && (events & rd));
+	bool u2c_read = !events || (upstream && (events & rd));
+	bool c2u_go = c2u_read || !events || (upstream && (events & EPOLLOUT));
+	bool u2c_go = u2c_read || !events || (!upstream && (events & EPOLLOUT));
 	ssize_t a = 0, b = 0;
 
 	/* One side is gone (splice_hangup): only its last bytes, still in
@@ -538,7 +556,8 @@ static void splice_step(struct conn *c)
 		struct half *h = c->draining;
 		bool to_up = h == &c->c2u;
 
-		a = splice_half(c->p, -1, to_up ? c->upstream.fd : c->client.fd, h);
+		a = splice_half(c->p, -1, to_up ? c->upstream.fd : c->client.fd, h, false,
+				to_up ? &c->u2c : &c->c2u);
 		if (a < 0 || h->pending == 0) {
 			conn_close(c);
 			return;
@@ -548,9 +567,10 @@ static void splice_step(struct conn *c)
 		conn_watch(c, to_up, EPOLLOUT);
 		return;
 	}
-	a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u);
-	if (a >= 0)
-		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c);
+	if (c2u_go)
+		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u, c2u_read, &c->u2c);
+	if (a >= 0 && u2c_go)
+		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c, u2c_read, &c->c2u);
 	if (a < 0 || b < 0 || (c->c2u.shut && c->u2c.shut)) {
 		conn_close(c);
 		return;
@@ -570,7 +590,7 @@ static void splice_hangup(struct conn *c, bool upstream, uint32_t events)
 	struct half *from = upstream ? &c->u2c : &c->c2u;
 
 	if (!(events & EPOLLERR)) {
-		splice_step(c); /* take what it still has, deliver what we can */
+		splice_step(c, false, 0); /* take what it still has, deliver what we can */
 		if (conn_closed(c))
 			return;
 	}
@@ -582,12 +602,27 @@ static void splice_hangup(struct conn *c, bool upstream, uint32_t events)
 	conn_unwatch(c, upstream);
 	from->eof = true;
 	c->draining = from;
-	splice_step(c);
+	splice_step(c, false, 0);
+}
+
+/* The 200 and the first flight (or the heads before a 101) are out:
+ * from now on the kernel moves the bytes. No splice is tried yet: the
+ * level-triggered interest reports whatever is already waiting. */
+static void start_splice(struct conn *c)
+{
+	buf_free(&c->cin);
+	buf_free(&c->cout);
+	buf_free(&c->uin);
+	buf_free(&c->uout);
+	c->spliced = true;
+	conn_watch(c, false, EPOLLIN | EPOLLRDHUP);
+	conn_watch(c, true, EPOLLIN | EPOLLRDHUP);
 }
 
 void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 {
 	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream);
+	int r;
 
 	if (c->state == CONN_FIRST_FLIGHT) {
 		step_first_flight(c, events);
@@ -597,7 +632,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 		if (events & (EPOLLHUP | EPOLLERR))
 			splice_hangup(c, upstream, events);
 		else
-			splice_step(c);
+			splice_step(c, upstream, events);
 		return;
 	}
 	/* Before splicing (the 200 and first flight still going out, a TLS
@@ -607,15 +642,26 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 		conn_close(c);
 		return;
 	}
+	if (plain && !c->watch && c->cin.len == 0) {
+		/* only queued bytes to write, then splice */
+		r = endpoint_flush(&c->client, &c->cout);
+		if (r == 0)
+			r = endpoint_flush(&c->upstream, &c->uout);
+		if (r < 0 && r != -EAGAIN) {
+			conn_close(c);
+			return;
+		}
+		if (c->cout.len == 0 && c->uout.len == 0) {
+			start_splice(c);
+			return;
+		}
+		conn_watch(c, false, c->cout.len ? EPOLLOUT : 0);
+		conn_watch(c, true, c->uout.len ? EPOLLOUT : 0);
+		return;
+	}
 	if (!buffered_step(c, !plain))
 		return;
 	if (plain && !c->watch && c->cout.len == 0 && c->uout.len == 0 &&
-	    c->cin.len == 0) {
-		buf_free(&c->cin);
-		buf_free(&c->cout);
-		buf_free(&c->uin);
-		buf_free(&c->uout);
-		c->spliced = true;
-		splice_step(c);
-	}
+	    c->cin.len == 0)
+		start_splice(c);
 }
