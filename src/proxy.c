@@ -364,11 +364,12 @@ static void shared_release(struct proxy_shared *s, unsigned int worker,
 
 void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker)
 {
-	struct client_slot *slots = shared_slots(s);
+	struct client_slot *slots;
 	uint32_t i;
 
-	if (worker >= s->workers)
+	if (!s || worker >= s->workers)
 		return;
+	slots = shared_slots(s);
 	shared_lock(s);
 	shared_live(s)[worker] = 0;
 	for (i = 0; i < s->nslots; i++)

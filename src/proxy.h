@@ -37,6 +37,8 @@ struct proxy_timeouts {
 struct proxy_shared;
 struct filter_reg;
 
+#define PROXY_CLIENT_LIMIT_NONE UINT32_MAX
+
 struct proxy_opts {
 	int listen_fd;               /* listening socket; the proxy owns it
 					(each worker its own copy of it) */
@@ -52,7 +54,9 @@ struct proxy_opts {
 	unsigned int max_conns;      /* 0: 16384 (in all workers); never
 					more than the descriptors allow */
 	unsigned int client_limit;   /* connections one client address may
-					hold; 0: a quarter of the limit */
+					hold; 0: a quarter of the limit;
+					PROXY_CLIENT_LIMIT_NONE: no limit of
+					its own (one client: a sandbox) */
 	struct proxy_shared *shared; /* NULL: a private one (one worker) */
 	unsigned int worker;         /* this worker's index in @shared */
 	const struct filter_reg *filters; /* NULL: none; see filter.h */
