@@ -291,7 +291,6 @@ static void parse_head(struct conn *c)
 	struct http_request req;
 	enum http_result r = http_parse_request(c->cin.data, c->cin.len, &req, NULL);
 	struct exchange *x;
-	size_t mlen;
 
 	if (r == HTTP_INCOMPLETE) {
 		if (c->cin.len >= HEAD_MAX) {
@@ -319,8 +318,9 @@ static void parse_head(struct conn *c)
 	/* Inside a tunnel the connection stays the CONNECT's (its receipts
 	 * name the tunnel); a request's own method is in the exchange. */
 	if (!c->inner) {
-		mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
-							      : sizeof(c->method) - 1;
+		size_t mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
+								     : sizeof(c->method) - 1;
+
 		memcpy(c->method, req.method.ptr, mlen);
 		c->method[mlen] = '\0';
 	}
