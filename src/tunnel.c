@@ -622,7 +622,6 @@ static void start_splice(struct conn *c)
 void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 {
 	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream);
-	int r;
 
 	if (c->state == CONN_FIRST_FLIGHT) {
 		step_first_flight(c, events);
@@ -644,7 +643,8 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	if (plain && !c->watch && c->cin.len == 0) {
 		/* only queued bytes to write, then splice */
-		r = endpoint_flush(&c->client, &c->cout);
+		int r = endpoint_flush(&c->client, &c->cout);
+
 		if (r == 0)
 			r = endpoint_flush(&c->upstream, &c->uout);
 		if (r < 0 && r != -EAGAIN) {
