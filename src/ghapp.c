@@ -878,7 +878,12 @@ static int resolve_api(const struct policy *p, const char *host, uint16_t port,
 	if (addr_parse(host, &a)) {
 		egress_decide_addrs(p, &a, 1, port, &v, &bad);
 		if (v.action != VERDICT_ALLOW) {
-			snprintf(err, errlen, "%.64s: %.100s (%.40s)", host, v.reason, v.rule);
+			if (strcmp(v.rule, "egress.special-address") == 0)
+				snprintf(err, errlen, "%s is a special-purpose address (not in "
+						      "egress.allow_ranges)", host);
+			else
+				snprintf(err, errlen, "%.64s: %.100s (%.40s)", host, v.reason,
+					 v.rule);
 			goto out;
 		}
 		r->addrs[0] = a;

@@ -81,11 +81,11 @@ EV="$T/events-limits.jsonl"
 
 # --- one client's share -----------------------------------------------------------------
 #
-# 256 descriptors: (256 - 32) / 2 = 112 connections, a quarter of them
-# (28) per client address.
+# One worker with 256 descriptors: (256 - 32) / 2 = 112 connections, a
+# quarter of them (28) per client address.
 
 PL_ULIMIT_N=256
-pl_start_proxy_ok
+pl_start_proxy_ok --workers 1
 PL_ULIMIT_N=""
 # hog N KIND: from 127.0.0.1, N connections that hold on (KIND heads:
 # an unfinished request head each; tunnels: CONNECT with a TLS hello, then
@@ -160,7 +160,7 @@ pl_stop_proxy
 is "$?" 0 "SIGTERM: exit 0"
 
 EV="$T/events-limit3.jsonl"
-pl_start_proxy_ok --client-limit 3
+pl_start_proxy_ok --client-limit 3 --workers 2
 hog 5 heads
 is "$(cat "$T/hog.report")" "5 3" "--client-limit 3: 3 of 5 kept"
 good "--client-limit 3"
