@@ -88,6 +88,12 @@ pl_cleanup() {
 	for p in $PL_EXTRA_PIDS; do
 		kill -TERM "$p" 2>/dev/null
 	done
+	# testnet.py may still be logging: let it go before removing $T
+	i=0
+	while [ -n "$PL_NET_PID" ] && kill -0 "$PL_NET_PID" 2>/dev/null && [ $i -lt 30 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	rm -rf "$T"
 }
 PL_EXTRA_PIDS=""
