@@ -1222,3 +1222,27 @@ enum http_chunked_result http_chunked_feed(struct http_chunked *st,
 	*consumed = i;
 	return HTTP_CHUNKED_MORE;
 }
+
+enum http_result http_sniff_request(const char *buf, size_t len)
+{
+	bool full = len >= HTTP_SNIFF_MAX;
+	size_t i, n;
+
+	if (len == 0)
+		return HTTP_INCOMPLETE;
+	n = full ? HTTP_SNIFF_MAX : len;
+	for (i = 0; i < n && is_tchar((unsigned char)buf[i]); i++)
+		;
+	if (i == n) /* a token so far */
+		return full ? HTTP_BAD : HTTP_INCOMPLETE;
+	if (i == 0 || buf[i] != ' ')
+		return HTTP_BAD;
+	for (; i < n; i++) {
+		if (buf[i] == '\n')
+			return HTTP_BAD;
+		if (i + 5 <= n && eq_ci_n(buf + i, "HTTP/", 5))
+			return HTTP_OK;
+	}
+	/* "HTTP/" may straddle the end; once n bytes are there it cannot */
+	return full ? HTTP_OK : HTTP_INCOMPLETE;
+}

@@ -220,6 +220,21 @@ enum http_result http_parse_response(const char *buf, size_t len,
 				     const struct http_limits *lim,
 				     bool to_head);
 
+/* Bytes http_sniff_request() needs at most to answer. */
+#define HTTP_SNIFF_MAX 8192
+
+/* Is the start of a byte stream (@len bytes of it) shaped like an HTTP/1.x
+ * request line: a method token, a space, and "HTTP/" (any case) later on
+ * the first line? For a CONNECT tunnel's first flight: what is shaped so
+ * is served as HTTP and parsed strictly (a malformed one is refused, never
+ * relayed as another protocol), so the test leans towards HTTP: a token
+ * and a space with no end of line within HTTP_SNIFF_MAX bytes counts too.
+ * Returns HTTP_OK (HTTP), HTTP_BAD (something else: TLS, SSH, a binary
+ * protocol, a text protocol whose first line has no "HTTP/") or
+ * HTTP_INCOMPLETE (more bytes are needed; never once @len reaches
+ * HTTP_SNIFF_MAX). Prefix-consistent like the parsers. */
+enum http_result http_sniff_request(const char *buf, size_t len);
+
 /* Index of the first header at index >= @from whose name equals @name
  * (ASCII case-insensitive), or -1. Iterate all with
  *	for (i = http_header_find(h, n, 0); i >= 0;

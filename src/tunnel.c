@@ -41,7 +41,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,20 +51,6 @@
 
 #define SPLICE_MAX (1 << 20) /* bytes moved by one splice() call */
 #define RELAY_HIGH ((size_t)64 * 1024) /* buffered relay: stop reading */
-#define SNIFF_MAX 8192       /* an HTTP request line is known by then */
-
-/* SHA-256("HelloRetryRequest"): the random of a HelloRetryRequest
- * (RFC 8446 §4.1.3). */
-static const uint8_t hrr_random[32] = {
-	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c,
-	0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
-	0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
-};
-
-/* Handshake bytes that show a ServerHello's random: type, length,
- * legacy_version, random. */
-#define HELLO_PREFIX 38
-#define WATCH_RECORDS_MAX 64
 
 enum watch_phase {
 	WATCH_SERVER_HELLO, /* reading the server's first handshake bytes */
@@ -76,12 +61,7 @@ enum watch_phase {
 
 struct tls_watch {
 	enum watch_phase phase;
-	uint8_t hdr[5];     /* the server record header being read */
-	size_t nhdr;
-	size_t rec_left;    /* payload bytes left in that record */
-	unsigned int records;
-	uint8_t hs[HELLO_PREFIX];
-	size_t nhs;
+	struct serverhello_watch sh;
 };
 
 void tunnel_free(struct conn *c)
@@ -111,38 +91,6 @@ void tunnel_addressed(struct conn *c)
 	buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
-}
-
-/* Is the start of @b shaped like an HTTP/1.x request line: a method
- * token and a space, with "HTTP/" (any case) later on the first line?
- * Fail-closed: a token, a space and no end of line within SNIFF_MAX is
- * HTTP too (the strict parser then refuses it). Returns HTTP_OK (HTTP),
- * HTTP_BAD (something else) or HTTP_INCOMPLETE. */
-static enum http_result sniff_http(const struct buf *b)
-{
-	static const char tchars[] = "!#$%&'*+-.^_`|~";
-	bool full = b->len >= SNIFF_MAX;
-	const char *d = b->data;
-	size_t i, n;
-
-	if (b->len == 0)
-		return HTTP_INCOMPLETE;
-	n = full ? SNIFF_MAX : b->len;
-	for (i = 0; i < n; i++) {
-		if (!util_is_alnum((unsigned char)d[i]) && !(d[i] && strchr(tchars, d[i])))
-			break;
-	}
-	if (i == n) /* a token so far */
-		return full ? HTTP_BAD : HTTP_INCOMPLETE;
-	if (i == 0 || d[i] != ' ')
-		return HTTP_BAD;
-	for (; i < n; i++) {
-		if (d[i] == '\n')
-			return HTTP_BAD;
-		if (i + 5 <= n && strncasecmp(d + i, "HTTP/", 5) == 0)
-			return HTTP_OK;
-	}
-	return full ? HTTP_OK : HTTP_INCOMPLETE;
 }
 
 static void first_flight_deny(struct conn *c, const char *rule,
@@ -184,7 +132,7 @@ static void first_flight(struct conn *c)
 						    ch.reason ? ch.reason : "not TLS"));
 			return;
 		}
-		h = sniff_http(&c->cin);
+		h = http_sniff_request(c->cin.data, c->cin.len);
 		if (h == HTTP_INCOMPLETE)
 			return;
 		if (h == HTTP_OK) {
@@ -213,6 +161,7 @@ static void first_flight(struct conn *c)
 	if (ch.offers_tls13 && !c->watch) {
 		c->watch = util_xcalloc(1, sizeof(*c->watch));
 		c->watch->phase = WATCH_SERVER_HELLO;
+		serverhello_watch_init(&c->watch->sh);
 	}
 	if (!ch.has_sni || c->target.is_addr || strcmp(ch.sni, c->target.name) != 0) {
 		first_flight_deny(c, "egress.sni_mismatch",
@@ -274,35 +223,21 @@ void tunnel_from_exchange(struct conn *c)
 
 /* --- the HelloRetryRequest watch ------------------------------------------ */
 
-/* Reads the server's bytes @d (@n, forwarded anyway) until its first
+/* The server's bytes @d (@n, forwarded anyway) until its first
  * handshake message shows whether it is a HelloRetryRequest. */
 static void watch_server(struct tls_watch *w, const uint8_t *d, size_t n)
 {
-	size_t i = 0;
-
-	while (i < n && w->phase == WATCH_SERVER_HELLO) {
-		if (w->rec_left == 0) {
-			w->hdr[w->nhdr++] = d[i++];
-			if (w->nhdr < 5)
-				continue;
-			w->nhdr = 0;
-			w->rec_left = ((size_t)w->hdr[3] << 8) | w->hdr[4];
-			/* An alert or anything but a handshake first: no
-			 * retry can follow. */
-			if (w->hdr[0] != 22 || ++w->records > WATCH_RECORDS_MAX)
-				w->phase = WATCH_DONE;
-			continue;
-		}
-		while (i < n && w->rec_left > 0 && w->nhs < HELLO_PREFIX) {
-			w->hs[w->nhs++] = d[i++];
-			w->rec_left--;
-		}
-		if (w->nhs == HELLO_PREFIX) {
-			if (w->hs[0] == 2 && memcmp(w->hs + 6, hrr_random, 32) == 0)
-				w->phase = WATCH_SECOND_HELLO;
-			else
-				w->phase = WATCH_DONE;
-		}
+	switch (serverhello_watch_feed(&w->sh, d, n)) {
+	case SERVERHELLO_RETRY:
+		w->phase = WATCH_SECOND_HELLO;
+		break;
+	case SERVERHELLO_OTHER:
+		w->phase = WATCH_DONE;
+		break;
+	case SERVERHELLO_MORE:
+	case SERVERHELLO_KIND_COUNT:
+	default:
+		break;
 	}
 }
 
@@ -316,15 +251,14 @@ static bool watch_second_hello(struct conn *c)
 	size_t off = 0, len = c->cin.len;
 	struct clienthello ch;
 	enum clienthello_result r;
+	int next = clienthello_next_hello(d, len, &off);
 
-	while (off + 5 <= len && (d[off] == 20 || d[off] == 23))
-		off += 5 + (((size_t)d[off + 3] << 8) | d[off + 4]);
-	if (off + 5 > len) {
+	if (next == 0) {
 		if (len >= CLIENTHELLO_FLIGHT_MAX)
 			goto bad;
 		return false;
 	}
-	if (d[off] != 22)
+	if (next < 0)
 		return true; /* an alert: the client gives up */
 	r = clienthello_parse(d + off, len - off, &ch);
 	if (r == CLIENTHELLO_INCOMPLETE) {
