@@ -74,9 +74,10 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
-# Test helpers that drive one of airlock's modules directly (ghmint: the
-# GitHub App mint of ghapp.c against the stand-in API) link its objects.
-HELPER_LINKED := $(BUILD)/tests/helpers/ghmint
+# Test helpers that drive airlock's modules directly link their objects:
+# ghmint (the GitHub App mint of ghapp.c against the stand-in API),
+# spend_tool (ledger.c and meter.c for the spend tests and bench/spend).
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool
 $(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
@@ -110,7 +111,7 @@ lint: | deps
 # on a copy of its committed corpus (the committed files are never changed).
 tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) | deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) \
 		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(LDLIBS)
 
 fuzz: $(FUZZ_BIN)
