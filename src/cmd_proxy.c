@@ -56,6 +56,7 @@
 const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"
 	"                     [--signing-key FILE] [--session ID] [--workers N]\n"
+	"                     [--max-conns N] [--client-limit N]\n"
 	"\n"
 	"Runs the egress proxy alone, for providers that enforce egress at their\n"
 	"network layer. Its receipt stream starts with session.start and ends\n"
@@ -70,6 +71,10 @@ const char cmd_proxy_help[] =
 	"  --session ID        the session id in every receipt\n"
 	"  --workers N         proxy processes sharing the socket, one event\n"
 	"                      loop each (default: one per online CPU)\n"
+	"  --max-conns N       connections at once, in all workers (default 16384,\n"
+	"                      and never more than the descriptors allow)\n"
+	"  --client-limit N    connections one client address may hold (default a\n"
+	"                      quarter of the connection limit)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Signals: SIGHUP reloads the policy (an invalid one is refused and the\n"
@@ -335,7 +340,7 @@ static void serve(struct proxy_state *st, int sfd)
 int cmd_proxy(int argc, char **argv)
 {
 	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION,
-	       OPT_WORKERS };
+	       OPT_WORKERS, OPT_MAX_CONNS, OPT_CLIENT_LIMIT };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
@@ -343,6 +348,8 @@ int cmd_proxy(int argc, char **argv)
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+		{ "client-limit", required_argument, NULL, OPT_CLIENT_LIMIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -355,6 +362,7 @@ int cmd_proxy(int argc, char **argv)
 	struct session s;
 	char err[512], *id = NULL, text[ADDR_STRLEN + 16];
 	unsigned int workers = 0;
+	unsigned long max_conns = 0, client_limit = 0;
 	socklen_t sl;
 	sigset_t mask;
 	struct policy *p;
@@ -370,6 +378,18 @@ int cmd_proxy(int argc, char **argv)
 		case OPT_EVENTS: events = optarg; break;
 		case OPT_KEY: key = optarg; break;
 		case OPT_WORKERS: workers = worker_parse_count("proxy", optarg); break;
+		case OPT_MAX_CONNS:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &max_conns))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --max-conns must be a number from 1 to %u",
+					 1u << 24);
+			break;
+		case OPT_CLIENT_LIMIT:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &client_limit))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --client-limit must be a number from 1 to %u",
+					 1u << 24);
+			break;
 		case OPT_SESSION:
 			if (!policy_session_id_valid(optarg))
 				util_die(EXIT_AIRLOCK_FAILURE,
@@ -429,6 +449,8 @@ int cmd_proxy(int argc, char **argv)
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
 	wc.policy = p;
+	wc.max_conns = (unsigned int)max_conns;
+	wc.client_limit = (unsigned int)client_limit;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {

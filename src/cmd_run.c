@@ -475,6 +475,9 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = sb->proxy_fd;
 	wc.policy = s->p;
+	/* The sandbox is the proxy socket's only client: no share of its
+	 * own, the connection limit is all of its. */
+	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,

@@ -826,6 +826,7 @@ static int wait_fd(int fd, short events, long long deadline)
 
 struct resolved {
 	const struct policy *p;
+	uint16_t port;
 	bool done;
 	int status;
 	char error[96];
@@ -839,7 +840,7 @@ static void on_resolved(void *arg, uint64_t cookie, int status, const struct add
 			size_t n, const char *error)
 {
 	struct resolved *r = arg;
-	struct egress_verdict v;
+	struct verdict v;
 	size_t bad = 0;
 
 	(void)cookie;
@@ -850,9 +851,9 @@ static void on_resolved(void *arg, uint64_t cookie, int status, const struct add
 		return;
 	}
 	/* Every answer is checked here, before any is dropped for space. */
-	egress_decide_addrs(r->p, addrs, n, &v, &bad);
-	r->checked = v.allow;
-	if (!v.allow) {
+	egress_decide_addrs(r->p, addrs, n, r->port, &v, &bad);
+	r->checked = v.action == VERDICT_ALLOW;
+	if (!r->checked) {
 		addr_format(&addrs[bad], r->bad, sizeof(r->bad));
 		return;
 	}
@@ -861,11 +862,11 @@ static void on_resolved(void *arg, uint64_t cookie, int status, const struct add
 }
 
 /* The API host's checked addresses into @r. 0, or -1 with @err. */
-static int resolve_api(const struct policy *p, const char *host, long long deadline,
-		       struct resolved *r, char *err, size_t errlen)
+static int resolve_api(const struct policy *p, const char *host, uint16_t port,
+		       long long deadline, struct resolved *r, char *err, size_t errlen)
 {
 	struct epoll_event evs[8];
-	struct egress_verdict v;
+	struct verdict v;
 	struct dns *d = NULL;
 	struct addr a;
 	size_t bad = 0;
@@ -873,11 +874,16 @@ static int resolve_api(const struct policy *p, const char *host, long long deadl
 
 	memset(r, 0, sizeof(*r));
 	r->p = p;
+	r->port = port;
 	if (addr_parse(host, &a)) {
-		egress_decide_addrs(p, &a, 1, &v, &bad);
-		if (!v.allow) {
-			snprintf(err, errlen, "%s is a special-purpose address (not in "
-					      "egress.allow_ranges)", host);
+		egress_decide_addrs(p, &a, 1, port, &v, &bad);
+		if (v.action != VERDICT_ALLOW) {
+			if (strcmp(v.rule, "egress.special-address") == 0)
+				snprintf(err, errlen, "%s is a special-purpose address (not in "
+						      "egress.allow_ranges)", host);
+			else
+				snprintf(err, errlen, "%.64s: %.100s (%.40s)", host, v.reason,
+					 v.rule);
 			goto out;
 		}
 		r->addrs[0] = a;
@@ -1305,7 +1311,7 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	ctx = client_ctx(p, why, sizeof(why));
 	if (!ctx)
 		goto out;
-	if (resolve_api(p, app->api_host, deadline, &r, why, sizeof(why)) != 0)
+	if (resolve_api(p, app->api_host, app->api_port, deadline, &r, why, sizeof(why)) != 0)
 		goto out;
 	fd = connect_any(&r, app->api_port, deadline, app->api_host, why, sizeof(why));
 	if (fd < 0)

@@ -288,6 +288,7 @@ static size_t read_paths(const struct policy *p, const char **out, char **dir)
 }
 
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
+						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
 						  pid_t parent)
 {
@@ -338,6 +339,9 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.on_signal = worker_signal;
 	po.signal_arg = &x;
 	po.max_conns = cfg->max_conns;
+	po.client_limit = cfg->client_limit;
+	po.shared = shared;
+	po.worker = index;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);
@@ -367,6 +371,11 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 
 	ASSERT(n >= 1 && n <= WORKER_MAX);
 	memset(wp, 0, sizeof(*wp));
+	/* The connection counts every worker shares, mapped before the
+	 * fork (limits: proxy.c). */
+	wp->shared = proxy_shared_new(n, cfg->max_conns, cfg->client_limit, err, errlen);
+	if (!wp->shared)
+		return -1;
 	wp->w = util_xcalloc(n, sizeof(*wp->w));
 	for (i = 0; i < n; i++) {
 		struct worker *w = &wp->w[i];
@@ -393,7 +402,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			goto fail;
 		}
 		if (pid == 0)
-			worker_main(cfg, i, sv[1], kfd, parent);
+			worker_main(cfg, wp->shared, i, sv[1], kfd, parent);
 		close(sv[1]);
 		if (kfd >= 0)
 			close(kfd);
@@ -559,6 +568,8 @@ void worker_pool_reaped(struct worker_pool *wp, struct worker *w, int wstatus)
 	w->pid = -1;
 	w->wstatus = wstatus;
 	wp->alive--;
+	/* its connections died with it */
+	proxy_shared_worker_gone(wp->shared, (unsigned int)(w - wp->w));
 	if (w->ctl >= 0)
 		close(w->ctl);
 	w->ctl = -1;
@@ -598,5 +609,6 @@ void worker_pool_release(struct worker_pool *wp)
 		w->ctl = -1;
 	}
 	free(wp->w);
+	proxy_shared_free(wp->shared);
 	memset(wp, 0, sizeof(*wp));
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "policy.h"
+#include "proxy.h"
 #include "session.h"
 
 /* The most workers `--workers` accepts. */
@@ -24,6 +25,9 @@ struct worker_config {
 	int listen_fd;               /* shared by every worker; each owns a copy */
 	const struct policy *policy; /* the policy at start */
 	unsigned int max_conns;      /* 0: the proxy's default */
+	unsigned int client_limit;   /* per client address; 0: a quarter of
+					the connection limit,
+					PROXY_CLIENT_LIMIT_NONE: none */
 };
 
 struct worker {
@@ -40,6 +44,7 @@ struct worker_pool {
 	struct worker *w;
 	unsigned int n;
 	unsigned int alive;          /* not yet reaped */
+	struct proxy_shared *shared; /* the workers' connection counts */
 	bool stopping;               /* worker_pool_stop() was called */
 };
 

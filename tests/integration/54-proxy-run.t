@@ -1,5 +1,5 @@
 #!/bin/sh
-# The egress proxy inside `airlock run` (SPEC §4, §5): the agent's tools
+# The egress proxy inside `airlock run` (docs/SANDBOX.md, docs/PROXY.md): the agent's tools
 # (curl, git, Python's urllib) honour the proxy variables airlock sets and
 # reach the allowed hosts through the proxy the supervisor serves; denied
 # hosts get 403 with a receipt; a direct connection still has no route.
