@@ -56,11 +56,11 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,6 +76,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox_filter.h"
 #include "util.h"
 
 #ifndef LANDLOCK_ACCESS_FS_REFER
@@ -506,82 +507,18 @@ static int drop_capabilities(void)
 	return 0;
 }
 
-static int deny(scmp_filter_ctx ctx, int sys)
-{
-	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 0);
-}
-
-/* The seccomp filter of SPEC §4 and docs/SANDBOX.md. */
+/* Loads the filter of docs/SANDBOX.md, compiled at build time
+ * (src/gen/mkseccomp.c). Returns 0 or -errno. */
 static int load_seccomp(void)
 {
-	static const int denied[] = {
-		SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
-		SCMP_SYS(io_uring_register), SCMP_SYS(keyctl), SCMP_SYS(add_key),
-		SCMP_SYS(request_key), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-		SCMP_SYS(userfaultfd), SCMP_SYS(kexec_load),
-		SCMP_SYS(kexec_file_load), SCMP_SYS(init_module),
-		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(mount),
-		SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(move_mount),
-		SCMP_SYS(open_tree), SCMP_SYS(fsopen), SCMP_SYS(fsmount),
-		SCMP_SYS(fsconfig), SCMP_SYS(fspick), SCMP_SYS(mount_setattr),
-		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(process_vm_readv),
-		SCMP_SYS(process_vm_writev), SCMP_SYS(open_by_handle_at),
-		SCMP_SYS(reboot), SCMP_SYS(swapon), SCMP_SYS(swapoff),
-		SCMP_SYS(syslog), SCMP_SYS(acct), SCMP_SYS(quotactl),
-		SCMP_SYS(personality), SCMP_SYS(chroot),
+	struct sock_fprog prog = {
+		.len = sandbox_filter_len,
+		.filter = (struct sock_filter *)sandbox_filter,
 	};
-	/* Address families other than unix, IPv4, IPv6 and netlink. */
-	static const int families[] = { 0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
-	static const int raw_kinds[][2] = {
-		{ AF_INET, SOCK_RAW }, { AF_INET6, SOCK_RAW },
-		{ AF_INET, SOCK_PACKET }, { AF_INET6, SOCK_PACKET },
-	};
-	static const unsigned long ns_flags[] = {
-		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
-		CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME,
-	};
-	scmp_filter_ctx ctx;
-	size_t i;
-	int r = 0;
 
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return -ENOMEM;
-	/* A syscall through another ABI (int 0x80, x32) is killed. */
-	r |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (i = 0; i < ARRAY_SIZE(denied); i++)
-		r |= deny(ctx, denied[i]);
-	/* clone3 passes its flags in memory, out of the filter's reach:
-	 * ENOSYS makes libc fall back to clone, whose flags we can see. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	for (i = 0; i < ARRAY_SIZE(ns_flags); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	for (i = 0; i < ARRAY_SIZE(families); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-			      SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
-	/* Raw and packet-type sockets of IPv4 and IPv6 (the type's low bits;
-	 * SOCK_CLOEXEC and SOCK_NONBLOCK live above them). */
-	for (i = 0; i < ARRAY_SIZE(raw_kinds); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)raw_kinds[i][0]),
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
-					      (scmp_datum_t)raw_kinds[i][1]));
-	/* Netlink: only NETLINK_ROUTE, which libc uses for getifaddrs. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-			      SCMP_A2(SCMP_CMP_NE, 0));
-	/* Terminal injection, matched on the 32 bits the kernel reads. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
-	if (r == 0)
-		r = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return r;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
 }
 
 __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * sandbox_filter.h - the agent's seccomp filter, compiled at build time by
+ * src/gen/mkseccomp.c into build/gen/sandbox_filter.c (what it does is
+ * described there and in docs/SANDBOX.md).
+ */
+#ifndef AIRLOCK_SANDBOX_FILTER_H
+#define AIRLOCK_SANDBOX_FILTER_H
+
+#include <linux/filter.h>
+
+/* The BPF program, sandbox_filter_len instructions; load it with
+ * seccomp(SECCOMP_SET_MODE_FILTER) after no_new_privs. */
+extern const struct sock_filter sandbox_filter[];
+extern const unsigned short sandbox_filter_len;
+
+#endif /* AIRLOCK_SANDBOX_FILTER_H */
