@@ -9,7 +9,8 @@
 #include <linux/filter.h>
 
 /* The BPF program, sandbox_filter_len instructions; load it with
- * seccomp(SECCOMP_SET_MODE_FILTER) after no_new_privs. */
+ * seccomp(SECCOMP_SET_MODE_FILTER) after no_new_privs. Its user
+ * notifications go to whoever holds the listener it returns. */
 extern const struct sock_filter sandbox_filter[];
 extern const unsigned short sandbox_filter_len;
 

@@ -11,7 +11,12 @@
  * What the filter does (docs/SANDBOX.md):
  *   - fails dangerous calls with EPERM (clone3 with ENOSYS, so that libc
  *     falls back to clone, whose flags the filter can read);
- *   - kills the process on a call through another ABI (int 0x80, x32).
+ *   - kills the process on a call through another ABI (int 0x80, x32);
+ *   - hands connect(), sendmsg(), sendmmsg() and sendto() with a
+ *     destination address to the sandbox's init as user notifications:
+ *     the unix-socket gate (src/usock.c) performs them, so that no host
+ *     unix socket can be reached (docs/UNIX-SOCKETS.md). send() and
+ *     write() on a connected socket pass without a notification.
  *
  * Usage: mkseccomp > sandbox_filter.c   (exit 1 with a message on error)
  */
@@ -98,6 +103,22 @@ static int deny_rules(scmp_filter_ctx ctx)
 	return r;
 }
 
+/* The unix-socket gate: every call that can name a destination address
+ * goes to init. sendto's address is its fifth argument, in a register, so
+ * send() (sendto with a NULL address) is not notified; sendmsg's and
+ * sendmmsg's are in memory, so every call is. */
+static int notify_rules(scmp_filter_ctx ctx)
+{
+	int r = 0;
+
+	r |= seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+	r |= seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 0);
+	r |= seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmmsg), 0);
+	r |= seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
+			      SCMP_A4(SCMP_CMP_NE, 0));
+	return r;
+}
+
 /* Prints the exported program as a C array. */
 static int print_program(int fd)
 {
@@ -135,6 +156,13 @@ int main(void)
 	scmp_filter_ctx ctx;
 	int fd = -1, r;
 
+	/* The build machine's kernel must not decide what the filter may
+	 * contain: level 5 admits user notifications. */
+	if (seccomp_api_set(5) < 0) {
+		fputs("mkseccomp: libseccomp lacks API level 5 (user notifications)\n",
+		      stderr);
+		return 1;
+	}
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
 		fputs("mkseccomp: seccomp_init failed\n", stderr);
@@ -144,6 +172,8 @@ int main(void)
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (r == 0)
 		r = deny_rules(ctx);
+	if (r == 0)
+		r = notify_rules(ctx);
 	if (r == 0) {
 		fd = memfd_create("mkseccomp", MFD_CLOEXEC);
 		r = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
