@@ -111,6 +111,7 @@
 #define USOCK_IOV_MAX 1024         /* iovecs of one message (UIO_MAXIOV) */
 #define USOCK_FDS_MAX USOCK_CMSG_FDS_MAX
 #define USOCK_WORKERS_MAX 64
+#define USOCK_PIDFDS 32            /* threads whose pidfds are kept */
 #define USOCK_DIAG_BUF 65536
 
 #define USOCK_DIAG_FOUND 1
@@ -118,6 +119,7 @@
 
 /* op_run()'s answer when the call must wait: a worker finishes it. */
 #define OP_DEFER LONG_MIN
+#define OP_UNKNOWN (-1000)
 
 static_assert(sizeof(((struct sockaddr_un *)0)->sun_path) == USOCK_PATH_MAX,
 	      "sun_path is USOCK_PATH_MAX bytes");
@@ -146,6 +148,12 @@ struct worker {
 	uint64_t id;   /* the notification it answers */
 };
 
+struct pidfd_slot {
+	pid_t tid;
+	int fd;                    /* -1: free */
+	uint64_t used;
+};
+
 struct usock_gate {
 	int listener;
 	int diag;                  /* NETLINK_SOCK_DIAG socket, or -1 */
@@ -155,11 +163,12 @@ struct usock_gate {
 	size_t nmounts;
 	struct worker workers[USOCK_WORKERS_MAX];
 	size_t nworkers;
+	struct pidfd_slot pidfds[USOCK_PIDFDS];
+	uint64_t tick;
 	struct seccomp_notif *notif;
 	size_t notif_size;
 	struct seccomp_notif_resp *resp;
 	size_t resp_size;
-	uint32_t cap_gather[2];    /* effective while copying from the agent */
 	uint32_t seq;
 	unsigned char *data;       /* USOCK_SEND_MAX */
 	unsigned char *ctl;        /* USOCK_CTL_MAX */
@@ -171,8 +180,8 @@ struct usock_gate {
 /* One call, copied out of the agent: everything op_run() needs. */
 struct op {
 	int sock;                  /* the gate's copy of the agent's socket */
-	int domain, type;
-	bool nonblock;             /* the agent's call must not block */
+	int domain, type;          /* SO_DOMAIN, SO_TYPE; OP_UNKNOWN until asked */
+	int fl;                    /* its file flags; OP_UNKNOWN until asked */
 	bool connect;
 	bool in_progress;          /* a stream connect has begun */
 	struct sockaddr_storage addr;
@@ -186,7 +195,6 @@ struct op {
 	size_t sent;
 	unsigned char *buf;        /* USOCK_SEND_MAX bytes: one chunk of them, */
 	size_t chunk_off, chunk_len; /* copied from the caller's memory */
-	const uint32_t *cap_gather;
 	unsigned char *ctl;
 	size_t ctllen;
 	int fds[USOCK_FDS_MAX];    /* the gate's copies of SCM_RIGHTS fds */
@@ -209,9 +217,9 @@ static void op_init(struct op *op, const struct call *c)
 	memset(op, 0, sizeof(*op));
 	op->sock = -1;
 	op->path_fd = -1;
+	op->domain = op->type = op->fl = OP_UNKNOWN;
 	op->tid = c->tid;
 	op->buf = c->g->data;
-	op->cap_gather = c->g->cap_gather;
 }
 
 static void op_release(struct op *op)
@@ -227,6 +235,42 @@ static void op_release(struct op *op)
 	op->sock = -1;
 	op->path_fd = -1;
 	op->nfds = 0;
+}
+
+/* The socket's properties, asked of the kernel only when a decision
+ * needs them (most calls need none): >= 0, or -errno (-ENOTSOCK). */
+static int sock_opt(struct op *op, int *cache, int opt)
+{
+	socklen_t l = sizeof(int);
+	int v;
+
+	if (*cache != OP_UNKNOWN)
+		return *cache;
+	if (getsockopt(op->sock, SOL_SOCKET, opt, &v, &l) < 0)
+		return -errno;
+	*cache = v;
+	return v;
+}
+
+static int sock_domain(struct op *op)
+{
+	return sock_opt(op, &op->domain, SO_DOMAIN);
+}
+
+static int sock_type(struct op *op)
+{
+	return sock_opt(op, &op->type, SO_TYPE);
+}
+
+/* True if the agent's call may block: a blocking socket, no MSG_DONTWAIT. */
+static bool may_wait(struct op *op)
+{
+	if (op->fl == OP_UNKNOWN) {
+		int fl = fcntl(op->sock, F_GETFL);
+
+		op->fl = fl < 0 ? O_NONBLOCK : fl;
+	}
+	return !(op->fl & O_NONBLOCK) && !(op->flags & MSG_DONTWAIT);
 }
 
 /* --- pure helpers -------------------------------------------------------- */
@@ -505,30 +549,64 @@ static int write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
 
 /* --- capabilities: the gate acts with the agent's authority --------------- */
 
-static void caps_effective(const uint32_t eff[2])
+/* Init keeps CAP_SYS_PTRACE effective (to copy from the agent; it grants
+ * nothing on sockets or files) and CAP_SYS_ADMIN permitted, raised only
+ * to send a checked SCM_CREDENTIALS message, whose pid the kernel would
+ * otherwise compare with init's. */
+static int caps_apply(bool admin)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
 
-	ASSERT(syscall(SYS_capget, &h, d) == 0);
-	d[0].effective = eff[0] & d[0].permitted;
-	d[1].effective = eff[1] & d[1].permitted;
-	/* Dropping and raising within the permitted set cannot fail. */
-	ASSERT(syscall(SYS_capset, &h, d) == 0);
+	memset(d, 0, sizeof(d));
+	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted |= CAP_TO_MASK(CAP_SYS_PTRACE);
+	d[CAP_TO_INDEX(CAP_SYS_ADMIN)].permitted |= CAP_TO_MASK(CAP_SYS_ADMIN);
+	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective |= CAP_TO_MASK(CAP_SYS_PTRACE);
+	if (admin)
+		d[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective |= CAP_TO_MASK(CAP_SYS_ADMIN);
+	return (int)syscall(SYS_capset, &h, d);
 }
 
-static void caps_for_call(bool creds)
+static void caps_set(bool admin)
 {
-	uint32_t none[2] = { 0, 0 };
-
-	if (creds)
-		none[CAP_TO_INDEX(CAP_SYS_ADMIN)] |= CAP_TO_MASK(CAP_SYS_ADMIN);
-	caps_effective(none);
+	/* Within the permitted set usock_gate_new() left: cannot fail. */
+	ASSERT(caps_apply(admin) == 0);
 }
 
-static void caps_for_gathering(const struct usock_gate *g)
+/* --- pidfds of the agent's threads ------------------------------------------ */
+
+/* A pidfd names a struct pid, not a number: a cached one for a thread
+ * that is gone (its tid free for reuse) answers ESRCH, never another
+ * thread. So a cache by tid is safe if ESRCH means "open it again". */
+static int pidfd_get(struct usock_gate *g, pid_t tid, bool fresh)
 {
-	caps_effective(g->cap_gather);
+	struct pidfd_slot *victim = &g->pidfds[0];
+	size_t i;
+	int fd;
+
+	for (i = 0; i < USOCK_PIDFDS; i++) {
+		struct pidfd_slot *e = &g->pidfds[i];
+
+		if (e->fd >= 0 && e->tid == tid) {
+			if (!fresh) {
+				e->used = ++g->tick;
+				return e->fd;
+			}
+			close(e->fd);
+			e->fd = -1;
+		}
+		if (e->fd < 0 || e->used < victim->used)
+			victim = e;
+	}
+	fd = usock_thread_pidfd(tid, false);
+	if (fd < 0)
+		return fd;
+	if (victim->fd >= 0)
+		close(victim->fd);
+	victim->fd = fd;
+	victim->tid = tid;
+	victim->used = ++g->tick;
+	return fd;
 }
 
 /* --- mounts: the superblock device of a file ------------------------------ */
@@ -717,14 +795,12 @@ out:
 
 /* Copies the op's bytes from @off (up to USOCK_SEND_MAX of them) out of the
  * caller's memory into op->buf: the gate never holds more than one chunk
- * of a large send. @in_call: called while the call runs (with the
- * agent's authority), so the gate's own is raised for the copy only. */
-static int load_chunk(struct op *op, size_t off, bool in_call)
+ * of a large send. */
+static int load_chunk(struct op *op, size_t off)
 {
 	struct iovec slice[USOCK_IOV_MAX], l;
 	size_t want = op->total - off, pos = 0, n = 0, k = 0, i;
 	ssize_t got;
-	int err;
 
 	if (want > USOCK_SEND_MAX)
 		want = USOCK_SEND_MAX;
@@ -753,14 +829,9 @@ static int load_chunk(struct op *op, size_t off, bool in_call)
 	ASSERT(n == want && k <= ARRAY_SIZE(slice));
 	l.iov_base = op->buf;
 	l.iov_len = want;
-	if (in_call)
-		caps_effective(op->cap_gather);
 	got = process_vm_readv(op->tid, &l, 1, slice, k, 0);
-	err = errno;
-	if (in_call)
-		caps_for_call(op->creds);
 	if (got < 0)
-		return err == EPERM ? -EACCES : -err;
+		return errno == EPERM ? -EACCES : -errno;
 	if ((size_t)got != want)
 		return -EFAULT;
 	op->chunk_len = want;
@@ -787,31 +858,32 @@ static int set_data(struct op *op, const struct iovec *riov, size_t n)
 		op->total += riov[i].iov_len;
 	}
 	/* A stream takes the bytes in chunks; a message goes whole. */
-	if (op->type != SOCK_STREAM && op->total > USOCK_SEND_MAX)
-		return -EMSGSIZE;
-	return load_chunk(op, 0, false);
+	if (op->total > USOCK_SEND_MAX) {
+		int t = sock_type(op);
+
+		if (t < 0)
+			return t;
+		if (t != SOCK_STREAM)
+			return -EMSGSIZE;
+	}
+	return load_chunk(op, 0);
 }
 
 /* --- copying a call out of the agent -------------------------------------- */
 
 static int get_socket(struct call *c, int agent_fd, struct op *op)
 {
-	socklen_t l = sizeof(int);
-	int fl;
-
 	op->sock = (int)syscall(SYS_pidfd_getfd, c->pidfd, agent_fd, 0);
-	if (op->sock < 0)
-		return errno == EPERM ? -EACCES : -errno;
-	if (getsockopt(op->sock, SOL_SOCKET, SO_DOMAIN, &op->domain, &l) < 0)
-		return -errno;
-	l = sizeof(int);
-	if (getsockopt(op->sock, SOL_SOCKET, SO_TYPE, &op->type, &l) < 0)
-		return -errno;
-	fl = fcntl(op->sock, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	op->nonblock = (fl & O_NONBLOCK) != 0;
-	return 0;
+	if (op->sock < 0 && errno == ESRCH) {
+		/* A cached pidfd of a thread since gone: the tid is new. */
+		c->pidfd = pidfd_get(c->g, c->tid, true);
+		if (c->pidfd < 0)
+			return c->pidfd;
+		op->sock = (int)syscall(SYS_pidfd_getfd, c->pidfd, agent_fd, 0);
+	}
+	if (op->sock >= 0)
+		return 0;
+	return errno == EPERM ? -EACCES : -errno;
 }
 
 /* Copies the address of @len bytes at @uaddr (move_addr_to_kernel), and,
@@ -830,23 +902,21 @@ static int get_address(struct call *c, struct op *op, uint64_t uaddr, long len)
 	r = read_mem(c->tid, uaddr, &op->addr, (size_t)len);
 	if (r < 0)
 		return r;
-	if (op->domain != AF_UNIX)
-		return 0;
-	/* Only connect() and a datagram socket's destination reach a path:
-	 * a stream socket refuses an address, a seqpacket one ignores it. */
-	if (!op->connect && op->type != SOCK_DGRAM)
-		return 0;
 	k = usock_addr_classify(&op->addr, (size_t)len, path);
-	switch (k) {
-	case USOCK_ADDR_PATH:
-		return check_destination(c, op, path);
-	case USOCK_ADDR_NONE:
-	case USOCK_ADDR_ABSTRACT:
-	case USOCK_ADDR_INVALID:
-	case USOCK_ADDR_COUNT:
-		break;
+	if (k != USOCK_ADDR_PATH)
+		return 0;
+	/* A unix pathname matters only to a unix socket; there, only to
+	 * connect() and a datagram socket's destination: a stream socket
+	 * refuses an address, a seqpacket one ignores it. */
+	r = sock_domain(op);
+	if (r < 0 || r != AF_UNIX)
+		return r < 0 ? r : 0;
+	if (!op->connect) {
+		r = sock_type(op);
+		if (r < 0 || r != SOCK_DGRAM)
+			return r < 0 ? r : 0;
 	}
-	return 0;
+	return check_destination(c, op, path);
 }
 
 /* Copies one struct msghdr's name, data (its first chunk) and control of
@@ -949,7 +1019,7 @@ static int send_timeout_ms(int sock)
 static long op_connect(struct op *op, bool may_block)
 {
 	const struct sockaddr *a = (const struct sockaddr *)&op->addr;
-	int fl, r, e;
+	int type, r, e;
 
 	if (may_block) {
 		if (op->in_progress)
@@ -957,21 +1027,19 @@ static long op_connect(struct op *op, bool may_block)
 		r = connect(op->sock, a, op->addrlen);
 		return r < 0 ? -errno : 0;
 	}
-	if (op->nonblock || (op->type != SOCK_STREAM && op->type != SOCK_SEQPACKET)) {
+	type = may_wait(op) ? sock_type(op) : OP_UNKNOWN;
+	if (type != SOCK_STREAM && type != SOCK_SEQPACKET) {
 		r = connect(op->sock, a, op->addrlen);
 		return r < 0 ? -errno : 0;
 	}
 	/* A blocking stream connect: started without blocking (the socket
 	 * is not connected yet, so no other call of the agent's can be using
 	 * it meanwhile), finished by a worker if it does not complete now. */
-	fl = fcntl(op->sock, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	if (fcntl(op->sock, F_SETFL, fl | O_NONBLOCK) < 0)
+	if (fcntl(op->sock, F_SETFL, op->fl | O_NONBLOCK) < 0)
 		return -errno;
 	r = connect(op->sock, a, op->addrlen);
 	e = errno;
-	(void)fcntl(op->sock, F_SETFL, fl);
+	(void)fcntl(op->sock, F_SETFL, op->fl);
 	if (r == 0)
 		return 0;
 	if (e == EINPROGRESS || e == EALREADY) {
@@ -985,7 +1053,6 @@ static long op_connect(struct op *op, bool may_block)
 
 static long op_send(struct op *op, bool may_block)
 {
-	bool may_wait = !op->nonblock && !(op->flags & MSG_DONTWAIT);
 	int flags = (op->flags & ~MSG_ZEROCOPY) | MSG_NOSIGNAL;
 
 	if (!may_block)
@@ -997,7 +1064,7 @@ static long op_send(struct op *op, bool may_block)
 		ssize_t n;
 
 		if (op->sent == op->chunk_off + op->chunk_len && op->sent < op->total) {
-			int r = load_chunk(op, op->sent, true);
+			int r = load_chunk(op, op->sent);
 
 			if (r < 0)
 				return op->sent ? (long)op->sent : r;
@@ -1023,14 +1090,14 @@ static long op_send(struct op *op, bool may_block)
 				continue;
 			/* A blocking call that must wait: a worker goes on
 			 * from here, as the kernel would block. */
-			if (errno == EAGAIN && !may_block && may_wait)
+			if (errno == EAGAIN && !may_block && may_wait(op))
 				return OP_DEFER;
 			return op->sent ? (long)op->sent : -errno;
 		}
 		op->sent += (size_t)n;
 		/* A stream goes on until its buffer is full (non-blocking)
 		 * or everything is sent (blocking); a message is whole. */
-		if (op->sent >= op->total || op->type != SOCK_STREAM)
+		if (op->sent >= op->total || sock_type(op) != SOCK_STREAM)
 			return (long)op->sent;
 	}
 }
@@ -1041,11 +1108,13 @@ static long op_run(struct call *c, struct op *op, bool may_block)
 {
 	long r;
 
-	caps_for_call(op->creds);
+	if (op->creds)
+		caps_set(true);
 	r = op->connect ? op_connect(op, may_block) : op_send(op, may_block);
-	caps_for_gathering(c->g);
+	if (op->creds)
+		caps_set(false);
 	if (r == -EPIPE && !op->connect && !(op->flags & MSG_NOSIGNAL) &&
-	    (op->type == SOCK_STREAM || op->type == SOCK_SEQPACKET))
+	    (sock_type(op) == SOCK_STREAM || sock_type(op) == SOCK_SEQPACKET))
 		(void)syscall(SYS_pidfd_send_signal, c->pidfd, SIGPIPE, NULL, 0);
 	return r;
 }
@@ -1223,7 +1292,7 @@ static long do_sendmmsg(struct call *c)
 		m.sock = op.sock;
 		m.domain = op.domain;
 		m.type = op.type;
-		m.nonblock = op.nonblock;
+		m.fl = op.fl;
 		m.flags = (int)c->args[3];
 		r = get_message(c, &m, &g->mmsg[x.i].msg_hdr);
 		if (!still_waiting(c)) {
@@ -1280,7 +1349,7 @@ int usock_gate_serve(struct usock_gate *g)
 	c.id = g->notif->id;
 	c.tid = (pid_t)g->notif->pid;
 	c.args = g->notif->data.args;
-	c.pidfd = usock_thread_pidfd(c.tid, false);
+	c.pidfd = pidfd_get(g, c.tid, false);
 	if (c.pidfd < 0) {
 		if (c.pidfd != -ESRCH)
 			respond(g, c.id, -EACCES);
@@ -1303,9 +1372,10 @@ int usock_gate_serve(struct usock_gate *g)
 		r = -ENOSYS;
 		break;
 	}
+	if (r == -ESRCH)
+		r = GONE;  /* the caller went away while we copied */
 	if (r != OP_DEFER && r != GONE)
 		respond(g, c.id, r);
-	close(c.pidfd);
 	return 0;
 }
 
@@ -1336,9 +1406,8 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 				  char *err, size_t errlen)
 {
 	struct seccomp_notif_sizes sizes;
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
 	struct usock_gate *g;
+	size_t i;
 	__u64 flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
 	int r;
 
@@ -1350,6 +1419,8 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 	g = util_xcalloc(1, sizeof(*g));
 	g->listener = listener;
 	g->diag = -1;
+	for (i = 0; i < USOCK_PIDFDS; i++)
+		g->pidfds[i].fd = -1;
 	g->rw = rw;
 	g->nrw = nrw;
 	g->notif_size = sizes.seccomp_notif > sizeof(struct seccomp_notif)
@@ -1371,19 +1442,13 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 		snprintf(err, errlen, "reading the sandbox's mounts: %s", strerror(-r));
 		goto fail;
 	}
-	/* From here on init needs only what the gate uses: CAP_SYS_PTRACE
-	 * to copy from the agent (pidfd_getfd, process_vm_readv, /proc/TID),
-	 * CAP_SYS_ADMIN to pass on a checked SCM_CREDENTIALS. */
-	memset(d, 0, sizeof(d));
-	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].permitted |= CAP_TO_MASK(CAP_SYS_PTRACE);
-	d[CAP_TO_INDEX(CAP_SYS_ADMIN)].permitted |= CAP_TO_MASK(CAP_SYS_ADMIN);
-	d[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective |= CAP_TO_MASK(CAP_SYS_PTRACE);
-	if (syscall(SYS_capset, &h, d) < 0) {
+	/* From here on init needs only what the gate uses (caps_set()):
+	 * without CAP_DAC_OVERRIDE and the like, the gate resolves paths
+	 * and performs calls with the agent's authority. */
+	if (caps_apply(false) < 0) {
 		snprintf(err, errlen, "limiting init's capabilities: %s", strerror(errno));
 		goto fail;
 	}
-	g->cap_gather[0] = d[0].effective;
-	g->cap_gather[1] = d[1].effective;
 	return g;
 fail:
 	close(listener);
