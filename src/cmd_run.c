@@ -574,6 +574,9 @@ int cmd_run(int argc, char **argv)
 	int status;
 
 	parse_opts(argc, argv, &o);
+	/* The capability probe runs in a child while the policy loads. */
+	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
+		doctor_probe_begin();
 	p = load_policy(&o);
 	/* Every other path (policy, key, events, secret files) is relative
 	 * to the caller's directory: only CMD runs in the workspace. */
@@ -587,6 +590,7 @@ int cmd_run(int argc, char **argv)
 		status = run_sandboxed(&o, p, session, workspace);
 	} else if (!o.events) {
 		/* Nothing to record: become CMD, changing nothing. */
+		doctor_probe_cancel();
 		if (chdir(workspace) < 0)
 			util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 		policy_free(p);

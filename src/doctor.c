@@ -3,21 +3,31 @@
  *
  * DOC: Theory of Operation
  *
- * A capability is reported present only if it was exercised: each probe runs
- * in a forked child that really unshares the namespace (inside a fresh user
- * namespace, the way the sandbox will), really loads a seccomp filter, and
- * asks the kernel for its Landlock ABI. Reading sysctls or kernel configs
- * would only guess: an LSM, a container runtime's seccomp profile or a
- * namespace limit can each refuse what the configuration seems to allow.
+ * A capability is reported present only if it was exercised: a child is
+ * cloned into new user, network, PID, mount, IPC and UTS namespaces at
+ * once - the very clone the sandbox makes - and, being PID 1 there, forks
+ * a grandchild that loads the sandbox's own seccomp filter (the one built
+ * into airlock) with its user-notification listener, hands the listener
+ * over as the agent does, and makes a call the child must answer; the
+ * child also asks the kernel for its Landlock ABI. Reading sysctls or
+ * kernel configs would only guess: an LSM, a container runtime's seccomp
+ * profile or a namespace limit can each refuse what the configuration
+ * seems to allow.
+ *
+ * Only when that clone fails does a slower child unshare the namespaces
+ * one by one, to tell which is missing. The probe costs one namespace set
+ * of the sandbox's kind; doctor_probe_begin() starts it early so that it
+ * runs beside the caller's own start-up work.
  *
  * The children report through a pipe as a fixed struct and exit; the parent
  * reaps them. A child that dies or says nothing counts as "absent", so the
  * probe fails closed.
  *
  * Enforce mode needs the user, network, PID, mount, IPC and UTS namespaces
- * and seccomp (SPEC §4). Landlock is a second layer used where the kernel
- * has it, so its absence does not stop enforce mode; its ABI version is
- * reported.
+ * and seccomp with user notifications (SPEC §4; the unix-socket gate,
+ * src/usock.c, serves them). Landlock is a second layer used where the
+ * kernel has it, so its absence does not stop enforce mode; its ABI
+ * version is reported.
  */
 #include "doctor.h"
 
@@ -26,17 +36,23 @@
 #include <getopt.h>
 #include <linux/landlock.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
-#include <seccomp.h>
+#include <linux/seccomp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "sandbox_filter.h"
+#include "usock.h"
 #include "util.h"
 
 /* Writes "0 ID 1" to /proc/self/FILE (after denying setgroups), mapping
@@ -91,24 +107,96 @@ static bool probe_pidns(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* Loads a real filter (with no_new_privs, as the sandbox does) and checks
- * that it acts: getppid() must fail with the errno the filter returns. */
+/* The agent's side of the seccomp probe: loads the sandbox's filter after
+ * no_new_privs, hands the listener over on @chan as the agent does, and
+ * makes a call the filter notifies. Exit 0 if the answer came from the
+ * prober (an errno the kernel never gives connect()). */
+__attribute__((noreturn)) static void seccomp_probe_agent(int chan)
+{
+	struct usock_handoff h;
+	int r;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || usock_handoff_start(&h, chan) < 0)
+		_exit(1);
+	if (usock_handoff_finish(&h, sandbox_filter_load()) < 0)
+		_exit(1);
+	errno = 0;
+	r = connect(-1, NULL, 0);
+	_exit(r < 0 && errno == EOWNERDEAD ? 0 : 1);
+}
+
+/* Answers the one notification of @listener from @agent: must be its
+ * connect(). Waits at most two seconds. */
+static bool seccomp_probe_answer(int listener, pid_t agent)
+{
+	/* On the stack: this runs in a child cloned without fork()'s care
+	 * for malloc's locks. The kernel's structs may have grown. */
+	union {
+		struct seccomp_notif n;
+		char bytes[512];
+	} n;
+	union {
+		struct seccomp_notif_resp r;
+		char bytes[512];
+	} resp;
+	struct seccomp_notif_sizes sizes;
+	struct pollfd p = { listener, POLLIN, 0 };
+
+	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0 ||
+	    sizes.seccomp_notif > sizeof(n.bytes) ||
+	    sizes.seccomp_notif_resp > sizeof(resp.bytes))
+		return false;
+	memset(&n, 0, sizeof(n));
+	memset(&resp, 0, sizeof(resp));
+	if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLIN))
+		return false;
+	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
+		return false;
+	resp.r.id = n.n.id;
+	resp.r.error = -EOWNERDEAD;
+	return (pid_t)n.n.pid == agent && n.n.data.nr == __NR_connect &&
+	       ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;
+}
+
+/* Seccomp as the sandbox uses it: its filter loads and acts, its user
+ * notifications reach a supervisor that answers them, and pidfd_getfd()
+ * (which the gate copies sockets with) exists. */
 static bool probe_seccomp(void)
 {
-	scmp_filter_ctx ctx;
+	int chan[2] = { -1, -1 }, listener = -1, self = -1, copy = -1, status;
 	bool ok = false;
+	pid_t pid;
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
 		return false;
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return false;
-	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EOWNERDEAD), SCMP_SYS(getppid), 0) == 0 &&
-	    seccomp_load(ctx) == 0) {
-		errno = 0;
-		ok = syscall(SYS_getppid) < 0 && errno == EOWNERDEAD;
+	pid = fork();
+	if (pid < 0)
+		goto out;
+	if (pid == 0) {
+		close(chan[0]);
+		seccomp_probe_agent(chan[1]);
 	}
-	seccomp_release(ctx);
+	close(chan[1]);
+	chan[1] = -1;
+	listener = usock_handoff_receive(chan[0]);
+	ok = listener >= 0 && seccomp_probe_answer(listener, pid);
+	if (listener >= 0)
+		close(listener);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	copy = self < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, self, chan[0], 0);
+	ok = ok && copy >= 0;
+out:
+	if (copy >= 0)
+		close(copy);
+	if (self >= 0)
+		close(self);
+	if (chan[0] >= 0)
+		close(chan[0]);
+	if (chan[1] >= 0)
+		close(chan[1]);
 	return ok;
 }
 
@@ -120,7 +208,9 @@ static int probe_landlock(void)
 	return abi > 0 ? (int)abi : 0;
 }
 
-static void probe_child(int fd)
+/* The slow path, after the all-namespaces clone failed: each namespace
+ * on its own, to tell which one the host refuses. */
+__attribute__((noreturn)) static void probe_one_by_one(int fd)
 {
 	struct doctor_caps c;
 
@@ -135,43 +225,96 @@ static void probe_child(int fd)
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
+	/* Before the PID namespace: once its first child has exited, no
+	 * other can be forked there. */
+	c.seccomp = probe_seccomp();
 	c.pidns = probe_pidns();
+	c.landlock = probe_landlock();
+	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
+}
+
+/* The fast path: cloned into every namespace the sandbox needs. */
+__attribute__((noreturn)) static void probe_in_namespaces(int fd)
+{
+	struct doctor_caps c;
+
+	memset(&c, 0, sizeof(c));
+	c.userns = c.netns = c.mountns = c.ipcns = c.utsns = true;
+	c.pidns = getpid() == 1;
 	c.seccomp = probe_seccomp();
 	c.landlock = probe_landlock();
 	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
 }
 
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | \
+		CLONE_NEWIPC | CLONE_NEWUTS)
+
+/* A probe under way (doctor_probe_begin), or none: pid -1. */
+static struct {
+	pid_t pid;
+	int fd;
+} pending = { -1, -1 };
+
+void doctor_probe_begin(void)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pending.pid > 0)
+		return;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	pid = (pid_t)syscall(SYS_clone, NS_ALL | SIGCHLD, NULL, NULL, NULL, NULL);
+	if (pid < 0)
+		pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		/* Not to outlive a caller that dies (say, on a bad policy). */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getpid() == 1)
+			probe_in_namespaces(fds[1]);
+		probe_one_by_one(fds[1]);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return;
+	}
+	pending.pid = pid;
+	pending.fd = fds[0];
+}
+
+void doctor_probe_cancel(void)
+{
+	if (pending.pid < 0)
+		return;
+	kill(pending.pid, SIGKILL);
+	while (waitpid(pending.pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	close(pending.fd);
+	pending.pid = -1;
+	pending.fd = -1;
+}
+
 void doctor_probe(struct doctor_caps *caps)
 {
-	int fds[2] = { -1, -1 };
-	pid_t pid;
 	ssize_t r;
 	int status;
 
 	memset(caps, 0, sizeof(*caps));
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	doctor_probe_begin();
+	if (pending.pid < 0)
 		return;
-	pid = fork();
-	if (pid < 0)
-		goto out;
-	if (pid == 0) {
-		close(fds[0]);
-		probe_child(fds[1]);
-	}
-	close(fds[1]);
-	fds[1] = -1;
 	do
-		r = read(fds[0], caps, sizeof(*caps));
+		r = read(pending.fd, caps, sizeof(*caps));
 	while (r < 0 && errno == EINTR);
 	if (r != (ssize_t)sizeof(*caps))
 		memset(caps, 0, sizeof(*caps));
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while (waitpid(pending.pid, &status, 0) < 0 && errno == EINTR)
 		;
-out:
-	if (fds[0] >= 0)
-		close(fds[0]);
-	if (fds[1] >= 0)
-		close(fds[1]);
+	close(pending.fd);
+	pending.pid = -1;
+	pending.fd = -1;
 }
 
 struct cap_field {
@@ -226,8 +369,9 @@ json_t *doctor_caps_json(const struct doctor_caps *caps)
 const char cmd_doctor_help[] =
 	"usage: airlock doctor [--pretty]\n"
 	"\n"
-	"Probes this host's isolation capabilities by really creating each\n"
-	"namespace and loading a seccomp filter, and prints one JSON object:\n"
+	"Probes this host's isolation capabilities by really creating the\n"
+	"namespaces and loading the sandbox's seccomp filter (whose user\n"
+	"notifications must reach a supervisor), and prints one JSON object:\n"
 	"  userns netns pidns mountns ipcns utsns seccomp  (true|false)\n"
 	"  landlock       Landlock ABI version (0: absent; optional layer)\n"
 	"  enforce_ready  true when enforce mode can run here\n"

@@ -538,12 +538,10 @@ static int drop_capabilities(void)
 	return 0;
 }
 
-/* Loads the filter of docs/SANDBOX.md, compiled at build time
- * (src/gen/mkseccomp.c), with a listener for its user notifications.
- * Returns the listener or -errno. Once the gate holds a call, only a
- * fatal signal may interrupt the caller (WAIT_KILLABLE_RECV, Linux 5.19):
- * a call the gate performed is never restarted and performed again. */
-static int load_seccomp(void)
+/* Once the gate holds a call, only a fatal signal may interrupt the
+ * caller (WAIT_KILLABLE_RECV, Linux 5.19): a call the gate performed is
+ * never restarted and performed again. Older kernels load without it. */
+int sandbox_filter_load(void)
 {
 	struct sock_fprog prog = {
 		.len = sandbox_filter_len,
@@ -590,7 +588,7 @@ __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 		errno = -r;
 		goto fail;
 	}
-	r = usock_handoff_finish(&handoff, load_seccomp());
+	r = usock_handoff_finish(&handoff, sandbox_filter_load());
 	if (r < 0) {
 		errno = -r;
 		goto fail;

@@ -14,4 +14,9 @@
 extern const struct sock_filter sandbox_filter[];
 extern const unsigned short sandbox_filter_len;
 
+/* Loads sandbox_filter on the calling thread (no_new_privs must be set)
+ * with a listener for its user notifications. Returns the listener
+ * (close-on-exec) or -errno. Defined in sandbox.c. */
+int sandbox_filter_load(void);
+
 #endif /* AIRLOCK_SANDBOX_FILTER_H */

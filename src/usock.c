@@ -650,7 +650,9 @@ static int mounts_load(struct usock_gate *g)
 }
 
 /* The superblock device of the mount @id, as the diag dump reports it
- * (st_dev can differ: btrfs gives each subvolume its own). */
+ * (st_dev can differ: btrfs gives each subvolume its own). The table is
+ * read at the first need (most sessions never name a unix path) and again
+ * when a mount is not in it. */
 static int mount_kdev(struct usock_gate *g, uint64_t id, uint32_t *kdev)
 {
 	int pass;
@@ -1409,7 +1411,6 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 	struct usock_gate *g;
 	size_t i;
 	__u64 flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	int r;
 
 	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0) {
 		snprintf(err, errlen, "seccomp notification sizes: %s", strerror(errno));
@@ -1437,11 +1438,6 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 	/* Wake the caller on the gate's CPU (Linux 6.6): a round trip
 	 * without a migration. Older kernels lack it; it only costs time. */
 	(void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
-	r = mounts_load(g);
-	if (r < 0) {
-		snprintf(err, errlen, "reading the sandbox's mounts: %s", strerror(-r));
-		goto fail;
-	}
 	/* From here on init needs only what the gate uses (caps_set()):
 	 * without CAP_DAC_OVERRIDE and the like, the gate resolves paths
 	 * and performs calls with the agent's authority. */

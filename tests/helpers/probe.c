@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -34,6 +37,8 @@
 #include <time.h>
 #include <termios.h>
 #include <unistd.h>
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static int report(long r)
 {
@@ -434,6 +439,28 @@ static int send_loop(const char *how, long n)
 	return 0;
 }
 
+/* deny-listener CMD...: runs CMD where seccomp() may not create a
+ * user-notification listener (as on a kernel or a container runtime that
+ * does not allow it). */
+static int deny_listener(char **cmd)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { ARRAY_LEN(f), f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return report(-1);
+	execvp(cmd[0], cmd);
+	return report(-1);
+}
+
 int main(int argc, char **argv)
 {
 	const char *a = argc > 1 ? argv[1] : "";
@@ -507,6 +534,8 @@ int main(int argc, char **argv)
 		return race_fd(argv[2], argv[3], argv[4], atol(argv[5]));
 	if (!strcmp(a, "connect-loop") && (argc == 5 || argc == 6))
 		return connect_loop(argv[2], argv[3], atol(argv[4]), argc == 6);
+	if (!strcmp(a, "deny-listener") && argc >= 3)
+		return deny_listener(argv + 2);
 	if (!strcmp(a, "send-loop") && argc == 4)
 		return send_loop(argv[2], atol(argv[3]));
 	fprintf(stderr, "probe: unknown action '%s'\n", a);

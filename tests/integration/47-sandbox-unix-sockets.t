@@ -246,6 +246,18 @@ else
 fi
 log_is_empty "no host listener saw the unprivileged agent"
 
+# The gate needs seccomp user notifications: where they are refused,
+# doctor says seccomp is missing and enforce and shadow refuse to start.
+out=$("$PROBE" deny-listener "$AIRLOCK" doctor)
+is "$?" 1 "doctor exits 1 where seccomp cannot create a listener"
+like "$out" '"seccomp":false.*"missing":\["seccomp"\]' "and names seccomp missing"
+for mode in enforce shadow; do
+	"$PROBE" deny-listener "$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" -- true \
+		>"$T/out" 2>&1 </dev/null
+	is "$?" 125 "$mode: a session refuses to start there (125)"
+	like "$(out)" 'needs seccomp' "$mode: naming seccomp"
+done
+
 # Landlock (ABI 6) scopes the agent: it may not signal init, which serves
 # the gate (nor its workers), but signals its own processes.
 if [ "$("$AIRLOCK" doctor | sed -n 's/.*"landlock":\([0-9]*\).*/\1/p')" -ge 6 ]; then
