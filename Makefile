@@ -1,6 +1,7 @@
 # airlock - see README.md. `make` builds ./airlock, `make check` runs every
 # test through prove, `make SAN=1 check` does the same under ASan+UBSan.
 
+VERSION := 0.2.0
 PREFIX ?= /usr/local
 DESTDIR ?=
 CC ?= cc
@@ -17,7 +18,8 @@ CFLAGS ?= -O2 -g
 # machine the -dev packages are installed by the `deps` prerequisite,
 # after make has read this file.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -MMD -MP $(PKG_CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DAIRLOCK_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
+	-MMD -MP $(PKG_CFLAGS) \
 	$(HARDEN) $(SAN_CFLAGS)
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -47,7 +49,7 @@ HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,tests/fuzz/bin/%,$(FUZZ_SRC))
 
-.PHONY: all deps check unit integration lint fuzz install demo bench clean
+.PHONY: all deps check unit integration lint fuzz install demo bench deb clean
 
 all: $(BIN)
 
@@ -135,6 +137,12 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/airlock
 	install -m 0644 man/airlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/airlock.1
+
+# The Debian package (scripts/mkdeb): binary, man page, docs, examples and
+# a systemd unit for `airlock proxy`, in build/.
+deb: $(BIN)
+	@scripts/install-deps --deb
+	@scripts/mkdeb $(BIN) $(VERSION) build
 
 demo: $(BIN)
 	@scripts/install-deps --test

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * cmd_check.c - `airlock check [--mode MODE] [--json] [--canonical] POLICY`:
  * validates a policy file and prints its digest, its canonical form, or
- * every error with its JSON path (SPEC §2, §3).
+ * every error with its JSON path.
  *
  * Exit status: 0 valid, 1 invalid or unreadable, 2 usage error (one line on
  * stderr, nothing on stdout).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * policy.c - the JSON policy (SPEC §3): validation, defaults, canonical form
- * and digest.
+ * policy.c - the JSON policy: validation, defaults, canonical form and
+ * digest.
  *
  * DOC: Theory of Operation
  *
@@ -17,10 +17,11 @@
  *    walk.
  *
  * 2. A pre-scan reads the few facts that one part of the document may
- *    cross-reference in another (secret names, env.set names, git.hosts,
- *    the host of session.repo). Knowing them before the walk lets each
- *    error be reported where it sits, in document order, whatever order the
- *    author wrote the sections in.
+ *    cross-reference in another (secret names and their placeholder
+ *    variables, env.set names, git.hosts, the git token's variables, the
+ *    session's repository and id, whether spend has a ledger). Knowing them
+ *    before the walk lets each error be reported where it sits, in document
+ *    order, whatever order the author wrote the sections in.
  *
  * 3. One walk over the tree, in document order (jansson keeps the order of
  *    object members), validates every value and fills struct policy. Every
@@ -30,31 +31,37 @@
  *    integer belongs) and out-of-range values are all errors. Errors about
  *    a missing key or about a whole object (from_env and from_file both
  *    given) are reported where the object closes, after its members.
+ *    Every list goes through one reader, list_parse(): one loop, one
+ *    duplicate rule and one wording for all of them.
  *
  * Only a policy without any error gets a canonical form. It is rendered
  * from struct policy, not from the input, so that what is hashed is exactly
  * what the other modules enforce: every key of the schema, defaults filled
- * in, null where a value is absent, names lowercased, rules, addresses and
- * paths in their canonical text, sets sorted. Two lists keep the author's
- * order because order carries meaning there: host rule lists (receipts may
- * name a rule by its index) and egress.resolver (the order DNS servers are
- * asked in). jansson prints it with JSON_COMPACT | JSON_SORT_KEYS and the
- * digest is "sha256:" + the hex SHA-256 of that text, so whitespace, key
- * order and spelling variants (case, trailing dots, "repo.git", "//" in a
- * path) never change the digest and any change of meaning does.
+ * in, null where a value is absent, names lowercased, rules, addresses,
+ * URLs and paths in their canonical text, sets sorted, numbers kept to 15
+ * significant digits (so that 0.3 is written "0.3" and reads back as the
+ * same double). Some lists keep the author's order because order carries
+ * meaning there: host rule lists (receipts may name a rule by its index),
+ * egress.resolver (the order DNS servers are asked in) and spend.providers.
+ * jansson prints it with JSON_COMPACT | JSON_SORT_KEYS and the digest is
+ * "sha256:" + the hex SHA-256 of that text, so whitespace, key order and
+ * spelling variants (case, trailing dots, "repo.git", "//" in a path) never
+ * change the digest and any change of meaning does.
  *
- * The embedded default policy (SPEC §3.7) is a JSON text parsed through the
- * same code, so it can never drift from what `airlock check` accepts.
+ * The embedded default policy is a JSON text parsed through the same code,
+ * so it can never drift from what `airlock check` accepts.
  */
 #include "policy.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <jansson.h>
@@ -66,8 +73,28 @@
 #define POLICY_SECRET_NAME_MAX 64
 #define POLICY_SESSION_ID_MAX 128
 #define POLICY_REPO_PART_MAX 255
+#define POLICY_PREFIX_MAX 128
+#define POLICY_METHOD_MAX 32
+#define POLICY_URL_PATH_MAX 1024
+#define POLICY_APP_ID_MAX 128
+#define POLICY_GH_PERMISSION_MAX 64
+#define POLICY_MODEL_MAX 128
+#define POLICY_PRICE_MAX 1e6
+/* Default cache prices, as multiples of the input price. */
+#define POLICY_CACHE_WRITE_FACTOR 1.25
+#define POLICY_CACHE_READ_FACTOR 0.1
+#define POLICY_BODY_MAX ((uint64_t)1 << 30)
+#define POLICY_BODY_DEFAULT ((uint64_t)32 << 20)
+#define POLICY_OUTPUT_TOKENS_MAX 10000000
+#define POLICY_OUTPUT_TOKENS_DEFAULT 8192
+/* Significant digits of every number in the canonical form. */
+#define POLICY_REAL_DIGITS 15
+/* Longest canonical text of a list element (a path), for duplicates. */
+#define LIST_KEY_MAX (PATH_MAX + 64)
 /* How much of an offending value an error message quotes. */
 #define POLICY_QUOTE_MAX 80
+
+#define DEFAULT_GITHUB_API "https://api.github.com"
 
 static const char *const mode_names[] = {
 	[POLICY_MODE_OFF] = "off",
@@ -77,14 +104,46 @@ static const char *const mode_names[] = {
 static_assert(ARRAY_SIZE(mode_names) == POLICY_MODE_COUNT,
 	      "mode_names out of sync with enum policy_mode");
 
-/* Variables airlock sets in the sandbox itself (SPEC §3.6, §5.3): a secret
- * placeholder or an env.set entry under one of these names would either be
- * overwritten or silently redirect the agent's traffic. */
+static const char *const gh_access_names[] = {
+	[POLICY_GH_READ] = "read",
+	[POLICY_GH_WRITE] = "write",
+	[POLICY_GH_ADMIN] = "admin",
+};
+static_assert(ARRAY_SIZE(gh_access_names) == POLICY_GH_ACCESS_COUNT,
+	      "gh_access_names out of sync with enum policy_gh_access");
+
+static const char *const ledger_names[] = {
+	[POLICY_LEDGER_MEMORY] = "memory",
+	[POLICY_LEDGER_SQLITE] = "sqlite",
+	[POLICY_LEDGER_POSTGRESQL] = "postgresql",
+};
+static_assert(ARRAY_SIZE(ledger_names) == POLICY_LEDGER_COUNT,
+	      "ledger_names out of sync with enum policy_ledger");
+
+static const char *const spend_api_names[] = {
+	[POLICY_SPEND_ANTHROPIC] = "anthropic",
+	[POLICY_SPEND_OPENAI] = "openai",
+};
+static_assert(ARRAY_SIZE(spend_api_names) == POLICY_SPEND_API_COUNT,
+	      "spend_api_names out of sync with enum policy_spend_api");
+
+static const char *const on_exhausted_names[] = {
+	[POLICY_EXHAUSTED_BLOCK] = "block",
+	[POLICY_EXHAUSTED_STOP] = "stop",
+};
+static_assert(ARRAY_SIZE(on_exhausted_names) == POLICY_EXHAUSTED_COUNT,
+	      "on_exhausted_names out of sync with enum policy_on_exhausted");
+
+/* Variables airlock sets in the sandbox itself (the proxy and the CA
+ * bundle): a placeholder, an env.set entry or an env.pass entry under one
+ * of these names would either be overwritten or silently redirect the
+ * agent's traffic or trust. */
 static const char *const reserved_env[] = {
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
 	"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE",
-	"NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+	"GIT_SSL_CAINFO", "NPM_CONFIG_CAFILE", "PIP_CERT", "DENO_CERT",
+	"NODE_EXTRA_CA_CERTS",
 };
 
 static const char default_policy_json[] =
@@ -98,59 +157,99 @@ static const char default_policy_json[] =
 	"    \"ports\": [80, 443],\n"
 	"    \"allow_ranges\": [],\n"
 	"    \"resolver\": [],\n"
-	"    \"upstream_ca\": null\n"
+	"    \"upstream_ca\": null,\n"
+	"    \"intercept\": [],\n"
+	"    \"transparent\": false\n"
 	"  },\n"
 	"  \"secrets\": {},\n"
-	"  \"git\": { \"hosts\": [], \"repos\": {}, \"credential\": null, \"ssh\": false },\n"
+	"  \"git\": {\n"
+	"    \"hosts\": [],\n"
+	"    \"api_hosts\": [],\n"
+	"    \"repos\": {},\n"
+	"    \"credential\": null,\n"
+	"    \"github_app\": null,\n"
+	"    \"token_env\": [\"GITHUB_TOKEN\", \"GH_TOKEN\"],\n"
+	"    \"api_allow\": [],\n"
+	"    \"ssh\": false\n"
+	"  },\n"
+	"  \"spend\": {\n"
+	"    \"cap_usd\": null,\n"
+	"    \"ledger\": null,\n"
+	"    \"providers\": [],\n"
+	"    \"prices\": {},\n"
+	"    \"parent\": null,\n"
+	"    \"on_exhausted\": \"block\",\n"
+	"    \"max_body_bytes\": 33554432,\n"
+	"    \"default_max_output_tokens\": 8192\n"
+	"  },\n"
 	"  \"env\": { \"pass\": [\"PATH\", \"HOME\", \"LANG\", \"TERM\"], \"set\": {} },\n"
-	"  \"fs\": { \"rw\": [], \"hide\": [] }\n"
+	"  \"fs\": { \"rw\": [], \"ro\": [], \"hide\": [], \"protect\": [] }\n"
 	"}\n";
 
 static const uint16_t default_ports[] = { 80, 443 };
 static const char *const default_env_pass[] = { "PATH", "HOME", "LANG", "TERM" };
+static const char *const default_token_env[] = { "GITHUB_TOKEN", "GH_TOKEN" };
+
+static const char *enum_name(const char *const *names, size_t n, unsigned int v)
+{
+	return v < n ? names[v] : "?";
+}
+
+/* Index of @s in @names, or -1. */
+static int enum_find(const char *const *names, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; s && i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
 
 const char *policy_mode_to_string(enum policy_mode m)
 {
-	if ((unsigned int)m >= POLICY_MODE_COUNT)
-		return "?";
-	return mode_names[m];
+	return enum_name(mode_names, ARRAY_SIZE(mode_names), (unsigned int)m);
+}
+
+const char *policy_gh_access_to_string(enum policy_gh_access a)
+{
+	return enum_name(gh_access_names, ARRAY_SIZE(gh_access_names),
+			 (unsigned int)a);
+}
+
+const char *policy_ledger_to_string(enum policy_ledger l)
+{
+	return enum_name(ledger_names, ARRAY_SIZE(ledger_names), (unsigned int)l);
+}
+
+const char *policy_spend_api_to_string(enum policy_spend_api a)
+{
+	return enum_name(spend_api_names, ARRAY_SIZE(spend_api_names),
+			 (unsigned int)a);
+}
+
+const char *policy_on_exhausted_to_string(enum policy_on_exhausted e)
+{
+	return enum_name(on_exhausted_names, ARRAY_SIZE(on_exhausted_names),
+			 (unsigned int)e);
 }
 
 bool policy_mode_from_string(const char *s, enum policy_mode *out)
 {
-	size_t i;
+	int i = enum_find(mode_names, ARRAY_SIZE(mode_names), s);
 
-	for (i = 0; i < POLICY_MODE_COUNT; i++) {
-		if (strcmp(s, mode_names[i]) == 0) {
-			*out = (enum policy_mode)i;
-			return true;
-		}
-	}
-	return false;
+	if (i < 0)
+		return false;
+	*out = (enum policy_mode)i;
+	return true;
 }
 
 bool policy_env_is_reserved(const char *name)
 {
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(reserved_env); i++)
-		if (strcmp(name, reserved_env[i]) == 0)
-			return true;
-	return false;
+	return enum_find(reserved_env, ARRAY_SIZE(reserved_env), name) >= 0;
 }
 
 /* ---- small helpers ---------------------------------------------------- */
-
-struct strv {
-	char **v;
-	size_t n;
-};
-
-static void strv_push(struct strv *sv, char *owned)
-{
-	sv->v = util_xrealloc(sv->v, (sv->n + 1) * sizeof(*sv->v));
-	sv->v[sv->n++] = owned;
-}
 
 static void strv_free(char **v, size_t n)
 {
@@ -159,6 +258,16 @@ static void strv_free(char **v, size_t n)
 	for (i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
+}
+
+static char **strv_dup(const char *const *v, size_t n)
+{
+	char **out = util_xcalloc(n ? n : 1, sizeof(*out));
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		out[i] = util_xstrdup(v[i]);
+	return out;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -221,6 +330,19 @@ static bool env_name_ok(const char *s)
 	return is_ident(s);
 }
 
+/* A number as the canonical form writes it: POLICY_REAL_DIGITS
+ * significant digits, and no negative zero. Rounding on input makes the
+ * value the other modules use the one the digest covers. */
+static double real_canon(double v)
+{
+	char buf[64];
+
+	if (v == 0)
+		return 0;
+	snprintf(buf, sizeof(buf), "%.*g", POLICY_REAL_DIGITS, v);
+	return strtod(buf, NULL);
+}
+
 /* A JSON string literal of @s, cut to POLICY_QUOTE_MAX bytes (on a UTF-8
  * character boundary) so that an error line stays readable whatever the
  * input held. The caller frees the result. */
@@ -279,25 +401,50 @@ struct ctx {
 	struct policy_errors *errs;
 
 	/* Pre-scanned facts (step 2 of the Theory of Operation). The json_t
-	 * pointers are borrowed from the document; the sets are owned. A
-	 * "_ok" flag is false when the section itself is broken: its own
-	 * error is reported there, and references into it are not judged. */
+	 * pointers and strings are borrowed from the document; the sets are
+	 * owned. A "_ok" flag is false when the section itself is broken: its
+	 * own error is reported there, and references into it are not
+	 * judged. */
 	json_t *secrets;      /* root "secrets" object, NULL if absent */
-	bool secrets_ok;
 	json_t *env_set;      /* env.set object, NULL if absent */
 	json_t *git_hosts;    /* set of valid normalised git.hosts */
-	bool git_hosts_ok;
-	char session_host[HOSTNAME_MAX + 1]; /* "" when no session.repo */
-	bool session_repo_ok;
+	const char *session_id; /* session.id when a string, else NULL */
+	/* The git credential's secret (whose placeholder the git token's
+	 * variables share), the token's variables (git.token_env or its
+	 * default; empty when git has no token), and the placeholder
+	 * variable of every other secret -> the path of its secret (the
+	 * first one wins). */
+	const char *git_credential;
+	json_t *token_envs;
+	json_t *other_secret_envs;
 
-	bool have_version;
 	/* Placeholder variables of the secrets walked so far -> the path of
 	 * their secret. */
 	json_t *secret_envs;
-	/* The secret being walked, and its path. */
+	/* The secret, price and provider being walked, and their paths. */
 	struct policy_secret *cur;
 	const char *cur_path;
+	struct policy_price *cur_price;
+	struct policy_spend_provider *cur_provider;
+	const char *cur_provider_path;
+	/* spend.providers hosts seen so far -> the path of their provider. */
+	json_t *provider_hosts;
+	/* fs paths seen so far -> path: fs.ro's, and fs.rw's and fs.hide's. */
+	json_t *fs_ro_seen, *fs_other_seen;
+
+	char session_host[HOSTNAME_MAX + 1]; /* "" when no session.repo */
+	bool secrets_ok, git_hosts_ok, session_repo_ok;
+	bool git_token;          /* git.credential or git.github_app given */
+	bool token_env_explicit; /* the author wrote git.token_env */
+	bool spend_ledger_set;   /* spend.ledger is a string */
+	bool have_version;
+	/* Which keys the object being walked had. */
 	bool cur_has_from_env, cur_has_from_file, cur_has_env, cur_has_hosts;
+	bool cur_has_prefix;
+	bool app_has_id, app_has_installation, app_has_key;
+	bool price_has_input, price_has_output, price_has_cw, price_has_cr;
+	bool prov_has_api, prov_has_hosts;
+	bool git_has_credential, git_has_app; /* given, not null */
 };
 
 /* Control characters and DEL become '?'. Quoted input is already escaped
@@ -334,6 +481,19 @@ err_add(struct ctx *c, const char *path, const char *fmt, ...)
 	scrub(e->items[e->count].path);
 	e->items[e->count].message = msg;
 	e->count++;
+}
+
+/* "path.key: required key is missing[: why]". */
+static void err_missing(struct ctx *c, const char *path, const char *key,
+			const char *why)
+{
+	char *sub = path_key(path, key);
+
+	if (why)
+		err_add(c, sub, "required key is missing: %s", why);
+	else
+		err_add(c, sub, "required key is missing");
+	free(sub);
 }
 
 /* A set of canonical strings, each remembering the path where it was
@@ -393,6 +553,124 @@ static bool walk_object(struct ctx *c, json_t *obj, const char *path,
 			err_add(c, kp, "unknown key");
 		free(kp);
 	}
+	return true;
+}
+
+/* ---- the list reader -------------------------------------------------- */
+
+/* How one kind of list is read. Every list of the policy is read by
+ * list_parse(), with one of the kinds below. */
+struct list_kind {
+	size_t size; /* bytes per element */
+	/* Checks @el and writes the element to @out; false after reporting
+	 * at @path why not, leaving nothing allocated. Called only with
+	 * strings when .strings is set. */
+	bool (*parse)(struct ctx *c, json_t *el, const char *path, void *out);
+	/* The element's canonical text for the duplicate check: a pointer
+	 * into the element or into @buf (LIST_KEY_MAX bytes). NULL: no
+	 * duplicate check. */
+	const char *(*key)(const void *el, char *buf, size_t len);
+	void (*drop)(void *el);   /* frees what an element owns; NULL if none */
+	int (*cmp)(const void *a, const void *b); /* NULL: document order */
+	bool strings;             /* "expected a string" for other elements */
+	const char *not_array;    /* NULL: "expected an array" */
+	const char *empty;        /* non-NULL: [] is refused with this */
+	const char *dup;          /* NULL: "duplicate of" */
+};
+
+static void list_free(const struct list_kind *k, void *items, size_t n)
+{
+	if (k->drop) {
+		size_t i;
+
+		for (i = 0; i < n; i++)
+			k->drop((unsigned char *)items + i * k->size);
+	}
+	free(items);
+}
+
+/* Reads the array @v as a list of kind @k. Returns a new array of *n
+ * elements (free with list_free()), or NULL after reporting that @v is not
+ * an array or is refused empty. *ok is true when every element was valid
+ * (refused ones are reported and left out). */
+static void *list_parse(struct ctx *c, json_t *v, const char *path,
+			const struct list_kind *k, size_t *n, bool *ok)
+{
+	unsigned char *items;
+	json_t *seen, *el;
+	size_t i;
+
+	*n = 0;
+	*ok = false;
+	if (!json_is_array(v)) {
+		err_add(c, path, "%s", k->not_array ? k->not_array : "expected an array");
+		return NULL;
+	}
+	if (k->empty && json_array_size(v) == 0) {
+		err_add(c, path, "%s", k->empty);
+		return NULL;
+	}
+	*ok = true;
+	items = util_xcalloc(json_array_size(v) ? json_array_size(v) : 1, k->size);
+	seen = seen_new();
+	json_array_foreach(v, i, el) {
+		char *ep = path_index(path, i), buf[LIST_KEY_MAX];
+		void *slot = items + *n * k->size;
+
+		/* A refused element may have left bytes in its slot. */
+		memset(slot, 0, k->size);
+		if (k->strings && !json_is_string(el)) {
+			err_add(c, ep, "expected a string");
+			*ok = false;
+		} else if (!k->parse(c, el, ep, slot)) {
+			*ok = false;
+		} else if (k->key && seen_dup(c, seen, k->key(slot, buf, sizeof(buf)),
+					      ep, k->dup ? k->dup : "duplicate of")) {
+			if (k->drop)
+				k->drop(slot);
+			*ok = false;
+		} else {
+			(*n)++;
+		}
+		free(ep);
+	}
+	json_decref(seen);
+	if (k->cmp && *n > 1)
+		qsort(items, *n, k->size, k->cmp);
+	return items;
+}
+
+/* Replaces the list (@arr, @n) of kind @k by the one at @v, unless @v is
+ * refused as a whole (then the old list stays, to be freed with the
+ * policy). */
+#define LIST_SET(c, v, path, k, arr, n)                                       \
+	do {                                                                  \
+		size_t n_;                                                    \
+		bool ok_;                                                     \
+		void *a_ = list_parse((c), (v), (path), (k), &n_, &ok_);      \
+		if (a_) {                                                     \
+			list_free((k), (arr), (n));                           \
+			(arr) = a_;                                           \
+			(n) = n_;                                             \
+		}                                                             \
+	} while (0)
+
+static const char *key_str(const void *el, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return *(char *const *)el;
+}
+
+static void drop_str(void *el)
+{
+	free(*(char **)el);
+}
+
+/* Stores a copy of @s in the char * at @out. */
+static bool put_str(void *out, const char *s)
+{
+	*(char **)out = util_xstrdup(s);
 	return true;
 }
 
@@ -504,16 +782,17 @@ static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
 	return true;
 }
 
-/* A git host: an exact DNS name, normalised. */
-static bool git_host_parse(const char *s, char out[HOSTNAME_MAX + 1],
-			   char *why, size_t whylen)
+/* An exact DNS name, normalised (git.hosts, git.api_hosts, a provider's
+ * hosts); @what names the list in the wildcard message. */
+static bool exact_host_parse(const char *s, const char *what,
+			     char out[HOSTNAME_MAX + 1], char *why, size_t whylen)
 {
 	struct host_target t;
 	enum hostname_error he;
 
 	if (strchr(s, '*')) {
 		snprintf(why, whylen,
-			 "wildcards are not allowed: git hosts are exact names");
+			 "wildcards are not allowed: %s are exact names", what);
 		return false;
 	}
 	he = hostname_normalise(s, strlen(s), &t);
@@ -624,16 +903,22 @@ static void endpoint_format(const struct policy_endpoint *e, char *out,
 		snprintf(out, len, "%s:%u", a, e->port);
 }
 
-/* An absolute path without "." or ".." components; repeated and trailing
- * slashes are dropped (they change nothing on Linux). The caller frees
- * *out. */
-static bool fs_path_clean(const char *s, char **out, const char **why)
+/* A path without "." or ".." components, absolute (@relative false) or
+ * relative to the workspace (@relative true: no leading '/', not empty);
+ * repeated and trailing slashes are dropped (they change nothing on
+ * Linux). The caller frees *out. */
+static bool fs_path_clean(const char *s, bool relative, char **out,
+			  const char **why)
 {
 	size_t n = strlen(s), i = 0, o = 0;
 	char *buf;
 
-	if (s[0] != '/') {
+	if (!relative && s[0] != '/') {
 		*why = "expected an absolute path";
+		return false;
+	}
+	if (relative && s[0] == '/') {
+		*why = "expected a path relative to the workspace (no leading \"/\")";
 		return false;
 	}
 	if (n >= PATH_MAX) {
@@ -658,14 +943,72 @@ static bool fs_path_clean(const char *s, char **out, const char **why)
 			*why = "\".\" and \"..\" components are not allowed";
 			return false;
 		}
-		buf[o++] = '/';
+		if (o > 0 || !relative)
+			buf[o++] = '/';
 		memcpy(buf + o, s + start, len);
 		o += len;
+	}
+	if (o == 0 && relative) {
+		free(buf);
+		*why = "expected a path inside the workspace, not the workspace itself";
+		return false;
 	}
 	if (o == 0)
 		buf[o++] = '/';
 	buf[o] = '\0';
 	*out = buf;
+	return true;
+}
+
+/* Characters of a URL path besides letters and digits (RFC 3986 pchar
+ * and '/'), without '%': an escape would give one path two spellings. */
+#define URL_PATH_CHARS "-._~!$&'()*+,;=:@/"
+
+/* A URL path or path prefix: starts with '/', no '%', no empty, "." or
+ * ".." segment. A trailing '/' is kept when @keep_slash, else dropped
+ * ("/" becomes ""). The caller frees *out. */
+static bool url_path_clean(const char *s, bool keep_slash, char **out,
+			   const char **why)
+{
+	size_t n = strlen(s), i;
+
+	if (s[0] != '/') {
+		*why = "expected a path starting with \"/\"";
+		return false;
+	}
+	if (n > POLICY_URL_PATH_MAX) {
+		*why = "path longer than 1024 bytes";
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		if (s[i] == '%') {
+			*why = "percent-escapes are not allowed";
+			return false;
+		}
+		if (!is_alpha(s[i]) && !is_digit(s[i]) && !strchr(URL_PATH_CHARS, s[i])) {
+			*why = "expected only A-Z a-z 0-9 and - . _ ~ ! $ & ' ( ) * + , ; = : @ / in a path";
+			return false;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		size_t start = i + 1, len;
+
+		if (s[i] != '/')
+			continue;
+		len = strcspn(s + start, "/");
+		if (len == 0 && start < n) {
+			*why = "empty path segment (\"//\")";
+			return false;
+		}
+		if ((len == 1 && s[start] == '.') ||
+		    (len == 2 && s[start] == '.' && s[start + 1] == '.')) {
+			*why = "\".\" and \"..\" segments are not allowed";
+			return false;
+		}
+	}
+	if (!keep_slash && s[n - 1] == '/')
+		n--;
+	*out = util_xstrndup(s, n);
 	return true;
 }
 
@@ -676,6 +1019,21 @@ static bool header_name_ok(const char *s)
 		return false;
 	for (; *s; s++)
 		if (!is_alpha(*s) && !is_digit(*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+			return false;
+	return true;
+}
+
+/* An upper-case method token: [A-Z][A-Z0-9_-]*, at most 32 bytes. HTTP
+ * methods are case-sensitive, so "get" is refused rather than raised. */
+static bool method_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > POLICY_METHOD_MAX || !(s[0] >= 'A' && s[0] <= 'Z'))
+		return false;
+	for (i = 1; i < n; i++)
+		if (!(s[i] >= 'A' && s[i] <= 'Z') && !is_digit(s[i]) &&
+		    s[i] != '-' && s[i] != '_')
 			return false;
 	return true;
 }
@@ -709,6 +1067,20 @@ static bool secret_name_ok(const char *s)
 	return true;
 }
 
+/* A placeholder prefix: printable ASCII without space (it must survive
+ * headers, Basic credentials and shells unquoted), at most 128 bytes. */
+static bool prefix_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n > POLICY_PREFIX_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
 bool policy_session_id_valid(const char *s)
 {
 	size_t n = strlen(s), i;
@@ -723,132 +1095,414 @@ bool policy_session_id_valid(const char *s)
 	return true;
 }
 
-/* An array of host rules (egress.allow, egress.deny, secrets.*.hosts).
- * Replaces *out; duplicates after normalisation are errors. */
-static void parse_rules(struct ctx *c, json_t *v, const char *path,
-			struct host_rule **out, size_t *nout)
+/* ---- list kinds ------------------------------------------------------- */
+
+static bool el_rule(struct ctx *c, json_t *el, const char *path, void *out)
 {
-	json_t *seen = NULL, *el;
-	size_t i;
+	char err[256];
 
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array");
-		return;
-	}
-	seen = seen_new();
-	free(*out);
-	*out = util_xcalloc(json_array_size(v), sizeof(**out));
-	*nout = 0;
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i);
-		char err[256], canon[HOSTNAME_MAX + 64];
-		struct host_rule r;
-
-		if (!json_is_string(el)) {
-			err_add(c, ep, "expected a string");
-		} else if (!host_rule_parse(json_string_value(el), &r, err,
-					    sizeof(err))) {
-			err_add(c, ep, "%s", err);
-		} else {
-			host_rule_format(&r, canon, sizeof(canon));
-			if (!seen_dup(c, seen, canon, ep, "duplicate of"))
-				(*out)[(*nout)++] = r;
-		}
-		free(ep);
-	}
-	json_decref(seen);
+	if (host_rule_parse(json_string_value(el), out, err, sizeof(err)))
+		return true;
+	err_add(c, path, "%s", err);
+	return false;
 }
 
-/* A string array whose members each pass @check (which canonicalises into
- * a malloc'd string or says why not); duplicates after canonicalisation
- * are errors. Replaces *out; sorted when @sort. */
-typedef char *(*str_check_fn)(const char *s, char *why, size_t whylen);
-
-static void parse_str_set(struct ctx *c, json_t *v, const char *path,
-			  str_check_fn check, bool sort, char ***out,
-			  size_t *nout)
+static const char *key_rule(const void *el, char *buf, size_t len)
 {
-	struct strv sv = { 0 };
-	json_t *seen = NULL, *el;
-	size_t i;
-
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array");
-		return;
-	}
-	seen = seen_new();
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i), *canon, why[256];
-
-		if (!json_is_string(el)) {
-			err_add(c, ep, "expected a string");
-		} else if (!(canon = check(json_string_value(el), why,
-					   sizeof(why)))) {
-			err_add(c, ep, "%s", why);
-		} else if (seen_dup(c, seen, canon, ep, "duplicate of")) {
-			free(canon);
-		} else {
-			strv_push(&sv, canon);
-		}
-		free(ep);
-	}
-	json_decref(seen);
-	if (sort && sv.n > 1)
-		qsort(sv.v, sv.n, sizeof(*sv.v), cmp_str);
-	strv_free(*out, *nout);
-	*out = sv.v;
-	*nout = sv.n;
+	host_rule_format(el, buf, len);
+	return buf;
 }
 
-static char *check_env_pattern(const char *s, char *why, size_t whylen)
+static const struct list_kind rule_list = {
+	.size = sizeof(struct host_rule), .parse = el_rule, .key = key_rule,
+	.strings = true,
+};
+
+static const struct list_kind secret_hosts_list = {
+	.size = sizeof(struct host_rule), .parse = el_rule, .key = key_rule,
+	.strings = true,
+	.empty = "must not be empty: a secret needs the hosts it may be sent to",
+};
+
+static bool el_port(struct ctx *c, json_t *el, const char *path, void *out)
 {
+	json_int_t port = json_integer_value(el);
+
+	if (!json_is_integer(el) || port < 1 || port > 65535) {
+		err_add(c, path, "expected an integer from 1 to 65535");
+		return false;
+	}
+	*(uint16_t *)out = (uint16_t)port;
+	return true;
+}
+
+static const char *key_port(const void *el, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", (unsigned int)*(const uint16_t *)el);
+	return buf;
+}
+
+static const struct list_kind port_list = {
+	.size = sizeof(uint16_t), .parse = el_port, .key = key_port,
+	.cmp = cmp_u16,
+};
+
+static bool el_cidr(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	char why[128];
+
+	if (cidr_parse(json_string_value(el), out, why, sizeof(why)))
+		return true;
+	err_add(c, path, "%s", why);
+	return false;
+}
+
+static const char *key_cidr(const void *el, char *buf, size_t len)
+{
+	addr_cidr_format(el, buf, len);
+	return buf;
+}
+
+static const struct list_kind cidr_list = {
+	.size = sizeof(struct addr_cidr), .parse = el_cidr, .key = key_cidr,
+	.cmp = cmp_cidr, .strings = true,
+};
+
+static bool el_endpoint(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	if (endpoint_parse(json_string_value(el), out))
+		return true;
+	err_add(c, path, "expected \"IP:PORT\" with a port from 1 to 65535 "
+			 "(IPv6 as \"[::1]:53\")");
+	return false;
+}
+
+static const char *key_endpoint(const void *el, char *buf, size_t len)
+{
+	endpoint_format(el, buf, len);
+	return buf;
+}
+
+static const struct list_kind endpoint_list = {
+	.size = sizeof(struct policy_endpoint), .parse = el_endpoint,
+	.key = key_endpoint, .strings = true,
+};
+
+static bool el_env_pattern(struct ctx *c, json_t *el, const char *path,
+			   void *out)
+{
+	const char *s = json_string_value(el);
+
 	if (!env_pattern_ok(s)) {
-		snprintf(why, whylen, "expected a variable name "
-			 "([A-Za-z_][A-Za-z0-9_]*), optionally ending in \"*\"");
-		return NULL;
+		err_add(c, path, "expected a variable name "
+			"([A-Za-z_][A-Za-z0-9_]*), optionally ending in \"*\"");
+		return false;
 	}
-	return util_xstrdup(s);
+	if (policy_env_is_reserved(s)) {
+		char *q = quote(s);
+
+		err_add(c, path, "%s is one of airlock's own variables", q);
+		free(q);
+		return false;
+	}
+	return put_str(out, s);
 }
 
-static char *check_fs_path(const char *s, char *why, size_t whylen)
-{
-	const char *reason = NULL;
-	char *out = NULL;
+#define STR_LIST(fn, sorted)                                                  \
+	{ .size = sizeof(char *), .parse = (fn), .key = key_str,              \
+	  .drop = drop_str, .cmp = (sorted) ? cmp_str : NULL, .strings = true }
 
-	if (fs_path_clean(s, &out, &reason))
-		return out;
-	snprintf(why, whylen, "%s", reason);
-	return NULL;
+static const struct list_kind env_pattern_list = STR_LIST(el_env_pattern, true);
+
+/* A fs.rw / fs.hide / fs.ro path; @ro says which. A path in fs.ro and in
+ * one of the others would be shown read-only and writable, or read-only
+ * and hidden: say so instead of picking one. */
+static bool fs_abs_el(struct ctx *c, json_t *el, const char *path, void *out,
+		      bool ro)
+{
+	const char *why = NULL;
+	json_t *other;
+	char *clean;
+
+	if (!fs_path_clean(json_string_value(el), false, &clean, &why)) {
+		err_add(c, path, "%s", why);
+		return false;
+	}
+	other = json_object_get(ro ? c->fs_other_seen : c->fs_ro_seen, clean);
+	if (other) {
+		err_add(c, path, "same path as %s", json_string_value(other));
+		free(clean);
+		return false;
+	}
+	if (!json_object_get(ro ? c->fs_ro_seen : c->fs_other_seen, clean))
+		json_object_set_new(ro ? c->fs_ro_seen : c->fs_other_seen, clean,
+				    json_string(path));
+	*(char **)out = clean;
+	return true;
 }
 
-static char *check_header(const char *s, char *why, size_t whylen)
+static bool el_fs_rw_hide(struct ctx *c, json_t *el, const char *path, void *out)
 {
-	char *out;
+	return fs_abs_el(c, el, path, out, false);
+}
+
+static bool el_fs_ro(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	return fs_abs_el(c, el, path, out, true);
+}
+
+static bool el_fs_rel(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *why = NULL;
+	char *clean;
+
+	if (!fs_path_clean(json_string_value(el), true, &clean, &why)) {
+		err_add(c, path, "%s", why);
+		return false;
+	}
+	*(char **)out = clean;
+	return true;
+}
+
+static const struct list_kind fs_rw_hide_list = STR_LIST(el_fs_rw_hide, true);
+static const struct list_kind fs_ro_list = STR_LIST(el_fs_ro, true);
+static const struct list_kind fs_rel_list = STR_LIST(el_fs_rel, true);
+
+static bool el_header(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
 
 	if (!header_name_ok(s)) {
-		snprintf(why, whylen,
-			 "expected an HTTP header field name (RFC 9110 token)");
-		return NULL;
+		err_add(c, path, "expected an HTTP header field name (RFC 9110 token)");
+		return false;
 	}
-	out = util_xstrdup(s);
-	ascii_lower(out);
-	return out;
+	put_str(out, s);
+	ascii_lower(*(char **)out);
+	return true;
 }
 
-static char *check_git_host(const char *s, char *why, size_t whylen)
+static const struct list_kind header_list = {
+	.size = sizeof(char *), .parse = el_header, .key = key_str,
+	.drop = drop_str, .cmp = cmp_str, .strings = true,
+	.not_array = "expected an array of header names or null",
+	.empty = "must not be empty (null or no \"headers\" means any header)",
+};
+
+static bool el_secret_path(struct ctx *c, json_t *el, const char *path,
+			   void *out)
 {
-	char name[HOSTNAME_MAX + 1];
+	const char *why = NULL;
 
-	if (!git_host_parse(s, name, why, whylen))
-		return NULL;
-	return util_xstrdup(name);
+	if (url_path_clean(json_string_value(el), true, out, &why))
+		return true;
+	err_add(c, path, "%s", why);
+	return false;
 }
+
+static const struct list_kind secret_path_list = {
+	.size = sizeof(char *), .parse = el_secret_path, .key = key_str,
+	.drop = drop_str, .cmp = cmp_str, .strings = true,
+	.not_array = "expected an array of path prefixes or null",
+	.empty = "must not be empty (null or no \"paths\" means any path)",
+};
+
+static bool el_method(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
+
+	if (method_ok(s))
+		return put_str(out, s);
+	err_add(c, path, "expected an upper-case HTTP method such as \"GET\" or \"POST\"");
+	return false;
+}
+
+static const struct list_kind method_list = {
+	.size = sizeof(char *), .parse = el_method, .key = key_str,
+	.drop = drop_str, .cmp = cmp_str, .strings = true,
+	.not_array = "expected an array of HTTP methods or null",
+	.empty = "must not be empty (null or no \"methods\" means any method)",
+};
+
+static bool exact_host_el(struct ctx *c, json_t *el, const char *path,
+			  void *out, const char *what)
+{
+	char name[HOSTNAME_MAX + 1], why[256];
+
+	if (exact_host_parse(json_string_value(el), what, name, why, sizeof(why)))
+		return put_str(out, name);
+	err_add(c, path, "%s", why);
+	return false;
+}
+
+static bool el_git_host(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	return exact_host_el(c, el, path, out, "git hosts");
+}
+
+static bool el_api_host(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	return exact_host_el(c, el, path, out, "API hosts");
+}
+
+static const struct list_kind git_host_list = STR_LIST(el_git_host, true);
+static const struct list_kind api_host_list = STR_LIST(el_api_host, true);
+
+
+
+
+static bool el_provider_host(struct ctx *c, json_t *el, const char *path,
+			     void *out)
+{
+	char name[HOSTNAME_MAX + 1], why[256];
+	json_t *other;
+
+	if (!exact_host_parse(json_string_value(el), "provider hosts", name, why,
+			      sizeof(why))) {
+		err_add(c, path, "%s", why);
+		return false;
+	}
+	/* One host, one meter: two providers on a host would leave which
+	 * API's usage counts to chance. */
+	other = json_object_get(c->provider_hosts, name);
+	if (other && strcmp(json_string_value(other), c->cur_provider_path) != 0) {
+		char *q = quote(name);
+
+		err_add(c, path, "%s is already a host of %s", q,
+			json_string_value(other));
+		free(q);
+		return false;
+	}
+	if (!other)
+		json_object_set_new(c->provider_hosts, name,
+				    json_string(c->cur_provider_path));
+	return put_str(out, name);
+}
+
+static const struct list_kind provider_host_list = {
+	.size = sizeof(char *), .parse = el_provider_host, .key = key_str,
+	.drop = drop_str, .cmp = cmp_str, .strings = true,
+	.empty = "must not be empty: a provider needs the hosts it is metered on",
+};
+
+static bool el_git_op(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
+	unsigned int bit = 0;
+
+	if (s && strcmp(s, "fetch") == 0)
+		bit = POLICY_GIT_FETCH;
+	else if (s && strcmp(s, "push") == 0)
+		bit = POLICY_GIT_PUSH;
+	if (!bit) {
+		err_add(c, path, "expected \"fetch\" or \"push\"");
+		return false;
+	}
+	*(unsigned int *)out = bit;
+	return true;
+}
+
+static const char *key_git_op(const void *el, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return *(const unsigned int *)el == POLICY_GIT_FETCH ? "fetch" : "push";
+}
+
+static const struct list_kind git_op_list = {
+	.size = sizeof(unsigned int), .parse = el_git_op, .key = key_git_op,
+	.not_array = "expected an array of \"fetch\" and \"push\"",
+	.empty = "must not be empty",
+};
+
+/* A git.token_env entry. The token's variables must not be airlock's own
+ * (never), nor, when git has a token at all, an env.set name or another
+ * secret's placeholder variable: the agent would see something else than
+ * the token's placeholder, or one variable would stand for two secrets.
+ * The git credential's own variable may be listed: it carries the same
+ * placeholder. */
+static bool el_token_env(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
+	json_t *other;
+	char *q;
+	bool ok = false;
+
+	if (!env_name_ok(s)) {
+		err_add(c, path, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+		return false;
+	}
+	q = quote(s);
+	if (policy_env_is_reserved(s)) {
+		err_add(c, path, "%s is one of airlock's own variables", q);
+		goto out;
+	}
+	if (c->git_token && c->env_set && json_object_get(c->env_set, s)) {
+		err_add(c, path, "%s is also set by env.set", q);
+		goto out;
+	}
+	other = c->git_token ? json_object_get(c->other_secret_envs, s) : NULL;
+	if (other) {
+		err_add(c, path, "%s is already the placeholder variable of %s", q,
+			json_string_value(other));
+		goto out;
+	}
+	ok = put_str(out, s);
+out:
+	free(q);
+	return ok;
+}
+
+static const struct list_kind token_env_list = STR_LIST(el_token_env, true);
+
+static bool el_api_allow(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *why = NULL;
+	char *clean;
+
+	if (!url_path_clean(json_string_value(el), false, &clean, &why)) {
+		err_add(c, path, "%s", why);
+		return false;
+	}
+	if (!clean[0]) {
+		free(clean);
+		err_add(c, path, "\"/\" would allow every path: list the "
+				 "prefixes the agent needs (e.g. \"/graphql\")");
+		return false;
+	}
+	*(char **)out = clean;
+	return true;
+}
+
+static const struct list_kind api_allow_list = STR_LIST(el_api_allow, true);
 
 /* Replaces *dst by a copy of a JSON string, or NULL for JSON null. */
 static void set_str(char **dst, json_t *v)
 {
 	free(*dst);
 	*dst = json_is_string(v) ? util_xstrdup(json_string_value(v)) : NULL;
+}
+
+/* A file path value: a non-empty string, or null when @nullable. Returns
+ * false after reporting. */
+static bool file_value(struct ctx *c, json_t *v, const char *path,
+		       bool nullable, char **dst)
+{
+	if ((nullable && json_is_null(v)) ||
+	    (json_is_string(v) && json_string_length(v) > 0)) {
+		set_str(dst, v);
+		return true;
+	}
+	err_add(c, path, nullable ? "expected a non-empty path or null"
+				  : "expected a non-empty path");
+	return false;
+}
+
+static void parse_bool(struct ctx *c, json_t *v, const char *path, bool *out)
+{
+	if (!json_is_boolean(v))
+		err_add(c, path, "expected true or false");
+	else
+		*out = json_is_true(v);
 }
 
 /* ---- root and sections ------------------------------------------------ */
@@ -872,14 +1526,16 @@ static void parse_mode(struct ctx *c, json_t *v, const char *path)
 		err_add(c, path, "expected \"off\", \"shadow\" or \"enforce\"");
 }
 
+#define SESSION_ID_MSG                                                        \
+	"expected 1 to 128 characters of A-Z a-z 0-9 . _ : - starting with a "  \
+	"letter or digit"
+
 static void parse_session_id(struct ctx *c, json_t *v, const char *path)
 {
 	if (!json_is_null(v) && !json_is_string(v))
 		err_add(c, path, "expected a string or null");
 	else if (json_is_string(v) && !policy_session_id_valid(json_string_value(v)))
-		err_add(c, path,
-			"expected 1 to 128 characters of A-Z a-z 0-9 . _ : - "
-			"starting with a letter or digit");
+		err_add(c, path, SESSION_ID_MSG);
 	else
 		set_str(&c->p->session_id, v);
 }
@@ -916,122 +1572,42 @@ static void parse_session(struct ctx *c, json_t *v, const char *path)
 
 static void parse_allow(struct ctx *c, json_t *v, const char *path)
 {
-	parse_rules(c, v, path, &c->p->allow, &c->p->nallow);
+	LIST_SET(c, v, path, &rule_list, c->p->allow, c->p->nallow);
 }
 
 static void parse_deny(struct ctx *c, json_t *v, const char *path)
 {
-	parse_rules(c, v, path, &c->p->deny, &c->p->ndeny);
+	LIST_SET(c, v, path, &rule_list, c->p->deny, c->p->ndeny);
+}
+
+static void parse_intercept(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &rule_list, c->p->intercept, c->p->nintercept);
 }
 
 static void parse_ports(struct ctx *c, json_t *v, const char *path)
 {
-	struct policy *p = c->p;
-	json_t *seen, *el;
-	size_t i;
-
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array");
-		return;
-	}
-	seen = seen_new();
-	free(p->ports);
-	p->ports = util_xcalloc(json_array_size(v), sizeof(*p->ports));
-	p->nports = 0;
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i);
-		json_int_t port = json_integer_value(el);
-
-		if (!json_is_integer(el) || port < 1 || port > 65535) {
-			err_add(c, ep, "expected an integer from 1 to 65535");
-		} else {
-			char key[8];
-
-			snprintf(key, sizeof(key), "%u", (unsigned int)port);
-			if (!seen_dup(c, seen, key, ep, "duplicate of"))
-				p->ports[p->nports++] = (uint16_t)port;
-		}
-		free(ep);
-	}
-	json_decref(seen);
-	qsort(p->ports, p->nports, sizeof(*p->ports), cmp_u16);
+	LIST_SET(c, v, path, &port_list, c->p->ports, c->p->nports);
 }
 
 static void parse_allow_ranges(struct ctx *c, json_t *v, const char *path)
 {
-	struct policy *p = c->p;
-	json_t *seen, *el;
-	size_t i;
-
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array");
-		return;
-	}
-	seen = seen_new();
-	free(p->allow_ranges);
-	p->allow_ranges = util_xcalloc(json_array_size(v), sizeof(*p->allow_ranges));
-	p->nallow_ranges = 0;
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i), why[128], canon[ADDR_STRLEN + 4];
-		struct addr_cidr cidr;
-
-		if (!json_is_string(el)) {
-			err_add(c, ep, "expected a string");
-		} else if (!cidr_parse(json_string_value(el), &cidr, why,
-				       sizeof(why))) {
-			err_add(c, ep, "%s", why);
-		} else {
-			addr_cidr_format(&cidr, canon, sizeof(canon));
-			if (!seen_dup(c, seen, canon, ep, "duplicate of"))
-				p->allow_ranges[p->nallow_ranges++] = cidr;
-		}
-		free(ep);
-	}
-	json_decref(seen);
-	qsort(p->allow_ranges, p->nallow_ranges, sizeof(*p->allow_ranges),
-	      cmp_cidr);
+	LIST_SET(c, v, path, &cidr_list, c->p->allow_ranges, c->p->nallow_ranges);
 }
 
 static void parse_resolver(struct ctx *c, json_t *v, const char *path)
 {
-	struct policy *p = c->p;
-	json_t *seen, *el;
-	size_t i;
-
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array");
-		return;
-	}
-	seen = seen_new();
-	free(p->resolvers);
-	p->resolvers = util_xcalloc(json_array_size(v), sizeof(*p->resolvers));
-	p->nresolvers = 0;
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i), canon[ADDR_STRLEN + 8];
-		struct policy_endpoint e;
-
-		if (!json_is_string(el)) {
-			err_add(c, ep, "expected a string");
-		} else if (!endpoint_parse(json_string_value(el), &e)) {
-			err_add(c, ep, "expected \"IP:PORT\" with a port from 1 "
-				       "to 65535 (IPv6 as \"[::1]:53\")");
-		} else {
-			endpoint_format(&e, canon, sizeof(canon));
-			if (!seen_dup(c, seen, canon, ep, "duplicate of"))
-				p->resolvers[p->nresolvers++] = e;
-		}
-		free(ep);
-	}
-	json_decref(seen);
+	LIST_SET(c, v, path, &endpoint_list, c->p->resolvers, c->p->nresolvers);
 }
 
 static void parse_upstream_ca(struct ctx *c, json_t *v, const char *path)
 {
-	if ((!json_is_null(v) && !json_is_string(v)) ||
-	    (json_is_string(v) && json_string_length(v) == 0))
-		err_add(c, path, "expected a non-empty path or null");
-	else
-		set_str(&c->p->upstream_ca, v);
+	file_value(c, v, path, true, &c->p->upstream_ca);
+}
+
+static void parse_transparent(struct ctx *c, json_t *v, const char *path)
+{
+	parse_bool(c, v, path, &c->p->transparent);
 }
 
 static const struct field egress_fields[] = {
@@ -1041,6 +1617,8 @@ static const struct field egress_fields[] = {
 	{ "allow_ranges", parse_allow_ranges },
 	{ "resolver", parse_resolver },
 	{ "upstream_ca", parse_upstream_ca },
+	{ "intercept", parse_intercept },
+	{ "transparent", parse_transparent },
 };
 
 static void parse_egress(struct ctx *c, json_t *v, const char *path)
@@ -1064,16 +1642,20 @@ static void parse_secret_from_file(struct ctx *c, json_t *v, const char *path)
 	if (json_is_null(v))
 		return;
 	c->cur_has_from_file = true;
-	if (!json_is_string(v) || json_string_length(v) == 0)
-		err_add(c, path, "expected a non-empty path or null");
-	else
-		set_str(&c->cur->from_file, v);
+	file_value(c, v, path, true, &c->cur->from_file);
+}
+
+static bool is_git_credential(const struct ctx *c, const char *secret)
+{
+	return c->git_credential && strcmp(c->git_credential, secret) == 0;
 }
 
 /* The placeholder variable must not collide with airlock's own variables,
- * with env.set, or with another secret's placeholder: any of those would
- * make the agent see something else than the placeholder, or one
- * placeholder stand for two secrets. */
+ * with env.set, with another secret's placeholder or (unless this secret
+ * is the git credential, whose placeholder they share) with the git
+ * token's variables: any of those would make the agent see something else
+ * than the placeholder, or one placeholder stand for two secrets. When the
+ * author wrote git.token_env, a clash with it is reported there. */
 static void check_secret_env(struct ctx *c, const char *env, const char *path)
 {
 	char *q = quote(env);
@@ -1094,6 +1676,10 @@ static void check_secret_env(struct ctx *c, const char *env, const char *path)
 		goto out;
 	}
 	json_object_set_new(c->secret_envs, env, json_string(c->cur_path));
+	if (!c->token_env_explicit && json_object_get(c->token_envs, env) &&
+	    !is_git_credential(c, c->cur->name))
+		err_add(c, path, "%s is also a git.token_env variable (the git "
+				 "token's placeholder)", q);
 out:
 	free(q);
 }
@@ -1114,29 +1700,40 @@ static void parse_secret_env(struct ctx *c, json_t *v, const char *path)
 static void parse_secret_hosts(struct ctx *c, json_t *v, const char *path)
 {
 	c->cur_has_hosts = true;
-	parse_rules(c, v, path, &c->cur->hosts, &c->cur->nhosts);
-	if (json_is_array(v) && json_array_size(v) == 0)
-		err_add(c, path, "must not be empty: a secret needs the hosts it "
-				 "may be sent to");
+	LIST_SET(c, v, path, &secret_hosts_list, c->cur->hosts, c->cur->nhosts);
 }
 
 static void parse_secret_headers(struct ctx *c, json_t *v, const char *path)
 {
-	struct policy_secret *s = c->cur;
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &header_list, c->cur->headers,
+			 c->cur->nheaders);
+}
 
+static void parse_secret_prefix(struct ctx *c, json_t *v, const char *path)
+{
 	if (json_is_null(v))
 		return;
-	if (!json_is_array(v)) {
-		err_add(c, path, "expected an array of header names or null");
-		return;
-	}
-	if (json_array_size(v) == 0) {
-		err_add(c, path, "must not be empty (null or no \"headers\" "
-				 "means any header)");
-		return;
-	}
-	parse_str_set(c, v, path, check_header, true, &s->headers,
-		      &s->nheaders);
+	c->cur_has_prefix = true;
+	if (!json_is_string(v) || !prefix_ok(json_string_value(v)))
+		err_add(c, path, "expected up to 128 printable ASCII characters "
+				 "without spaces, or null");
+	else
+		set_str(&c->cur->prefix, v);
+}
+
+static void parse_secret_paths(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &secret_path_list, c->cur->paths,
+			 c->cur->npaths);
+}
+
+static void parse_secret_methods(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &method_list, c->cur->methods,
+			 c->cur->nmethods);
 }
 
 static const struct field secret_fields[] = {
@@ -1145,6 +1742,9 @@ static const struct field secret_fields[] = {
 	{ "env", parse_secret_env },
 	{ "hosts", parse_secret_hosts },
 	{ "headers", parse_secret_headers },
+	{ "prefix", parse_secret_prefix },
+	{ "paths", parse_secret_paths },
+	{ "methods", parse_secret_methods },
 };
 
 static void parse_secret(struct ctx *c, const char *name, json_t *v,
@@ -1158,12 +1758,14 @@ static void parse_secret(struct ctx *c, const char *name, json_t *v,
 	c->cur = s;
 	c->cur_path = path;
 	c->cur_has_from_env = c->cur_has_from_file = false;
-	c->cur_has_env = c->cur_has_hosts = false;
+	c->cur_has_env = c->cur_has_hosts = c->cur_has_prefix = false;
 	if (!secret_name_ok(name))
 		err_add(c, path, "invalid secret name: expected 1 to 64 "
 				 "characters of A-Z a-z 0-9 _ . -");
 	if (!walk_object(c, v, path, secret_fields, ARRAY_SIZE(secret_fields)))
 		goto out;
+	if (!c->cur_has_prefix)
+		s->prefix = util_xasprintf("airlock-ph-%s-", name);
 	if (c->cur_has_from_env && c->cur_has_from_file)
 		err_add(c, path, "give one of from_env and from_file, not both");
 	else if (!c->cur_has_from_env && !c->cur_has_from_file)
@@ -1179,12 +1781,8 @@ static void parse_secret(struct ctx *c, const char *name, json_t *v,
 		}
 		free(sub);
 	}
-	if (!c->cur_has_hosts) {
-		sub = path_key(path, "hosts");
-		err_add(c, sub, "required key is missing: a secret needs the "
-				"hosts it may be sent to");
-		free(sub);
-	}
+	if (!c->cur_has_hosts)
+		err_missing(c, path, "hosts", "a secret needs the hosts it may be sent to");
 out:
 	c->p->nsecrets++;
 	c->cur = NULL;
@@ -1210,46 +1808,28 @@ static void parse_secrets(struct ctx *c, json_t *v, const char *path)
 
 static void parse_git_hosts(struct ctx *c, json_t *v, const char *path)
 {
-	parse_str_set(c, v, path, check_git_host, true, &c->p->git_hosts,
-		      &c->p->ngit_hosts);
+	LIST_SET(c, v, path, &git_host_list, c->p->git_hosts, c->p->ngit_hosts);
+}
+
+static void parse_git_api_hosts(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &api_host_list, c->p->git_api_hosts,
+		 c->p->ngit_api_hosts);
 }
 
 /* The operations of one git.repos entry. Returns POLICY_GIT_* bits, 0
  * after reporting an error. */
 static unsigned int parse_git_ops(struct ctx *c, json_t *v, const char *path)
 {
-	unsigned int ops = 0, bit;
-	bool bad = false;
-	json_t *seen, *el;
-	size_t i;
+	unsigned int ops = 0, *bits;
+	size_t i, n;
+	bool ok;
 
-	if (!json_is_array(v) || json_array_size(v) == 0) {
-		err_add(c, path, json_is_array(v) ? "must not be empty"
-			: "expected an array of \"fetch\" and \"push\"");
-		return 0;
-	}
-	seen = seen_new();
-	json_array_foreach(v, i, el) {
-		char *ep = path_index(path, i);
-		const char *s = json_string_value(el);
-
-		if (s && strcmp(s, "fetch") == 0)
-			bit = POLICY_GIT_FETCH;
-		else if (s && strcmp(s, "push") == 0)
-			bit = POLICY_GIT_PUSH;
-		else
-			bit = 0;
-		if (!bit) {
-			err_add(c, ep, "expected \"fetch\" or \"push\"");
-			bad = true;
-		} else if (seen_dup(c, seen, s, ep, "duplicate of")) {
-			bad = true;
-		}
-		ops |= bit;
-		free(ep);
-	}
-	json_decref(seen);
-	return bad ? 0 : ops;
+	bits = list_parse(c, v, path, &git_op_list, &n, &ok);
+	for (i = 0; bits && i < n; i++)
+		ops |= bits[i];
+	free(bits);
+	return ok ? ops : 0;
 }
 
 /* "host/owner/repo", or "owner/repo" when @host is NULL or "". */
@@ -1319,6 +1899,7 @@ static void parse_git_credential(struct ctx *c, json_t *v, const char *path)
 		err_add(c, path, "expected the name of a secret or null");
 		return;
 	}
+	c->git_has_credential = name != NULL;
 	if (name && c->secrets_ok &&
 	    !(c->secrets && json_object_get(c->secrets, name))) {
 		char *q = quote(name);
@@ -1330,30 +1911,640 @@ static void parse_git_credential(struct ctx *c, json_t *v, const char *path)
 	set_str(&c->p->git_credential, v);
 }
 
+/* "https://HOST[:PORT][/PATH]" into @a's api fields: the scheme and HOST
+ * lowercased, ":443" and a trailing '/' dropped. No user-info, query or
+ * fragment. On failure *why says what is wrong and @a is unchanged. */
+static bool api_url_parse(const char *s, struct policy_github_app *a,
+			  const char **why)
+{
+	char authority[HOSTNAME_MAX + 16], hostbuf[HOSTNAME_MAX + 3];
+	const char *auth = s + 8, *slash, *colon, *rb;
+	unsigned long port = 443;
+	struct host_target t;
+	enum hostname_error he;
+	char *path = NULL;
+	size_t n, hn;
+
+	if (strncasecmp(s, "https://", 8) != 0) {
+		*why = "expected https://";
+		return false;
+	}
+	if (strpbrk(auth, "?#")) {
+		*why = "a query or fragment is not allowed";
+		return false;
+	}
+	slash = strchr(auth, '/');
+	n = slash ? (size_t)(slash - auth) : strlen(auth);
+	if (memchr(auth, '@', n)) {
+		*why = "user-info ('@') is not allowed";
+		return false;
+	}
+	if (n == 0 || n >= sizeof(authority)) {
+		*why = n ? "the host is too long" : "expected a host";
+		return false;
+	}
+	memcpy(authority, auth, n);
+	authority[n] = '\0';
+	colon = strrchr(authority, ':');
+	rb = strrchr(authority, ']');
+	hn = n;
+	if (colon && (authority[0] != '[' || (rb && colon > rb))) {
+		if (colon[1] == '0' ||
+		    !util_parse_uint(colon + 1, 1, 65535, &port)) {
+			*why = "expected a port from 1 to 65535";
+			return false;
+		}
+		hn = (size_t)(colon - authority);
+	}
+	he = hostname_normalise(authority, hn, &t);
+	if (he != HOSTNAME_OK) {
+		*why = hostname_error_to_string(he);
+		return false;
+	}
+	if (slash && !url_path_clean(slash, false, &path, why))
+		return false;
+	if (t.is_addr && t.addr.family == AF_INET6)
+		snprintf(hostbuf, sizeof(hostbuf), "[%s]", t.name);
+	else
+		snprintf(hostbuf, sizeof(hostbuf), "%s", t.name);
+	free(a->api);
+	free(a->api_host);
+	free(a->api_path);
+	a->api_host = util_xstrdup(t.name);
+	a->api_port = (uint16_t)port;
+	a->api_path = path ? path : util_xstrdup("");
+	if (port == 443)
+		a->api = util_xasprintf("https://%s%s", hostbuf, a->api_path);
+	else
+		a->api = util_xasprintf("https://%s:%lu%s", hostbuf, port,
+					a->api_path);
+	return true;
+}
+
+static bool app_id_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > POLICY_APP_ID_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!is_alpha(s[i]) && !is_digit(s[i]) && !strchr("._-", s[i]))
+			return false;
+	return true;
+}
+
+static void parse_app_id(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_github_app *a = c->p->git_github_app;
+
+	c->app_has_id = true;
+	if (json_is_integer(v) && json_integer_value(v) >= 1) {
+		free(a->app_id);
+		a->app_id = util_xasprintf("%" JSON_INTEGER_FORMAT,
+					   json_integer_value(v));
+	} else if (json_is_string(v) && app_id_ok(json_string_value(v))) {
+		set_str(&a->app_id, v);
+	} else {
+		err_add(c, path, "expected the App's client id (1 to 128 "
+				 "characters of A-Z a-z 0-9 . _ -) or its "
+				 "numeric id (a positive integer)");
+	}
+}
+
+static void parse_app_installation(struct ctx *c, json_t *v, const char *path)
+{
+	c->app_has_installation = true;
+	if (!json_is_integer(v) || json_integer_value(v) < 1)
+		err_add(c, path, "expected a positive integer");
+	else
+		c->p->git_github_app->installation_id =
+			(uint64_t)json_integer_value(v);
+}
+
+static void parse_app_key(struct ctx *c, json_t *v, const char *path)
+{
+	c->app_has_key = true;
+	file_value(c, v, path, false, &c->p->git_github_app->private_key_file);
+}
+
+static void parse_app_api(struct ctx *c, json_t *v, const char *path)
+{
+	const char *why = NULL;
+
+	if (!json_is_string(v))
+		err_add(c, path, "expected an https URL such as \"%s\"",
+			DEFAULT_GITHUB_API);
+	else if (!api_url_parse(json_string_value(v), c->p->git_github_app, &why))
+		err_add(c, path, "expected an https URL such as \"%s\": %s",
+			DEFAULT_GITHUB_API, why);
+}
+
+static void parse_app_ca(struct ctx *c, json_t *v, const char *path)
+{
+	file_value(c, v, path, true, &c->p->git_github_app->ca);
+}
+
+/* GitHub's permission names: snake_case ("pull_requests"). The list is
+ * GitHub's to extend, so any such name is accepted; GitHub refuses a mint
+ * that asks for one it does not know, and the session does not start. */
+static bool gh_permission_name_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > POLICY_GH_PERMISSION_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
+		return false;
+	for (i = 1; i < n; i++)
+		if (!(s[i] >= 'a' && s[i] <= 'z') && !is_digit(s[i]) && s[i] != '_')
+			return false;
+	return true;
+}
+
+static int cmp_gh_permission(const void *a, const void *b)
+{
+	const struct policy_gh_permission *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+static void parse_app_permissions(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_github_app *a = c->p->git_github_app;
+	const char *name;
+	json_t *level;
+
+	if (!json_is_object(v)) {
+		err_add(c, path, "expected an object of permission names to "
+				 "\"read\", \"write\" or \"admin\"");
+		return;
+	}
+	a->permissions = util_xcalloc(json_object_size(v) ? json_object_size(v) : 1,
+				      sizeof(*a->permissions));
+	json_object_foreach(v, name, level) {
+		char *kp = path_key(path, name);
+		int l = enum_find(gh_access_names, ARRAY_SIZE(gh_access_names),
+				  json_string_value(level));
+
+		if (!gh_permission_name_ok(name)) {
+			err_add(c, kp, "invalid permission name: expected "
+				       "GitHub's name ([a-z][a-z0-9_]*, e.g. "
+				       "\"pull_requests\")");
+		} else if (l < 0) {
+			err_add(c, kp, "expected \"read\", \"write\" or \"admin\"");
+		} else {
+			a->permissions[a->npermissions].name = util_xstrdup(name);
+			a->permissions[a->npermissions].level =
+				(enum policy_gh_access)l;
+			a->npermissions++;
+		}
+		free(kp);
+	}
+	qsort(a->permissions, a->npermissions, sizeof(*a->permissions),
+	      cmp_gh_permission);
+}
+
+static const struct field app_fields[] = {
+	{ "app_id", parse_app_id },
+	{ "installation_id", parse_app_installation },
+	{ "private_key_file", parse_app_key },
+	{ "api", parse_app_api },
+	{ "ca", parse_app_ca },
+	{ "permissions", parse_app_permissions },
+};
+
+static void app_free(struct policy_github_app *a)
+{
+	size_t i;
+
+	if (!a)
+		return;
+	free(a->app_id);
+	free(a->private_key_file);
+	free(a->api);
+	free(a->api_host);
+	free(a->api_path);
+	free(a->ca);
+	for (i = 0; i < a->npermissions; i++)
+		free(a->permissions[i].name);
+	free(a->permissions);
+	free(a);
+}
+
+static void parse_git_app(struct ctx *c, json_t *v, const char *path)
+{
+	const char *why = NULL;
+	struct policy_github_app *a;
+
+	if (json_is_null(v))
+		return;
+	c->git_has_app = true;
+	a = util_xcalloc(1, sizeof(*a));
+	ASSERT(api_url_parse(DEFAULT_GITHUB_API, a, &why));
+	app_free(c->p->git_github_app);
+	c->p->git_github_app = a;
+	c->app_has_id = c->app_has_installation = c->app_has_key = false;
+	if (!walk_object(c, v, path, app_fields, ARRAY_SIZE(app_fields)))
+		return;
+	if (!c->app_has_id)
+		err_missing(c, path, "app_id", NULL);
+	if (!c->app_has_installation)
+		err_missing(c, path, "installation_id", NULL);
+	if (!c->app_has_key)
+		err_missing(c, path, "private_key_file", NULL);
+	/* The token is minted for the session repository (and git.repos
+	 * entries of its owner): without one there is nothing to scope it
+	 * to. */
+	if (c->session_repo_ok && !c->session_host[0])
+		err_add(c, path, "needs session.repo: the token is minted for "
+				 "the session's repository");
+}
+
+static void parse_git_token_env(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &token_env_list, c->p->git_token_env,
+		 c->p->ngit_token_env);
+}
+
+static void parse_git_api_allow(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &api_allow_list, c->p->git_api_allow,
+		 c->p->ngit_api_allow);
+}
+
 static void parse_git_ssh(struct ctx *c, json_t *v, const char *path)
 {
-	if (!json_is_boolean(v))
-		err_add(c, path, "expected true or false");
-	else
-		c->p->git_ssh = json_is_true(v);
+	parse_bool(c, v, path, &c->p->git_ssh);
 }
 
 static const struct field git_fields[] = {
 	{ "hosts", parse_git_hosts },
+	{ "api_hosts", parse_git_api_hosts },
 	{ "repos", parse_git_repos },
 	{ "credential", parse_git_credential },
+	{ "github_app", parse_git_app },
+	{ "token_env", parse_git_token_env },
+	{ "api_allow", parse_git_api_allow },
 	{ "ssh", parse_git_ssh },
 };
 
 static void parse_git(struct ctx *c, json_t *v, const char *path)
 {
-	walk_object(c, v, path, git_fields, ARRAY_SIZE(git_fields));
+	if (!walk_object(c, v, path, git_fields, ARRAY_SIZE(git_fields)))
+		return;
+	if (c->git_has_credential && c->git_has_app)
+		err_add(c, path, "give one of credential and github_app, not both");
 }
+
+/* ---- spend ------------------------------------------------------------- */
+
+static void parse_spend_cap(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy *p = c->p;
+
+	if (json_is_null(v)) {
+		p->spend_has_cap = false;
+	} else if (json_is_number(v) && json_number_value(v) >= 0) {
+		p->spend_has_cap = true;
+		p->spend_cap_usd = real_canon(json_number_value(v));
+	} else {
+		err_add(c, path, "expected a number >= 0 (USD) or null (no cap)");
+	}
+}
+
+/* Is there a password in the libpq URI @s: "user:password@" in the
+ * authority or a "password" parameter? */
+static bool pg_uri_has_password(const char *s)
+{
+	const char *auth = strstr(s, "://") + 3, *q = strchr(auth, '?');
+	size_t alen = strcspn(auth, "/?");
+	const char *at = NULL, *p;
+
+	for (p = auth; p < auth + alen; p++)
+		if (*p == '@')
+			at = p;
+	if (at && memchr(auth, ':', (size_t)(at - auth)))
+		return true;
+	while (q) {
+		q++;
+		if (strncasecmp(q, "password=", 9) == 0)
+			return true;
+		q = strchr(q, '&');
+	}
+	return false;
+}
+
+/* Why the libpq URI @s is refused, or NULL. The policy is a file many
+ * people read and its text is printed by check --canonical: a password
+ * does not belong in it. */
+static const char *pg_uri_refused(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return "a PostgreSQL URI has no spaces, control or "
+			       "non-ASCII characters";
+	if (pg_uri_has_password(s))
+		return "a password does not belong in the policy: give it in "
+		       "PGPASSWORD or ~/.pgpass";
+	return NULL;
+}
+
+static void parse_spend_ledger(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v), *why = NULL;
+	struct policy *p = c->p;
+	char *clean = NULL;
+
+	if (json_is_null(v))
+		return;
+	if (s && strncmp(s, "sqlite:", 7) == 0) {
+		if (!fs_path_clean(s + 7, false, &clean, &why)) {
+			err_add(c, path, "\"sqlite:PATH\": %s", why);
+			return;
+		}
+		p->spend_ledger_kind = POLICY_LEDGER_SQLITE;
+		p->spend_ledger = util_xasprintf("sqlite:%s", clean);
+		p->spend_ledger_target = clean;
+		return;
+	}
+	if (s && (strncmp(s, "postgresql://", 13) == 0 ||
+		  strncmp(s, "postgres://", 11) == 0)) {
+		why = pg_uri_refused(s);
+		if (why) {
+			err_add(c, path, "%s", why);
+			return;
+		}
+		p->spend_ledger_kind = POLICY_LEDGER_POSTGRESQL;
+		p->spend_ledger = util_xstrdup(s);
+		p->spend_ledger_target = util_xstrdup(s);
+		return;
+	}
+	err_add(c, path, "expected \"sqlite:/PATH\", \"postgresql://...\" "
+			 "or null (this session alone, in memory)");
+}
+
+static void parse_provider_api(struct ctx *c, json_t *v, const char *path)
+{
+	int i = enum_find(spend_api_names, ARRAY_SIZE(spend_api_names),
+			  json_string_value(v));
+
+	c->prov_has_api = true;
+	if (i < 0)
+		err_add(c, path, "expected \"anthropic\" or \"openai\"");
+	else
+		c->cur_provider->api = (enum policy_spend_api)i;
+}
+
+static void parse_provider_hosts(struct ctx *c, json_t *v, const char *path)
+{
+	c->prov_has_hosts = true;
+	LIST_SET(c, v, path, &provider_host_list, c->cur_provider->hosts,
+		 c->cur_provider->nhosts);
+}
+
+static const struct field provider_fields[] = {
+	{ "api", parse_provider_api },
+	{ "hosts", parse_provider_hosts },
+};
+
+static void drop_provider(void *el)
+{
+	struct policy_spend_provider *pr = el;
+
+	strv_free(pr->hosts, pr->nhosts);
+}
+
+static bool el_provider(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	size_t before = c->errs->count;
+
+	c->cur_provider = out;
+	c->cur_provider_path = path;
+	c->prov_has_api = c->prov_has_hosts = false;
+	if (walk_object(c, el, path, provider_fields, ARRAY_SIZE(provider_fields))) {
+		if (!c->prov_has_api)
+			err_missing(c, path, "api", NULL);
+		if (!c->prov_has_hosts)
+			err_missing(c, path, "hosts", "a provider needs the hosts "
+						      "it is metered on");
+	}
+	c->cur_provider = NULL;
+	c->cur_provider_path = NULL;
+	if (c->errs->count == before)
+		return true;
+	drop_provider(out);
+	return false;
+}
+
+static const struct list_kind provider_list = {
+	.size = sizeof(struct policy_spend_provider), .parse = el_provider,
+	.drop = drop_provider,
+};
+
+static void parse_spend_providers(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &provider_list, c->p->spend_providers,
+		 c->p->nspend_providers);
+}
+
+/* A model name or "prefix*": printable ASCII without space, '*' only at
+ * the end. */
+static bool model_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > POLICY_MODEL_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f ||
+		    (s[i] == '*' && i != n - 1))
+			return false;
+	return true;
+}
+
+/* A price in USD per million tokens, 0 to @max; null only when @nullable.
+ * cache_write may reach 1.25 x the largest input price, the default it
+ * takes from input, so that every canonical form reads back. */
+static void price_value(struct ctx *c, json_t *v, const char *path,
+			double *out, bool *given, bool nullable, double max)
+{
+	double d = json_number_value(v);
+
+	*given = !(nullable && json_is_null(v));
+	if (!*given)
+		return;
+	if (!json_is_number(v) || d < 0 || d > max)
+		err_add(c, path, "expected a number from 0 to %.0f (USD per "
+				 "million tokens)%s", max, nullable ? " or null" : "");
+	else
+		*out = real_canon(d);
+}
+
+static void parse_price_input(struct ctx *c, json_t *v, const char *path)
+{
+	price_value(c, v, path, &c->cur_price->input, &c->price_has_input, false,
+		    POLICY_PRICE_MAX);
+}
+
+static void parse_price_output(struct ctx *c, json_t *v, const char *path)
+{
+	price_value(c, v, path, &c->cur_price->output, &c->price_has_output, false,
+		    POLICY_PRICE_MAX);
+}
+
+static void parse_price_cw(struct ctx *c, json_t *v, const char *path)
+{
+	price_value(c, v, path, &c->cur_price->cache_write, &c->price_has_cw, true,
+		    POLICY_CACHE_WRITE_FACTOR * POLICY_PRICE_MAX);
+}
+
+static void parse_price_cr(struct ctx *c, json_t *v, const char *path)
+{
+	price_value(c, v, path, &c->cur_price->cache_read, &c->price_has_cr, true,
+		    POLICY_PRICE_MAX);
+}
+
+static const struct field price_fields[] = {
+	{ "input", parse_price_input },
+	{ "output", parse_price_output },
+	{ "cache_write", parse_price_cw },
+	{ "cache_read", parse_price_cr },
+};
+
+static int cmp_price(const void *a, const void *b)
+{
+	const struct policy_price *x = a, *y = b;
+
+	return strcmp(x->model, y->model);
+}
+
+static void parse_spend_prices(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy *p = c->p;
+	const char *model;
+	json_t *entry;
+
+	if (!json_is_object(v)) {
+		err_add(c, path, "expected an object of model names to prices");
+		return;
+	}
+	p->spend_prices = util_xcalloc(json_object_size(v) ? json_object_size(v) : 1,
+				       sizeof(*p->spend_prices));
+	json_object_foreach(v, model, entry) {
+		char *kp = path_key(path, model);
+		struct policy_price *pr = &p->spend_prices[p->nspend_prices];
+		size_t before = c->errs->count;
+
+		memset(pr, 0, sizeof(*pr));
+		c->cur_price = pr;
+		c->price_has_input = c->price_has_output = false;
+		c->price_has_cw = c->price_has_cr = false;
+		if (!model_ok(model))
+			err_add(c, kp, "invalid model name: expected 1 to 128 "
+				       "printable ASCII characters without "
+				       "spaces, '*' only at the end");
+		if (walk_object(c, entry, kp, price_fields, ARRAY_SIZE(price_fields))) {
+			if (!c->price_has_input)
+				err_missing(c, kp, "input", NULL);
+			if (!c->price_has_output)
+				err_missing(c, kp, "output", NULL);
+		}
+		if (c->errs->count == before) {
+			size_t n = strlen(model);
+
+			pr->model = util_xstrdup(model);
+			pr->is_prefix = model[n - 1] == '*';
+			if (!c->price_has_cw)
+				pr->cache_write = real_canon(POLICY_CACHE_WRITE_FACTOR * pr->input);
+			if (!c->price_has_cr)
+				pr->cache_read = real_canon(POLICY_CACHE_READ_FACTOR * pr->input);
+			p->nspend_prices++;
+		}
+		c->cur_price = NULL;
+		free(kp);
+	}
+	qsort(p->spend_prices, p->nspend_prices, sizeof(*p->spend_prices),
+	      cmp_price);
+}
+
+static void parse_spend_parent(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	if (json_is_null(v))
+		return;
+	if (!s || !policy_session_id_valid(s)) {
+		err_add(c, path, SESSION_ID_MSG " (a session id), or null");
+		return;
+	}
+	if (c->session_id && strcmp(c->session_id, s) == 0) {
+		err_add(c, path, "a session cannot be its own parent");
+		return;
+	}
+	/* The parent must exist in the same ledger, and a session's memory
+	 * holds no other session. */
+	if (!c->spend_ledger_set) {
+		err_add(c, path, "needs spend.ledger: the parent session must "
+				 "exist in the same ledger");
+		return;
+	}
+	set_str(&c->p->spend_parent, v);
+}
+
+static void parse_spend_on_exhausted(struct ctx *c, json_t *v, const char *path)
+{
+	int i = enum_find(on_exhausted_names, ARRAY_SIZE(on_exhausted_names),
+			  json_string_value(v));
+
+	if (i < 0)
+		err_add(c, path, "expected \"block\" or \"stop\"");
+	else
+		c->p->spend_on_exhausted = (enum policy_on_exhausted)i;
+}
+
+static void parse_uint_range(struct ctx *c, json_t *v, const char *path,
+			     uint64_t max, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    (uint64_t)json_integer_value(v) > max)
+		err_add(c, path, "expected an integer from 1 to %llu",
+			(unsigned long long)max);
+	else
+		*out = (uint64_t)json_integer_value(v);
+}
+
+static void parse_spend_max_body(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_range(c, v, path, POLICY_BODY_MAX, &c->p->spend_max_body_bytes);
+}
+
+static void parse_spend_max_output(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_range(c, v, path, POLICY_OUTPUT_TOKENS_MAX,
+			 &c->p->spend_default_max_output_tokens);
+}
+
+static const struct field spend_fields[] = {
+	{ "cap_usd", parse_spend_cap },
+	{ "ledger", parse_spend_ledger },
+	{ "providers", parse_spend_providers },
+	{ "prices", parse_spend_prices },
+	{ "parent", parse_spend_parent },
+	{ "on_exhausted", parse_spend_on_exhausted },
+	{ "max_body_bytes", parse_spend_max_body },
+	{ "default_max_output_tokens", parse_spend_max_output },
+};
+
+static void parse_spend(struct ctx *c, json_t *v, const char *path)
+{
+	walk_object(c, v, path, spend_fields, ARRAY_SIZE(spend_fields));
+}
+
+/* ---- env and fs -------------------------------------------------------- */
 
 static void parse_env_pass(struct ctx *c, json_t *v, const char *path)
 {
-	parse_str_set(c, v, path, check_env_pattern, true, &c->p->env_pass,
-		      &c->p->nenv_pass);
+	LIST_SET(c, v, path, &env_pattern_list, c->p->env_pass, c->p->nenv_pass);
 }
 
 static void parse_env_set(struct ctx *c, json_t *v, const char *path)
@@ -1378,6 +2569,12 @@ static void parse_env_set(struct ctx *c, json_t *v, const char *path)
 			err_add(c, kp, "%s is one of airlock's own variables", q);
 		} else if (!json_is_string(val)) {
 			err_add(c, kp, "expected a string");
+		} else if (!c->token_env_explicit &&
+			   json_object_get(c->token_envs, name)) {
+			/* An explicit git.token_env reports the clash
+			 * itself. */
+			err_add(c, kp, "%s is also a git.token_env variable (the "
+				       "git token's placeholder)", q);
 		} else {
 			p->env_set_names[p->nenv_set] = util_xstrdup(name);
 			p->env_set_values[p->nenv_set] =
@@ -1401,19 +2598,29 @@ static void parse_env(struct ctx *c, json_t *v, const char *path)
 
 static void parse_fs_rw(struct ctx *c, json_t *v, const char *path)
 {
-	parse_str_set(c, v, path, check_fs_path, true, &c->p->fs_rw,
-		      &c->p->nfs_rw);
+	LIST_SET(c, v, path, &fs_rw_hide_list, c->p->fs_rw, c->p->nfs_rw);
+}
+
+static void parse_fs_ro(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &fs_ro_list, c->p->fs_ro, c->p->nfs_ro);
 }
 
 static void parse_fs_hide(struct ctx *c, json_t *v, const char *path)
 {
-	parse_str_set(c, v, path, check_fs_path, true, &c->p->fs_hide,
-		      &c->p->nfs_hide);
+	LIST_SET(c, v, path, &fs_rw_hide_list, c->p->fs_hide, c->p->nfs_hide);
+}
+
+static void parse_fs_protect(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &fs_rel_list, c->p->fs_protect, c->p->nfs_protect);
 }
 
 static const struct field fs_fields[] = {
 	{ "rw", parse_fs_rw },
+	{ "ro", parse_fs_ro },
 	{ "hide", parse_fs_hide },
+	{ "protect", parse_fs_protect },
 };
 
 static void parse_fs(struct ctx *c, json_t *v, const char *path)
@@ -1428,9 +2635,53 @@ static const struct field root_fields[] = {
 	{ "egress", parse_egress },
 	{ "secrets", parse_secrets },
 	{ "git", parse_git },
+	{ "spend", parse_spend },
 	{ "env", parse_env },
 	{ "fs", parse_fs },
 };
+
+/* ---- pre-scan and defaults -------------------------------------------- */
+
+/* The git token's variables and the other secrets' placeholders, for the
+ * clashes check_secret_env(), el_token_env() and parse_env_set() report. */
+static void prescan_token(struct ctx *c, json_t *root)
+{
+	json_t *git = json_object_get(root, "git");
+	json_t *cred = json_object_get(git, "credential");
+	json_t *app = json_object_get(git, "github_app");
+	json_t *tenv = json_object_get(git, "token_env");
+	json_t *sec = json_object_get(root, "secrets"), *s, *el;
+	const char *name;
+	size_t i;
+
+	c->token_envs = seen_new();
+	c->other_secret_envs = seen_new();
+	c->git_credential = json_string_value(cred);
+	c->git_token = c->git_credential || (app && !json_is_null(app));
+	c->token_env_explicit = tenv != NULL;
+	if (c->git_token && !tenv)
+		for (i = 0; i < ARRAY_SIZE(default_token_env); i++)
+			json_object_set_new(c->token_envs, default_token_env[i],
+					    json_true());
+	json_array_foreach(tenv, i, el)
+		if (c->git_token && json_is_string(el))
+			json_object_set_new(c->token_envs, json_string_value(el),
+					    json_true());
+	json_object_foreach(sec, name, s) {
+		json_t *env = json_object_get(s, "env");
+		const char *e = json_string_value(env);
+		char *sp;
+
+		if (!env || json_is_null(env))
+			e = json_string_value(json_object_get(s, "from_env"));
+		if (!e || is_git_credential(c, name) ||
+		    json_object_get(c->other_secret_envs, e))
+			continue;
+		sp = path_key("secrets", name);
+		json_object_set_new(c->other_secret_envs, e, json_string(sp));
+		free(sp);
+	}
+}
 
 /* Step 2: facts that other sections refer to. Broken sections are left to
  * the walk to report; here they only switch the cross-checks off. */
@@ -1442,22 +2693,29 @@ static void prescan(struct ctx *c, json_t *root)
 	json_t *session = json_object_get(root, "session");
 	json_t *repo = json_object_get(session, "repo");
 	json_t *set = json_object_get(json_object_get(root, "env"), "set");
+	json_t *ledger = json_object_get(json_object_get(root, "spend"), "ledger");
 	json_t *el;
 	size_t i;
 
 	c->secrets = json_is_object(sec) ? sec : NULL;
 	c->secrets_ok = !sec || c->secrets;
 	c->env_set = json_is_object(set) ? set : NULL;
+	c->session_id = json_string_value(json_object_get(session, "id"));
+	c->spend_ledger_set = json_is_string(ledger);
 
 	c->git_hosts = seen_new();
 	c->secret_envs = seen_new();
+	c->provider_hosts = seen_new();
+	c->fs_ro_seen = seen_new();
+	c->fs_other_seen = seen_new();
 	c->git_hosts_ok = !git || (json_is_object(git) &&
 				   (!hosts || json_is_array(hosts)));
 	json_array_foreach(hosts, i, el) {
 		char name[HOSTNAME_MAX + 1], why[128];
 
 		if (json_is_string(el) &&
-		    git_host_parse(json_string_value(el), name, why, sizeof(why)))
+		    exact_host_parse(json_string_value(el), "git hosts", name, why,
+				     sizeof(why)))
 			json_object_set_new(c->git_hosts, name, json_true());
 	}
 
@@ -1473,21 +2731,24 @@ static void prescan(struct ctx *c, json_t *root)
 	}
 	if (session && !json_is_object(session))
 		c->session_repo_ok = false;
+	prescan_token(c, root);
 }
 
 static void set_defaults(struct policy *p)
 {
-	size_t i;
-
 	p->mode = POLICY_MODE_SHADOW;
 	p->ports = util_xcalloc(ARRAY_SIZE(default_ports), sizeof(*p->ports));
 	memcpy(p->ports, default_ports, sizeof(default_ports));
 	p->nports = ARRAY_SIZE(default_ports);
-	p->env_pass = util_xcalloc(ARRAY_SIZE(default_env_pass), sizeof(char *));
-	for (i = 0; i < ARRAY_SIZE(default_env_pass); i++)
-		p->env_pass[i] = util_xstrdup(default_env_pass[i]);
+	p->env_pass = strv_dup(default_env_pass, ARRAY_SIZE(default_env_pass));
 	p->nenv_pass = ARRAY_SIZE(default_env_pass);
 	qsort(p->env_pass, p->nenv_pass, sizeof(char *), cmp_str);
+	p->git_token_env = strv_dup(default_token_env, ARRAY_SIZE(default_token_env));
+	p->ngit_token_env = ARRAY_SIZE(default_token_env);
+	qsort(p->git_token_env, p->ngit_token_env, sizeof(char *), cmp_str);
+	p->spend_on_exhausted = POLICY_EXHAUSTED_BLOCK;
+	p->spend_max_body_bytes = POLICY_BODY_DEFAULT;
+	p->spend_default_max_output_tokens = POLICY_OUTPUT_TOKENS_DEFAULT;
 }
 
 /* ---- canonical form --------------------------------------------------- */
@@ -1500,11 +2761,15 @@ static json_t *jstr(const char *s)
 	return j;
 }
 
-static json_t *jstrv(char *const *v, size_t n)
+/* @v as an array, or null when @v is NULL and @nullable. */
+static json_t *jstrv(char *const *v, size_t n, bool nullable)
 {
-	json_t *a = json_array();
+	json_t *a;
 	size_t i;
 
+	if (nullable && !v)
+		return json_null();
+	a = json_array();
 	for (i = 0; i < n; i++)
 		json_array_append_new(a, jstr(v[i]));
 	return a;
@@ -1523,18 +2788,28 @@ static json_t *jrules(const struct host_rule *r, size_t n)
 	return a;
 }
 
-/* The effective policy as JSON; every key of the schema is present. */
-static json_t *policy_to_json(const struct policy *p)
+static json_t *jreal(double d)
 {
-	json_t *egress, *secrets, *git, *repos, *env, *set, *a;
-	char buf[HOSTNAME_MAX + 2 * POLICY_REPO_PART_MAX + 8];
+	json_t *j = json_real(d);
+
+	ASSERT(j);
+	return j;
+}
+
+static json_t *egress_to_json(const struct policy *p)
+{
+	char buf[ADDR_STRLEN + 8];
+	json_t *egress, *a;
 	size_t i;
 
 	a = json_array();
 	for (i = 0; i < p->nports; i++)
 		json_array_append_new(a, json_integer(p->ports[i]));
-	egress = json_pack("{s:o, s:o, s:o}", "allow", jrules(p->allow, p->nallow),
-			   "deny", jrules(p->deny, p->ndeny), "ports", a);
+	egress = json_pack("{s:o, s:o, s:o, s:o, s:b}",
+			   "allow", jrules(p->allow, p->nallow),
+			   "deny", jrules(p->deny, p->ndeny), "ports", a,
+			   "intercept", jrules(p->intercept, p->nintercept),
+			   "transparent", p->transparent);
 	a = json_array();
 	for (i = 0; i < p->nallow_ranges; i++) {
 		addr_cidr_format(&p->allow_ranges[i], buf, sizeof(buf));
@@ -1548,26 +2823,61 @@ static json_t *policy_to_json(const struct policy *p)
 	}
 	json_object_set_new(egress, "resolver", a);
 	json_object_set_new(egress, "upstream_ca", jstr(p->upstream_ca));
+	return egress;
+}
 
-	secrets = json_object();
+static json_t *secrets_to_json(const struct policy *p)
+{
+	json_t *secrets = json_object();
+	size_t i;
+
 	for (i = 0; i < p->nsecrets; i++) {
 		const struct policy_secret *s = &p->secrets[i];
 
 		json_object_set_new(secrets, s->name,
-			json_pack("{s:o, s:o, s:o, s:o, s:o}",
+			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 				  "from_env", jstr(s->from_env),
 				  "from_file", jstr(s->from_file),
 				  "env", jstr(s->env),
+				  "prefix", jstr(s->prefix),
 				  "hosts", jrules(s->hosts, s->nhosts),
-				  "headers", s->headers ? jstrv(s->headers, s->nheaders)
-							: json_null()));
+				  "headers", jstrv(s->headers, s->nheaders, true),
+				  "paths", jstrv(s->paths, s->npaths, true),
+				  "methods", jstrv(s->methods, s->nmethods, true)));
 	}
+	return secrets;
+}
 
-	repos = json_object();
+static json_t *app_to_json(const struct policy_github_app *a)
+{
+	json_t *perms;
+	size_t i;
+
+	if (!a)
+		return json_null();
+	perms = json_object();
+	for (i = 0; i < a->npermissions; i++)
+		json_object_set_new(perms, a->permissions[i].name,
+				    jstr(policy_gh_access_to_string(a->permissions[i].level)));
+	return json_pack("{s:o, s:I, s:o, s:o, s:o, s:o}",
+			 "app_id", jstr(a->app_id),
+			 "installation_id", (json_int_t)a->installation_id,
+			 "private_key_file", jstr(a->private_key_file),
+			 "api", jstr(a->api), "ca", jstr(a->ca),
+			 "permissions", perms);
+}
+
+static json_t *git_to_json(const struct policy *p)
+{
+	char buf[HOSTNAME_MAX + 2 * POLICY_REPO_PART_MAX + 8];
+	json_t *repos = json_object();
+	size_t i;
+
 	for (i = 0; i < p->ngit_repos; i++) {
 		const struct policy_git_repo *g = &p->git_repos[i];
+		json_t *a = json_array();
 
-		a = json_array();
+
 		if (g->ops & POLICY_GIT_FETCH)
 			json_array_append_new(a, jstr("fetch"));
 		if (g->ops & POLICY_GIT_PUSH)
@@ -1575,30 +2885,84 @@ static json_t *policy_to_json(const struct policy *p)
 		git_repo_key(g->host, g->owner, g->repo, buf, sizeof(buf));
 		json_object_set_new(repos, buf, a);
 	}
-	git = json_pack("{s:o, s:o, s:o, s:b}",
-			"hosts", jstrv(p->git_hosts, p->ngit_hosts),
-			"repos", repos,
-			"credential", jstr(p->git_credential),
-			"ssh", p->git_ssh);
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+			 "hosts", jstrv(p->git_hosts, p->ngit_hosts, false),
+			 "api_hosts", jstrv(p->git_api_hosts, p->ngit_api_hosts, false),
+			 "repos", repos,
+			 "credential", jstr(p->git_credential),
+			 "github_app", app_to_json(p->git_github_app),
+			 "token_env", jstrv(p->git_token_env, p->ngit_token_env, false),
+			 "api_allow", jstrv(p->git_api_allow, p->ngit_api_allow, false),
+			 "ssh", p->git_ssh);
+}
+
+static json_t *spend_to_json(const struct policy *p)
+{
+	json_t *providers = json_array(), *prices = json_object();
+	size_t i;
+
+	for (i = 0; i < p->nspend_providers; i++) {
+		const struct policy_spend_provider *pr = &p->spend_providers[i];
+
+		json_array_append_new(providers,
+			json_pack("{s:s, s:o}",
+				  "api", policy_spend_api_to_string(pr->api),
+				  "hosts", jstrv(pr->hosts, pr->nhosts, false)));
+	}
+	for (i = 0; i < p->nspend_prices; i++) {
+		const struct policy_price *pr = &p->spend_prices[i];
+
+		json_object_set_new(prices, pr->model,
+			json_pack("{s:o, s:o, s:o, s:o}",
+				  "input", jreal(pr->input),
+				  "output", jreal(pr->output),
+				  "cache_write", jreal(pr->cache_write),
+				  "cache_read", jreal(pr->cache_read)));
+	}
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:I}",
+			 "cap_usd", p->spend_has_cap ? jreal(p->spend_cap_usd)
+						     : json_null(),
+			 "ledger", jstr(p->spend_ledger),
+			 "providers", providers, "prices", prices,
+			 "parent", jstr(p->spend_parent),
+			 "on_exhausted",
+			 policy_on_exhausted_to_string(p->spend_on_exhausted),
+			 "max_body_bytes", (json_int_t)p->spend_max_body_bytes,
+			 "default_max_output_tokens",
+			 (json_int_t)p->spend_default_max_output_tokens);
+}
+
+/* The effective policy as JSON; every key of the schema is present. */
+static json_t *policy_to_json(const struct policy *p)
+{
+	json_t *env, *set, *j;
+	size_t i;
 
 	set = json_object();
 	for (i = 0; i < p->nenv_set; i++)
 		json_object_set_new(set, p->env_set_names[i],
 				    jstr(p->env_set_values[i]));
-	env = json_pack("{s:o, s:o}", "pass", jstrv(p->env_pass, p->nenv_pass),
+	env = json_pack("{s:o, s:o}",
+			"pass", jstrv(p->env_pass, p->nenv_pass, false),
 			"set", set);
 
-	a = json_pack("{s:i, s:s, s:{s:o, s:o}, s:o, s:o, s:o, s:o, s:{s:o, s:o}}",
+	j = json_pack("{s:i, s:s, s:{s:o, s:o}, s:o, s:o, s:o, s:o, s:o,"
+		      " s:{s:o, s:o, s:o, s:o}}",
 		      "version", 1,
 		      "mode", policy_mode_to_string(p->mode),
 		      "session", "id", jstr(p->session_id),
 		      "repo", jstr(p->session_repo),
-		      "egress", egress, "secrets", secrets, "git", git,
+		      "egress", egress_to_json(p),
+		      "secrets", secrets_to_json(p),
+		      "git", git_to_json(p),
+		      "spend", spend_to_json(p),
 		      "env", env,
-		      "fs", "rw", jstrv(p->fs_rw, p->nfs_rw),
-		      "hide", jstrv(p->fs_hide, p->nfs_hide));
-	ASSERT(a);
-	return a;
+		      "fs", "rw", jstrv(p->fs_rw, p->nfs_rw, false),
+		      "ro", jstrv(p->fs_ro, p->nfs_ro, false),
+		      "hide", jstrv(p->fs_hide, p->nfs_hide, false),
+		      "protect", jstrv(p->fs_protect, p->nfs_protect, false));
+	ASSERT(j);
+	return j;
 }
 
 /* Fills p->canonical and p->digest. */
@@ -1609,7 +2973,8 @@ static void policy_seal(struct policy *p)
 	json_t *j = policy_to_json(p);
 	int ok;
 
-	p->canonical = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	p->canonical = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS |
+				     JSON_REAL_PRECISION(POLICY_REAL_DIGITS));
 	json_decref(j);
 	ASSERT(p->canonical);
 	ok = EVP_Digest(p->canonical, strlen(p->canonical), md, &mdlen,
@@ -1661,6 +3026,11 @@ struct policy *policy_parse(const char *text, size_t len,
 out:
 	json_decref(c.git_hosts);
 	json_decref(c.secret_envs);
+	json_decref(c.token_envs);
+	json_decref(c.other_secret_envs);
+	json_decref(c.provider_hosts);
+	json_decref(c.fs_ro_seen);
+	json_decref(c.fs_other_seen);
 	json_decref(root);
 	if (errs->count > 0) {
 		policy_free(p);
@@ -1737,6 +3107,7 @@ void policy_free(struct policy *p)
 	free(p->allow_ranges);
 	free(p->resolvers);
 	free(p->upstream_ca);
+	free(p->intercept);
 	for (i = 0; i < p->nsecrets; i++) {
 		struct policy_secret *s = &p->secrets[i];
 
@@ -1744,11 +3115,15 @@ void policy_free(struct policy *p)
 		free(s->from_env);
 		free(s->from_file);
 		free(s->env);
+		free(s->prefix);
 		free(s->hosts);
 		strv_free(s->headers, s->nheaders);
+		strv_free(s->paths, s->npaths);
+		strv_free(s->methods, s->nmethods);
 	}
 	free(p->secrets);
 	strv_free(p->git_hosts, p->ngit_hosts);
+	strv_free(p->git_api_hosts, p->ngit_api_hosts);
 	for (i = 0; i < p->ngit_repos; i++) {
 		free(p->git_repos[i].host);
 		free(p->git_repos[i].owner);
@@ -1756,14 +3131,28 @@ void policy_free(struct policy *p)
 	}
 	free(p->git_repos);
 	free(p->git_credential);
+	app_free(p->git_github_app);
+	strv_free(p->git_token_env, p->ngit_token_env);
+	strv_free(p->git_api_allow, p->ngit_api_allow);
+	free(p->spend_ledger);
+	free(p->spend_ledger_target);
+	list_free(&provider_list, p->spend_providers, p->nspend_providers);
+	for (i = 0; i < p->nspend_prices; i++)
+		free(p->spend_prices[i].model);
+	free(p->spend_prices);
+	free(p->spend_parent);
 	strv_free(p->env_pass, p->nenv_pass);
 	strv_free(p->env_set_names, p->nenv_set);
 	strv_free(p->env_set_values, p->nenv_set);
 	strv_free(p->fs_rw, p->nfs_rw);
+	strv_free(p->fs_ro, p->nfs_ro);
 	strv_free(p->fs_hide, p->nfs_hide);
+	strv_free(p->fs_protect, p->nfs_protect);
 	free(p->canonical);
 	free(p);
 }
+
+/* ---- accessors ---------------------------------------------------------- */
 
 bool policy_env_passes(const struct policy *p, const char *var)
 {
@@ -1781,4 +3170,153 @@ bool policy_env_passes(const struct policy *p, const char *var)
 		}
 	}
 	return false;
+}
+
+const struct policy_secret *policy_secret_by_name(const struct policy *p,
+						  const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecrets; i++)
+		if (strcmp(p->secrets[i].name, name) == 0)
+			return &p->secrets[i];
+	return NULL;
+}
+
+bool policy_secret_applies(const struct policy_secret *s, const char *method,
+			   const char *path)
+{
+	bool ok = !s->methods;
+	size_t i;
+
+	for (i = 0; !ok && i < s->nmethods; i++)
+		ok = strcmp(s->methods[i], method) == 0;
+	if (!ok || !s->paths)
+		return ok;
+	for (i = 0; i < s->npaths; i++)
+		if (strncmp(path, s->paths[i], strlen(s->paths[i])) == 0)
+			return true;
+	return false;
+}
+
+/* Does the name @a equal @b ignoring ASCII case, and one trailing dot of
+ * @a? */
+static bool name_eq(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (n > 0 && a[n - 1] == '.')
+		n--;
+	return n == strlen(b) && strncasecmp(a, b, n) == 0;
+}
+
+/* Does @repo (ignoring one trailing ".git") equal the lowercase @want,
+ * ignoring case? */
+static bool repo_eq(const char *repo, const char *want)
+{
+	size_t n = strlen(repo);
+
+	if (n > 4 && strcasecmp(repo + n - 4, ".git") == 0)
+		n -= 4;
+	return n == strlen(want) && strncasecmp(repo, want, n) == 0;
+}
+
+static bool is_git_host(const struct policy *p, const char *host)
+{
+	size_t i;
+
+	for (i = 0; i < p->ngit_hosts; i++)
+		if (name_eq(host, p->git_hosts[i]))
+			return true;
+	return false;
+}
+
+unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
+				 const char *owner, const char *repo)
+{
+	unsigned int ops = 0;
+	bool on_session_host = false;
+	size_t i;
+
+	if (p->session_repo) {
+		const char *s = p->session_repo, *o = strchr(s, '/');
+		const char *r = strchr(o + 1, '/');
+		char h[HOSTNAME_MAX + 1], ow[POLICY_REPO_PART_MAX + 1];
+
+		ASSERT(o && r && (size_t)(o - s) < sizeof(h) &&
+		       (size_t)(r - o - 1) < sizeof(ow));
+		memcpy(h, s, (size_t)(o - s));
+		h[o - s] = '\0';
+		memcpy(ow, o + 1, (size_t)(r - o - 1));
+		ow[r - o - 1] = '\0';
+		on_session_host = name_eq(host, h);
+		if (on_session_host && strcasecmp(owner, ow) == 0 &&
+		    repo_eq(repo, r + 1))
+			ops |= POLICY_GIT_FETCH | POLICY_GIT_PUSH;
+	}
+	for (i = 0; i < p->ngit_repos; i++) {
+		const struct policy_git_repo *g = &p->git_repos[i];
+		bool host_ok = g->host ? name_eq(host, g->host)
+				       : on_session_host || is_git_host(p, host);
+
+		if (host_ok && strcasecmp(owner, g->owner) == 0 &&
+		    repo_eq(repo, g->repo))
+			ops |= g->ops;
+	}
+	return ops;
+}
+
+bool policy_git_api_path_allowed(const struct policy *p, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < p->ngit_api_allow; i++) {
+		size_t n = strlen(p->git_api_allow[i]);
+
+		if (strncmp(path, p->git_api_allow[i], n) == 0 &&
+		    (path[n] == '\0' || path[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+bool policy_git_has_token(const struct policy *p)
+{
+	return p->git_credential || p->git_github_app;
+}
+
+const struct policy_spend_provider *
+policy_spend_provider_for_host(const struct policy *p, const char *host)
+{
+	size_t i, j;
+
+	for (i = 0; i < p->nspend_providers; i++)
+		for (j = 0; j < p->spend_providers[i].nhosts; j++)
+			if (strcmp(p->spend_providers[i].hosts[j], host) == 0)
+				return &p->spend_providers[i];
+	return NULL;
+}
+
+const struct policy_price *policy_spend_price(const struct policy *p,
+					      const char *model)
+{
+	const struct policy_price *best = NULL;
+	size_t i, best_len = 0;
+
+	for (i = 0; i < p->nspend_prices; i++) {
+		const struct policy_price *pr = &p->spend_prices[i];
+		size_t n = strlen(pr->model);
+
+		if (!pr->is_prefix) {
+			if (strcmp(pr->model, model) == 0)
+				return pr;
+			continue;
+		}
+		if (strncmp(model, pr->model, n - 1) == 0 &&
+		    (!best || n - 1 > best_len)) {
+			best = pr;
+			best_len = n - 1;
+		}
+	}
+	return best;
 }

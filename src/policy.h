@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * policy.h - the JSON policy (SPEC §3): validation, defaults, canonical form
- * and digest.
+ * policy.h - the JSON policy: validation, defaults, canonical form and
+ * digest.
  */
 #ifndef AIRLOCK_POLICY_H
 #define AIRLOCK_POLICY_H
@@ -31,25 +31,116 @@ struct policy_secret {
 	char *from_file;
 	char *env;         /* variable that carries the placeholder; never
 			      NULL (defaults to from_env) */
+	char *prefix;      /* the placeholder's fixed start; never NULL
+			      (default "airlock-ph-NAME-"; may be ""), 0-128
+			      bytes of printable ASCII without space */
 	struct host_rule *hosts; /* document order; at least one */
 	size_t nhosts;
 	char **headers;    /* lowercase, sorted; NULL = any header */
 	size_t nheaders;
+	char **paths;      /* request path prefixes ("/v1/"), plain byte
+			      prefixes, sorted; NULL = any path */
+	size_t npaths;
+	char **methods;    /* upper-case method tokens, sorted; NULL = any */
+	size_t nmethods;
 };
 
 #define POLICY_GIT_FETCH 1u
 #define POLICY_GIT_PUSH 2u
 
 struct policy_git_repo {
-	char *host;  /* NULL = any of git.hosts */
+	char *host;  /* NULL = any of git.hosts (or session.repo's host) */
 	char *owner; /* lowercase */
 	char *repo;  /* lowercase, without ".git" */
 	unsigned int ops; /* POLICY_GIT_* */
 };
 
+/* A level of a GitHub App permission. */
+enum policy_gh_access {
+	POLICY_GH_READ = 0,
+	POLICY_GH_WRITE,
+	POLICY_GH_ADMIN,
+	POLICY_GH_ACCESS_COUNT
+};
+
+const char *policy_gh_access_to_string(enum policy_gh_access a);
+
+struct policy_gh_permission {
+	char *name;                 /* GitHub's name: [a-z][a-z0-9_]{0,63} */
+	enum policy_gh_access level;
+};
+
+/* git.github_app: the supervisor mints installation tokens itself. */
+struct policy_github_app {
+	char *app_id;            /* client id ("Iv23li...") or the numeric App
+				    id in decimal (a JSON number is turned into
+				    this string) */
+	uint64_t installation_id; /* >= 1 */
+	char *private_key_file;  /* the App's RSA key (PEM) */
+	char *api;               /* canonical base URL, "https://HOST[:PORT]
+				    [/PATH]", no trailing slash; default
+				    "https://api.github.com" */
+	char *api_host;          /* normalised HOST of api (a name or an IP
+				    address's canonical text) */
+	uint16_t api_port;       /* 443 unless api names another */
+	char *api_path;          /* "" or "/PATH" (e.g. "/api/v3") */
+	char *ca;                /* PEM file of CAs for api; NULL = system
+				    store plus egress.upstream_ca */
+	/* Added to what the supervisor derives (contents: read or write,
+	 * metadata: read); for a name it derives too, the higher level
+	 * wins. Sorted by name. */
+	struct policy_gh_permission *permissions;
+	size_t npermissions;
+};
+
 struct policy_endpoint {
 	struct addr addr;
 	uint16_t port;
+};
+
+enum policy_ledger {
+	POLICY_LEDGER_MEMORY = 0, /* null: this session alone, in memory */
+	POLICY_LEDGER_SQLITE,     /* "sqlite:/PATH" */
+	POLICY_LEDGER_POSTGRESQL, /* "postgresql://..." or "postgres://..." */
+	POLICY_LEDGER_COUNT
+};
+
+const char *policy_ledger_to_string(enum policy_ledger l);
+
+enum policy_spend_api {
+	POLICY_SPEND_ANTHROPIC = 0,
+	POLICY_SPEND_OPENAI,
+	POLICY_SPEND_API_COUNT
+};
+
+const char *policy_spend_api_to_string(enum policy_spend_api a);
+
+enum policy_on_exhausted {
+	POLICY_EXHAUSTED_BLOCK = 0, /* 429 for this and further calls */
+	POLICY_EXHAUSTED_STOP,      /* 429, then the session is ended */
+	POLICY_EXHAUSTED_COUNT
+};
+
+const char *policy_on_exhausted_to_string(enum policy_on_exhausted e);
+
+struct policy_spend_provider {
+	enum policy_spend_api api;
+	char **hosts;      /* exact normalised names, sorted; at least one;
+			      a host belongs to one provider only */
+	size_t nhosts;
+};
+
+/* One entry of spend.prices, USD per million tokens. Every value is
+ * finite, 0 <= v <= 1e6 (cache_write <= 1.25e6), kept to 15 significant
+ * digits. */
+struct policy_price {
+	char *model;       /* as written: an exact name, or a prefix
+			      followed by '*' ("*" alone matches any) */
+	bool is_prefix;    /* model ends in '*' */
+	double input;
+	double output;
+	double cache_write; /* default 1.25 x input */
+	double cache_read;  /* default 0.1 x input */
 };
 
 struct policy {
@@ -71,16 +162,52 @@ struct policy {
 	struct policy_endpoint *resolvers; /* empty = the host's resolv.conf */
 	size_t nresolvers;
 	char *upstream_ca;  /* NULL = system trust store */
+	struct host_rule *intercept; /* egress.intercept: more hosts whose
+					TLS the proxy terminates, for audit;
+					document order */
+	size_t nintercept;
+	bool transparent;   /* egress.transparent */
 
 	struct policy_secret *secrets; /* document order */
 	size_t nsecrets;
 
 	char **git_hosts;   /* normalised names, sorted */
 	size_t ngit_hosts;
+	char **git_api_hosts; /* git.api_hosts: REST API hosts, same form */
+	size_t ngit_api_hosts;
 	struct policy_git_repo *git_repos;
 	size_t ngit_repos;
 	char *git_credential; /* a key of secrets, or NULL */
+	struct policy_github_app *git_github_app; /* NULL if none; never set
+						     together with
+						     git_credential */
+	char **git_token_env; /* variables that get the git token's
+				 placeholder, sorted; default GH_TOKEN,
+				 GITHUB_TOKEN; may be empty */
+	size_t ngit_token_env;
+	char **git_api_allow; /* path prefixes on git.api_hosts, whole
+				 segments ("/graphql" covers "/graphql" and
+				 "/graphql/..."); no trailing '/', never "/";
+				 sorted */
+	size_t ngit_api_allow;
 	bool git_ssh;
+
+	/* spend */
+	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
+	double spend_cap_usd;  /* >= 0, valid when spend_has_cap */
+	enum policy_ledger spend_ledger_kind;
+	char *spend_ledger;    /* canonical text; NULL for memory */
+	char *spend_ledger_target; /* the sqlite file's absolute path, or
+				      the libpq URI (== spend_ledger); NULL
+				      for memory */
+	struct policy_spend_provider *spend_providers; /* document order */
+	size_t nspend_providers;
+	struct policy_price *spend_prices; /* sorted by model */
+	size_t nspend_prices;
+	char *spend_parent;    /* a session id, or NULL */
+	enum policy_on_exhausted spend_on_exhausted;
+	uint64_t spend_max_body_bytes;          /* default 32 MiB */
+	uint64_t spend_default_max_output_tokens; /* default 8192 */
 
 	char **env_pass;    /* names, sorted; a trailing '*' is a prefix match */
 	size_t nenv_pass;
@@ -90,8 +217,14 @@ struct policy {
 
 	char **fs_rw;       /* absolute, cleaned ("/a//b/" -> "/a/b"), sorted */
 	size_t nfs_rw;
+	char **fs_ro;       /* host paths shown read-only even when hidden */
+	size_t nfs_ro;
 	char **fs_hide;
 	size_t nfs_hide;
+	char **fs_protect;  /* workspace-relative ("a/b", no leading '/', no
+			       "." or ".."), cleaned, sorted: read-only to
+			       the agent */
+	size_t nfs_protect;
 
 	char *canonical;    /* canonical JSON of the effective policy */
 	char digest[7 + 64 + 1]; /* "sha256:" + hex */
@@ -127,8 +260,9 @@ struct policy *policy_load(const char *path,
 			   const enum policy_mode *mode_override,
 			   struct policy_errors *errs);
 
-/* The embedded default policy of SPEC §3.7, parsed from the JSON text that
- * policy_default_text() returns (examples/shadow-default.json is a copy). */
+/* The embedded default policy (version 1, shadow, nothing allowed, no
+ * secrets), parsed from the JSON text that policy_default_text() returns
+ * (examples/shadow-default.json is a copy). */
 struct policy *policy_default(const enum policy_mode *mode_override);
 const char *policy_default_text(void);
 
@@ -143,8 +277,47 @@ bool policy_env_passes(const struct policy *p, const char *var);
 
 /* Is @name one of the variables airlock sets in the sandbox itself
  * (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY and their lowercase twins,
- * SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS,
- * GIT_SSL_CAINFO)? Neither a secret placeholder nor env.set may use one. */
+ * SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE, GIT_SSL_CAINFO,
+ * NPM_CONFIG_CAFILE, PIP_CERT, DENO_CERT, NODE_EXTRA_CA_CERTS)? Neither a
+ * placeholder variable nor env.set nor env.pass may name one. */
 bool policy_env_is_reserved(const char *name);
+
+/* The secret called @name (case-sensitive), or NULL. */
+const struct policy_secret *policy_secret_by_name(const struct policy *p,
+						  const char *name);
+
+/* Does @s apply to a request with @method and @path (the path without its
+ * query)? True when s->methods is NULL or lists @method exactly, and
+ * s->paths is NULL or one of them is a byte prefix of @path. Hosts and
+ * headers are the caller's. */
+bool policy_secret_applies(const struct policy_secret *s, const char *method,
+			   const char *path);
+
+/* The git operations (POLICY_GIT_* bits, 0 = none) allowed on
+ * HOST/OWNER/REPO: fetch|push for session.repo, an entry's ops for a
+ * git.repos entry with that host, or without a host when @host is in
+ * git.hosts or is session.repo's host; the union when several apply.
+ * Compared case-insensitively; one trailing ".git" of @repo is ignored, one
+ * trailing dot of @host too. The caller rejects ambiguous paths ("..",
+ * escapes) before asking. */
+unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
+				 const char *owner, const char *repo);
+
+/* Is @path (without its query) under one of git.api_allow, by whole
+ * segments? */
+bool policy_git_api_path_allowed(const struct policy *p, const char *path);
+
+/* Does git have a token to inject (git.credential or git.github_app)? */
+bool policy_git_has_token(const struct policy *p);
+
+/* The spend provider that meters @host (a normalised name), or NULL. */
+const struct policy_spend_provider *
+policy_spend_provider_for_host(const struct policy *p, const char *host);
+
+/* The price of @model: the entry named exactly @model, else the entry
+ * with the longest prefix ("NAME*") that starts @model; NULL when none
+ * (an unknown price is not a price of zero: the caller refuses). */
+const struct policy_price *policy_spend_price(const struct policy *p,
+					      const char *model);
 
 #endif /* AIRLOCK_POLICY_H */

@@ -1535,7 +1535,12 @@ static void expire(struct proxy *p, uint64_t now)
 			fail(p, c, c->is_connect ? 0 : 502, "upstream.connect",
 			     "connection timed out");
 			break;
-		default:
+		case S_RESOLVE:
+		case S_TUNNEL:
+		case S_REQ_BODY:
+		case S_RESP_HEAD:
+		case S_RESP_BODY:
+		case S_CLOSING:
 			conn_close(p, c);
 			break;
 		}

@@ -40,7 +40,7 @@ done
 ok $? "found $n broken examples"
 
 # --- the digest ignores formatting and key order -----------------------------
-for f in full.json demo-policy.json shadow-default.json; do
+for f in full.json demo-policy.json shadow-default.json secrets.json git-token.json git-app.json spend.json; do
 	python3 - "$EX/$f" "$T/reformatted-$f" <<'EOF'
 import json, random, sys
 
@@ -98,9 +98,22 @@ is "$("$AIRLOCK" check "$T/canonical.json")" "ok $digest" \
 python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"version", "mode", "session", "egress", "secrets", "git", "env", "fs"}, d
-assert set(d["egress"]) == {"allow", "deny", "ports", "allow_ranges", "resolver", "upstream_ca"}
-assert d["secrets"]["github"]["from_env"] is None
+assert set(d) == {"version", "mode", "session", "egress", "secrets", "git", "spend", "env", "fs"}, d
+assert set(d["egress"]) == {"allow", "deny", "ports", "allow_ranges", "resolver", "upstream_ca",
+                            "intercept", "transparent"}, d["egress"]
+assert set(d["secrets"]["anthropic"]) == {"from_env", "from_file", "env", "prefix", "hosts",
+                                          "headers", "paths", "methods"}, d["secrets"]
+assert d["secrets"]["anthropic"]["from_file"] is None
+assert d["secrets"]["anthropic"]["methods"] is None
+assert set(d["git"]) == {"hosts", "api_hosts", "repos", "credential", "github_app", "token_env",
+                         "api_allow", "ssh"}, d["git"]
+assert set(d["git"]["github_app"]) == {"app_id", "installation_id", "private_key_file", "api",
+                                       "ca", "permissions"}, d["git"]
+assert d["git"]["token_env"] == ["GH_TOKEN", "GITHUB_TOKEN"]
+assert set(d["spend"]) == {"cap_usd", "ledger", "providers", "prices", "parent", "on_exhausted",
+                           "max_body_bytes", "default_max_output_tokens"}, d["spend"]
+assert d["spend"]["max_body_bytes"] == 32 << 20 and d["spend"]["on_exhausted"] == "block"
+assert set(d["fs"]) == {"rw", "ro", "hide", "protect"}, d["fs"]
 ' "$T/canonical.json"
 ok $? "--canonical has every key of the schema"
 

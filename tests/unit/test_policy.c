@@ -286,7 +286,246 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'fs': {'rw': ['/a/../etc']}}", "fs.rw[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/./b']}}", "fs.hide[0]: \".\" and \"..\" components are not allowed\n", NULL },
 	{ "{" V "'fs': {'hide': ['/a/b', '/a//b/']}}", "fs.hide[1]: duplicate of fs.hide[0]\n", NULL },
-	{ "{" V "'fs': {'ro': []}}", "fs.ro: unknown key\n", NULL },
+	{ "{" V "'fs': {'tmp': []}}", "fs.tmp: unknown key\n", NULL },
+	/* egress: transparent, intercept */
+	{ "{" V "'egress': {'transparent': 'yes'}}", "egress.transparent: expected true or false\n", NULL },
+	{ "{" V "'egress': {'transparent': 1}}", "egress.transparent: expected true or false\n", NULL },
+	{ "{" V "'egress': {'intercept': 'x.com'}}", "egress.intercept: expected an array\n", NULL },
+	{ "{" V "'egress': {'intercept': [7]}}", "egress.intercept[0]: expected a string\n", NULL },
+	{ "{" V "'egress': {'intercept': ['bad host']}}", "egress.intercept[0]: %R\n", "bad host" },
+	{ "{" V "'egress': {'intercept': ['*.x.com', '*.X.com.']}}",
+	  "egress.intercept[1]: duplicate of egress.intercept[0]\n", NULL },
+	/* secrets: prefix, paths, methods */
+#define SEC(extra) "{" V "'secrets': {'a': {'from_env': 'T', 'hosts': ['x.com'], " extra "}}}"
+	{ SEC("'prefix': 'has space'"),
+	  "secrets.a.prefix: expected up to 128 printable ASCII characters without spaces, or null\n", NULL },
+	{ SEC("'prefix': 'tab\\t'"),
+	  "secrets.a.prefix: expected up to 128 printable ASCII characters without spaces, or null\n", NULL },
+	{ SEC("'prefix': '\\u00e9t\\u00e9-'"),
+	  "secrets.a.prefix: expected up to 128 printable ASCII characters without spaces, or null\n", NULL },
+	{ SEC("'prefix': 12"),
+	  "secrets.a.prefix: expected up to 128 printable ASCII characters without spaces, or null\n", NULL },
+	{ SEC("'paths': '/v1/'"), "secrets.a.paths: expected an array of path prefixes or null\n", NULL },
+	{ SEC("'paths': []"), "secrets.a.paths: must not be empty (null or no \"paths\" means any path)\n", NULL },
+	{ SEC("'paths': [1]"), "secrets.a.paths[0]: expected a string\n", NULL },
+	{ SEC("'paths': ['v1/']"), "secrets.a.paths[0]: expected a path starting with \"/\"\n", NULL },
+	{ SEC("'paths': ['']"), "secrets.a.paths[0]: expected a path starting with \"/\"\n", NULL },
+	{ SEC("'paths': ['/a//b']"), "secrets.a.paths[0]: empty path segment (\"//\")\n", NULL },
+	{ SEC("'paths': ['/a/../b']"), "secrets.a.paths[0]: \".\" and \"..\" segments are not allowed\n", NULL },
+	{ SEC("'paths': ['/a/.']"), "secrets.a.paths[0]: \".\" and \"..\" segments are not allowed\n", NULL },
+	{ SEC("'paths': ['/v%31/']"), "secrets.a.paths[0]: percent-escapes are not allowed\n", NULL },
+	{ SEC("'paths': ['/v1?x=1']"),
+	  "secrets.a.paths[0]: expected only A-Z a-z 0-9 and - . _ ~ ! $ & ' ( ) * + , ; = : @ / in a path\n", NULL },
+	{ SEC("'paths': ['/v1/', '/v1/']"), "secrets.a.paths[1]: duplicate of secrets.a.paths[0]\n", NULL },
+	{ SEC("'methods': 'GET'"), "secrets.a.methods: expected an array of HTTP methods or null\n", NULL },
+	{ SEC("'methods': []"), "secrets.a.methods: must not be empty (null or no \"methods\" means any method)\n", NULL },
+	{ SEC("'methods': ['get']"),
+	  "secrets.a.methods[0]: expected an upper-case HTTP method such as \"GET\" or \"POST\"\n", NULL },
+	{ SEC("'methods': ['gET']"),
+	  "secrets.a.methods[0]: expected an upper-case HTTP method such as \"GET\" or \"POST\"\n", NULL },
+	{ SEC("'methods': ['-GET']"),
+	  "secrets.a.methods[0]: expected an upper-case HTTP method such as \"GET\" or \"POST\"\n", NULL },
+	{ SEC("'methods': ['GE T']"),
+	  "secrets.a.methods[0]: expected an upper-case HTTP method such as \"GET\" or \"POST\"\n", NULL },
+	{ SEC("'methods': ['POST', 'GET', 'POST']"), "secrets.a.methods[2]: duplicate of secrets.a.methods[0]\n", NULL },
+	/* git: api_hosts, github_app, token_env, api_allow */
+	{ "{" V "'git': {'api_hosts': ['*.github.com']}}",
+	  "git.api_hosts[0]: wildcards are not allowed: API hosts are exact names\n", NULL },
+	{ "{" V "'git': {'api_hosts': ['192.0.2.1']}}",
+	  "git.api_hosts[0]: expected a host name, not an IP address\n", NULL },
+	{ "{" V "'git': {'api_hosts': ['api.github.com', 'API.github.com.']}}",
+	  "git.api_hosts[1]: duplicate of git.api_hosts[0]\n", NULL },
+	{ "{" V "'git': {'api_hosts': 'api.github.com'}}", "git.api_hosts: expected an array\n", NULL },
+#define APP_REPO "'session': {'repo': 'github.com/acme/api'}, "
+#define APP(extra) "{" V APP_REPO "'git': {'github_app': {'app_id': 'Iv1.x', 'installation_id': 7, " \
+	"'private_key_file': '/etc/app.pem'" extra "}}}"
+	{ "{" V APP_REPO "'git': {'github_app': []}}", "git.github_app: expected an object\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {}}}",
+	  "git.github_app.app_id: required key is missing\n"
+	  "git.github_app.installation_id: required key is missing\n"
+	  "git.github_app.private_key_file: required key is missing\n", NULL },
+	{ "{" V "'git': {'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
+	  "git.github_app: needs session.repo: the token is minted for the session's repository\n", NULL },
+	{ "{" V APP_REPO "'secrets': {'gh': {'from_env': 'T', 'hosts': ['github.com']}},"
+	  " 'git': {'credential': 'gh', 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
+	  "git: give one of credential and github_app, not both\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 0, 'installation_id': 7, 'private_key_file': '/k'}}}",
+	  "git.github_app.app_id: expected the App's client id (1 to 128 characters of A-Z a-z 0-9 . _ -) "
+	  "or its numeric id (a positive integer)\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 'a b', 'installation_id': 7, 'private_key_file': '/k'}}}",
+	  "git.github_app.app_id: expected the App's client id*\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 1.5, 'installation_id': 7, 'private_key_file': '/k'}}}",
+	  "git.github_app.app_id: expected the App's client id*\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': '', 'installation_id': 7, 'private_key_file': '/k'}}}",
+	  "git.github_app.app_id: expected the App's client id*\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 'x', 'installation_id': 0, 'private_key_file': '/k'}}}",
+	  "git.github_app.installation_id: expected a positive integer\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 'x', 'installation_id': '7', 'private_key_file': '/k'}}}",
+	  "git.github_app.installation_id: expected a positive integer\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 'x', 'installation_id': 7, 'private_key_file': ''}}}",
+	  "git.github_app.private_key_file: expected a non-empty path\n", NULL },
+	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 'x', 'installation_id': 7, 'private_key_file': null}}}",
+	  "git.github_app.private_key_file: expected a non-empty path\n", NULL },
+	{ APP(", 'api': 'http://api.github.com'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": expected https://\n", NULL },
+	{ APP(", 'api': 'https://'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": expected a host\n", NULL },
+	{ APP(", 'api': 'https://u:p@api.github.com'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": user-info ('@') is not allowed\n", NULL },
+	{ APP(", 'api': 'https://api.github.com/?x=1'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": a query or fragment is not allowed\n", NULL },
+	{ APP(", 'api': 'https://api.github.com:0'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": expected a port from 1 to 65535\n", NULL },
+	{ APP(", 'api': 'https://api.github.com:99999'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": expected a port from 1 to 65535\n", NULL },
+	{ APP(", 'api': 'https://bad host/'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": character outside a-z 0-9 - _ in host name\n", NULL },
+	{ APP(", 'api': 'https://ghe.example/api/../v3'"),
+	  "git.github_app.api: expected an https URL such as \"https://api.github.com\": \".\" and \"..\" segments are not allowed\n", NULL },
+	{ APP(", 'api': 7"), "git.github_app.api: expected an https URL such as \"https://api.github.com\"\n", NULL },
+	{ APP(", 'ca': ''"), "git.github_app.ca: expected a non-empty path or null\n", NULL },
+	{ APP(", 'permissions': []"),
+	  "git.github_app.permissions: expected an object of permission names to \"read\", \"write\" or \"admin\"\n", NULL },
+	{ APP(", 'permissions': {'Issues': 'read'}"),
+	  "git.github_app.permissions.Issues: invalid permission name: expected GitHub's name "
+	  "([a-z][a-z0-9_]*, e.g. \"pull_requests\")\n", NULL },
+	{ APP(", 'permissions': {'issues': 'delete'}"),
+	  "git.github_app.permissions.issues: expected \"read\", \"write\" or \"admin\"\n", NULL },
+	{ APP(", 'permissions': {'issues': true}"),
+	  "git.github_app.permissions.issues: expected \"read\", \"write\" or \"admin\"\n", NULL },
+	{ APP(", 'installation': 7"), "git.github_app.installation: unknown key\n", NULL },
+	{ "{" V "'git': {'token_env': 'GH_TOKEN'}}", "git.token_env: expected an array\n", NULL },
+	{ "{" V "'git': {'token_env': ['1X']}}",
+	  "git.token_env[0]: expected a variable name ([A-Za-z_][A-Za-z0-9_]*)\n", NULL },
+	{ "{" V "'git': {'token_env': ['HTTPS_PROXY']}}",
+	  "git.token_env[0]: \"HTTPS_PROXY\" is one of airlock's own variables\n", NULL },
+	{ "{" V "'git': {'token_env': ['GH_TOKEN', 'GH_TOKEN']}}", "git.token_env[1]: duplicate of git.token_env[0]\n", NULL },
+	/* the git token's variables against env.set and other placeholders */
+	{ "{" V APP_REPO "'env': {'set': {'CI': '1'}}, 'git': {'token_env': ['GH_TOKEN', 'CI'],"
+	  " 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
+	  "git.token_env[1]: \"CI\" is also set by env.set\n", NULL },
+	{ "{" V APP_REPO "'env': {'set': {'GH_TOKEN': '1'}}, 'git': {"
+	  " 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
+	  "env.set.GH_TOKEN: \"GH_TOKEN\" is also a git.token_env variable (the git token's placeholder)\n", NULL },
+	{ "{" V APP_REPO "'secrets': {'npm': {'from_env': 'GITHUB_TOKEN', 'hosts': ['npm.example']}},"
+	  " 'git': {'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
+	  "secrets.npm.env: \"GITHUB_TOKEN\" is also a git.token_env variable (the git token's placeholder)\n", NULL },
+	{ "{" V APP_REPO "'git': {'token_env': ['NPM_TOKEN'],"
+	  " 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}},"
+	  " 'secrets': {'npm': {'from_env': 'REAL', 'env': 'NPM_TOKEN', 'hosts': ['npm.example']}}}",
+	  "git.token_env[0]: \"NPM_TOKEN\" is already the placeholder variable of secrets.npm\n", NULL },
+	{ "{" V "'git': {'api_allow': '/graphql'}}", "git.api_allow: expected an array\n", NULL },
+	{ "{" V "'git': {'api_allow': ['/']}}",
+	  "git.api_allow[0]: \"/\" would allow every path: list the prefixes the agent needs (e.g. \"/graphql\")\n", NULL },
+	{ "{" V "'git': {'api_allow': ['graphql']}}", "git.api_allow[0]: expected a path starting with \"/\"\n", NULL },
+	{ "{" V "'git': {'api_allow': ['/graphql', '/graphql/']}}", "git.api_allow[1]: duplicate of git.api_allow[0]\n", NULL },
+	{ "{" V "'git': {'api_allow': ['/a/../b']}}", "git.api_allow[0]: \".\" and \"..\" segments are not allowed\n", NULL },
+	/* spend */
+	{ "{" V "'spend': []}", "spend: expected an object\n", NULL },
+	{ "{" V "'spend': {'budget': 1}}", "spend.budget: unknown key\n", NULL },
+	{ "{" V "'spend': {'cap_usd': -0.01}}", "spend.cap_usd: expected a number >= 0 (USD) or null (no cap)\n", NULL },
+	{ "{" V "'spend': {'cap_usd': '5'}}", "spend.cap_usd: expected a number >= 0 (USD) or null (no cap)\n", NULL },
+	{ "{" V "'spend': {'cap_usd': 1e999}}", "$: invalid JSON at line 1, column *\n", NULL },
+	{ "{" V "'spend': {'ledger': 'sqlite:spend.db'}}", "spend.ledger: \"sqlite:PATH\": expected an absolute path\n", NULL },
+	{ "{" V "'spend': {'ledger': 'sqlite:/a/../b'}}",
+	  "spend.ledger: \"sqlite:PATH\": \".\" and \"..\" components are not allowed\n", NULL },
+	{ "{" V "'spend': {'ledger': 'mysql://db/x'}}",
+	  "spend.ledger: expected \"sqlite:/PATH\", \"postgresql://...\" or null (this session alone, in memory)\n", NULL },
+	{ "{" V "'spend': {'ledger': 5}}",
+	  "spend.ledger: expected \"sqlite:/PATH\", \"postgresql://...\" or null (this session alone, in memory)\n", NULL },
+	{ "{" V "'spend': {'ledger': 'postgresql://u:secret@db/x'}}",
+	  "spend.ledger: a password does not belong in the policy: give it in PGPASSWORD or ~/.pgpass\n", NULL },
+	{ "{" V "'spend': {'ledger': 'postgres://db/x?sslmode=require&Password=secret'}}",
+	  "spend.ledger: a password does not belong in the policy: give it in PGPASSWORD or ~/.pgpass\n", NULL },
+	{ "{" V "'spend': {'ledger': 'postgresql://db/x y'}}",
+	  "spend.ledger: a PostgreSQL URI has no spaces, control or non-ASCII characters\n", NULL },
+	{ "{" V "'spend': {'providers': {}}}", "spend.providers: expected an array\n", NULL },
+	{ "{" V "'spend': {'providers': ['anthropic']}}", "spend.providers[0]: expected an object\n", NULL },
+	{ "{" V "'spend': {'providers': [{}]}}",
+	  "spend.providers[0].api: required key is missing\n"
+	  "spend.providers[0].hosts: required key is missing: a provider needs the hosts it is metered on\n", NULL },
+	/* a refused provider's slot is reused by the next one */
+	{ "{" V "'spend': {'providers': [{'hosts': ['a.com']}, {'api': 'openai', 'hosts': ['b.com']}]}}",
+	  "spend.providers[0].api: required key is missing\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'gemini', 'hosts': ['x.com']}]}}",
+	  "spend.providers[0].api: expected \"anthropic\" or \"openai\"\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'openai', 'hosts': []}]}}",
+	  "spend.providers[0].hosts: must not be empty: a provider needs the hosts it is metered on\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'openai', 'hosts': ['*.openai.com']}]}}",
+	  "spend.providers[0].hosts[0]: wildcards are not allowed: provider hosts are exact names\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'openai', 'hosts': ['a.com', 'A.com']}]}}",
+	  "spend.providers[0].hosts[1]: duplicate of spend.providers[0].hosts[0]\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'openai', 'hosts': ['a.com']}, {'api': 'anthropic', 'hosts': ['a.com']}]}}",
+	  "spend.providers[1].hosts[0]: \"a.com\" is already a host of spend.providers[0]\n", NULL },
+	{ "{" V "'spend': {'providers': [{'api': 'openai', 'hosts': ['a.com'], 'path': '/v1'}]}}",
+	  "spend.providers[0].path: unknown key\n", NULL },
+	{ "{" V "'spend': {'prices': []}}", "spend.prices: expected an object of model names to prices\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': 3}}}", "spend.prices.m: expected an object\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {}}}}",
+	  "spend.prices.m.input: required key is missing\nspend.prices.m.output: required key is missing\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': -1, 'output': 1}}}}",
+	  "spend.prices.m.input: expected a number from 0 to 1000000 (USD per million tokens)\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1000001}}}}",
+	  "spend.prices.m.output: expected a number from 0 to 1000000 (USD per million tokens)\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': null}}}}",
+	  "spend.prices.m.output: expected a number from 0 to 1000000 (USD per million tokens)\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_write': 1250000.01}}}}",
+	  "spend.prices.m.cache_write: expected a number from 0 to 1250000 (USD per million tokens) or null\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_read': 1000000.5}}}}",
+	  "spend.prices.m.cache_read: expected a number from 0 to 1000000 (USD per million tokens) or null\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'cache_read': '0.1'}}}}",
+	  "spend.prices.m.cache_read: expected a number from 0 to 1000000 (USD per million tokens) or null\n", NULL },
+	{ "{" V "'spend': {'prices': {'m': {'input': 1, 'output': 1, 'batch': 0.5}}}}",
+	  "spend.prices.m.batch: unknown key\n", NULL },
+	{ "{" V "'spend': {'prices': {'a*b': {'input': 1, 'output': 1}}}}",
+	  "spend.prices[\"a*b\"]: invalid model name: expected 1 to 128 printable ASCII characters without spaces, '*' only at the end\n", NULL },
+	{ "{" V "'spend': {'prices': {'gpt 4': {'input': 1, 'output': 1}}}}",
+	  "spend.prices[\"gpt 4\"]: invalid model name*\n", NULL },
+	{ "{" V "'spend': {'prices': {'': {'input': 1, 'output': 1}}}}",
+	  "spend.prices[\"\"]: invalid model name*\n", NULL },
+	{ "{" V "'spend': {'parent': '-p', 'ledger': 'sqlite:/l.db'}}",
+	  "spend.parent: expected 1 to 128 characters of A-Z a-z 0-9 . _ : - starting with a letter or digit "
+	  "(a session id), or null\n", NULL },
+	{ "{" V "'spend': {'parent': 'p'}}",
+	  "spend.parent: needs spend.ledger: the parent session must exist in the same ledger\n", NULL },
+	{ "{" V "'spend': {'parent': 'p', 'ledger': null}}",
+	  "spend.parent: needs spend.ledger: the parent session must exist in the same ledger\n", NULL },
+	{ "{" V "'session': {'id': 's1'}, 'spend': {'parent': 's1', 'ledger': 'sqlite:/l.db'}}",
+	  "spend.parent: a session cannot be its own parent\n", NULL },
+	{ "{" V "'spend': {'on_exhausted': 'halt'}}", "spend.on_exhausted: expected \"block\" or \"stop\"\n", NULL },
+	{ "{" V "'spend': {'on_exhausted': null}}", "spend.on_exhausted: expected \"block\" or \"stop\"\n", NULL },
+	{ "{" V "'spend': {'max_body_bytes': 0}}", "spend.max_body_bytes: expected an integer from 1 to 1073741824\n", NULL },
+	{ "{" V "'spend': {'max_body_bytes': 1073741825}}",
+	  "spend.max_body_bytes: expected an integer from 1 to 1073741824\n", NULL },
+	{ "{" V "'spend': {'max_body_bytes': 1024.0}}", "spend.max_body_bytes: expected an integer from 1 to 1073741824\n", NULL },
+	{ "{" V "'spend': {'default_max_output_tokens': -5}}",
+	  "spend.default_max_output_tokens: expected an integer from 1 to 10000000\n", NULL },
+	{ "{" V "'spend': {'default_max_output_tokens': 10000001}}",
+	  "spend.default_max_output_tokens: expected an integer from 1 to 10000000\n", NULL },
+	/* env: airlock's own variables, also in env.pass */
+	{ "{" V "'env': {'pass': ['PATH', 'https_proxy']}}",
+	  "env.pass[1]: \"https_proxy\" is one of airlock's own variables\n", NULL },
+	{ "{" V "'env': {'set': {'NPM_CONFIG_CAFILE': '/x'}}}",
+	  "env.set.NPM_CONFIG_CAFILE: \"NPM_CONFIG_CAFILE\" is one of airlock's own variables\n", NULL },
+	{ "{" V "'env': {'set': {'PIP_CERT': '/x'}}}",
+	  "env.set.PIP_CERT: \"PIP_CERT\" is one of airlock's own variables\n", NULL },
+	{ "{" V "'secrets': {'a': {'from_env': 'T', 'env': 'DENO_CERT', 'hosts': ['x.com']}}}",
+	  "secrets.a.env: \"DENO_CERT\" is one of airlock's own variables\n", NULL },
+	/* fs: ro, protect */
+	{ "{" V "'fs': {'ro': 'x'}}", "fs.ro: expected an array\n", NULL },
+	{ "{" V "'fs': {'ro': ['root/.pyenv']}}", "fs.ro[0]: expected an absolute path\n", NULL },
+	{ "{" V "'fs': {'ro': ['/a/../b']}}", "fs.ro[0]: \".\" and \"..\" components are not allowed\n", NULL },
+	{ "{" V "'fs': {'ro': ['/a', '/a/']}}", "fs.ro[1]: duplicate of fs.ro[0]\n", NULL },
+	{ "{" V "'fs': {'rw': ['/srv/x'], 'ro': ['/srv//x/']}}", "fs.ro[0]: same path as fs.rw[0]\n", NULL },
+	{ "{" V "'fs': {'ro': ['/srv/x'], 'hide': ['/a', '/srv/x']}}", "fs.hide[1]: same path as fs.ro[0]\n", NULL },
+	{ "{" V "'fs': {'protect': 'x'}}", "fs.protect: expected an array\n", NULL },
+	{ "{" V "'fs': {'protect': ['/abs']}}",
+	  "fs.protect[0]: expected a path relative to the workspace (no leading \"/\")\n", NULL },
+	{ "{" V "'fs': {'protect': ['a/../b']}}", "fs.protect[0]: \".\" and \"..\" components are not allowed\n", NULL },
+	{ "{" V "'fs': {'protect': ['./Makefile']}}", "fs.protect[0]: \".\" and \"..\" components are not allowed\n", NULL },
+	{ "{" V "'fs': {'protect': ['']}}",
+	  "fs.protect[0]: expected a path inside the workspace, not the workspace itself\n", NULL },
+	{ "{" V "'fs': {'protect': ['a//b/', 'a/b']}}", "fs.protect[1]: duplicate of fs.protect[0]\n", NULL },
 	/* many errors in one document, in document order */
 	{ "{'mode': 'loud', 'egress': {'alow': [], 'ports': [80, 0, 80]},"
 	  " 'secrets': {'a': {'from_env': 'T'}}, 'git': {'credential': 'b'},"
@@ -383,22 +622,66 @@ static const char *const valid_docs[] = {
 	"{'version': 1, 'fs': {'rw': ['/'], 'hide': ['/home/u/.ssh', '//x//']}}",
 	"{'version': 1, 'egress': {'allow': ['*', '**.example.com', '192.0.2.0/24', '[2001:db8::1]:443'],"
 	" 'deny': ['x.example.com:*']}}",
+	"{'version': 1, 'egress': {'transparent': true, 'intercept': ['*.example.com', '192.0.2.0/24:443']}}",
+	/* an empty prefix (a placeholder of random characters only), any path */
+	"{'version': 1, 'secrets': {'a': {'from_env': 'T', 'hosts': ['x.com'], 'prefix': '',"
+	" 'paths': ['/', '/v1/', '/a-._~!$&\\u0027()*+,;=:@/'], 'methods': ['GET', 'M-SEARCH', 'POST'],"
+	" 'headers': null}}}",
+	"{'version': 1, 'secrets': {'a': {'from_env': 'T', 'hosts': ['x.com'], 'prefix': 'ghp_',"
+	" 'paths': null, 'methods': null}}}",
+	/* the credential's own variable may be one of the token's */
+	"{'version': 1, 'secrets': {'gh': {'from_file': '/run/gh', 'env': 'GH_TOKEN', 'hosts': ['github.com']}},"
+	" 'git': {'credential': 'gh', 'hosts': ['github.com'], 'token_env': ['GH_TOKEN', 'GITHUB_TOKEN']}}",
+	/* without a git token the token's variables are free */
+	"{'version': 1, 'secrets': {'npm': {'from_env': 'GITHUB_TOKEN', 'hosts': ['npm.example']}},"
+	" 'env': {'set': {'GH_TOKEN': 'x'}}}",
+	"{'version': 1, 'session': {'repo': 'github.com/acme/api'}, 'git': {'token_env': [],"
+	" 'github_app': {'app_id': 12345, 'installation_id': 9007199254740993, 'private_key_file': 'app.pem',"
+	" 'api': 'https://ghe.example:8443/api/v3/', 'ca': '/etc/ghe-ca.pem',"
+	" 'permissions': {'issues': 'write', 'pull_requests': 'write', 'organization_projects': 'admin'}},"
+	" 'api_hosts': ['api.github.com'], 'api_allow': ['/graphql', '/user/repos/']}}",
+	"{'version': 1, 'session': {'repo': 'github.com/acme/api'}, 'git': {'github_app': null, 'credential': null}}",
+	"{'version': 1, 'session': {'id': 'child-1'}, 'spend': {'cap_usd': 0, 'ledger': "
+	"'postgresql://airlock@db.internal:5432/spend?sslmode=verify-full', 'parent': 'root-1',"
+	" 'providers': [{'api': 'openai', 'hosts': ['api.openai.com']}, {'api': 'openai', 'hosts': ['llm.example']}],"
+	" 'prices': {'*': {'input': 0, 'output': 0}, 'gpt-4o': {'input': 2.5, 'output': 10, 'cache_write': null,"
+	" 'cache_read': 1.25}}, 'on_exhausted': 'stop', 'max_body_bytes': 1, 'default_max_output_tokens': 10000000}}",
+	"{'version': 1, 'spend': {'cap_usd': null, 'ledger': 'postgres://'}}",
+	/* the largest prices, whose default cache_write is 1.25 x input */
+	"{'version': 1, 'spend': {'cap_usd': 1e300, 'prices': {'m': {'input': 1000000, 'output': 1000000}},"
+	" 'max_body_bytes': 1073741824}}",
+	"{'version': 1, 'spend': {'prices': {'m': {'input': 0, 'output': 0, 'cache_write': 1250000,"
+	" 'cache_read': 1000000}}}}",
+	"{'version': 1, 'spend': {'cap_usd': 12.5, 'ledger': 'sqlite:/var/lib/airlock/spend.db'}}",
+	"{'version': 1, 'fs': {'hide': ['/opt/secret'], 'ro': ['/opt/secret/tool', '/root/.pyenv'],"
+	" 'protect': ['Makefile', '.github/workflows', 'scripts//ci/']}}",
 };
 
+/* Each valid document is accepted, and its canonical form reads back to
+ * itself (the digest is a function of meaning). */
 static void test_valid(void)
 {
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(valid_docs); i++) {
-		struct policy_errors errs = { 0 };
-		struct policy *p = parse(valid_docs[i], NULL, &errs);
+		struct policy_errors errs = { 0 }, errs2 = { 0 };
+		struct policy *p = parse(valid_docs[i], NULL, &errs), *q = NULL;
 		char *got = join_errors(&errs);
 
 		if (!tap_ok(p && errs.count == 0, "valid %zu: %.60s", i, valid_docs[i]))
 			printf("#   errors:\n%s", got);
 		free(got);
+		if (p)
+			q = policy_parse(p->canonical, strlen(p->canonical), NULL, &errs2);
+		got = join_errors(&errs2);
+		if (!tap_ok(q && strcmp(q->canonical, p->canonical) == 0,
+			    "valid %zu: the canonical form reads back to itself", i))
+			printf("#   errors:\n%s", got);
+		free(got);
+		policy_free(q);
 		policy_free(p);
 		policy_errors_free(&errs);
+		policy_errors_free(&errs2);
 	}
 }
 
@@ -549,6 +832,197 @@ static const char *const differs_from_base[] = {
 	     "'fs': {'rw': ['/srv/Cache'], 'hide': ['/etc/secret']}"),
 };
 
+/* Every new section at once, and documents that mean the same. */
+#define RICH_SESSION "'session': {'id': 's1', 'repo': 'github.com/acme/api'}"
+#define RICH_EGRESS "'egress': {'allow': ['x.example'], 'intercept': ['audit.example', '*.cdn.example'], 'transparent': true}"
+#define RICH_SECRETS                                                           \
+	"'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"  \
+	" 'prefix': 'sk-ant-api03-', 'paths': ['/v1/', '/v2/'], 'methods': ['POST', 'GET']}}"
+#define RICH_GIT                                                               \
+	"'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']}," \
+	" 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"     \
+	" 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"         \
+	" 'api_allow': ['/graphql', '/search']}"
+#define RICH_SPEND                                                             \
+	"'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"                      \
+	" 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"                       \
+	" 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}}," \
+	" 'on_exhausted': 'stop'}"
+#define RICH_FS "'fs': {'ro': ['/root/.pyenv'], 'protect': ['Makefile', '.github']}"
+#define RICH(egress, secrets, git, spend, fs)                                  \
+	"{'version': 1, " RICH_SESSION ", " egress ", " secrets ", " git ", " spend ", " fs "}"
+#define RICH_DOC RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT, RICH_SPEND, RICH_FS)
+
+static const char *const same_as_rich[] = {
+	/* keys reordered at every level */
+	"{" RICH_FS ", " RICH_SPEND ", " RICH_GIT ", " RICH_SECRETS ", " RICH_EGRESS ", " RICH_SESSION
+	", 'version': 1}",
+	/* defaults written out, sets reordered, spelling variants */
+	RICH("'egress': {'transparent': true, 'intercept': ['Audit.Example.', '*.cdn.example'], 'allow': ['x.example']}",
+	     "'secrets': {'ant': {'methods': ['GET', 'POST'], 'paths': ['/v2/', '/v1/'], 'prefix': 'sk-ant-api03-',"
+	     " 'hosts': ['api.anthropic.com'], 'env': 'ANTHROPIC_API_KEY', 'from_env': 'ANTHROPIC_API_KEY',"
+	     " 'headers': null, 'from_file': null}}",
+	     "'git': {'api_allow': ['/search/', '/graphql'], 'token_env': ['GH_TOKEN'], 'ssh': false,"
+	     " 'github_app': {'permissions': {'checks': 'read', 'issues': 'write'}, 'ca': null,"
+	     " 'api': 'HTTPS://API.GitHub.com:443/', 'private_key_file': '/etc/app.pem', 'installation_id': 7,"
+	     " 'app_id': '42'}, 'credential': null, 'repos': {'Acme/Lib.git': ['fetch']},"
+	     " 'api_hosts': ['API.github.com.'], 'hosts': ['github.com']}",
+	     "'spend': {'default_max_output_tokens': 8192, 'max_body_bytes': 33554432, 'on_exhausted': 'stop',"
+	     " 'parent': null, 'prices': {'claude-haiku': {'input': 0.8, 'output': 4.0, 'cache_write': 1.0,"
+	     " 'cache_read': 0.08}, 'claude-*': {'output': 15, 'input': 3.0, 'cache_read': 0.3, 'cache_write': 3.75}},"
+	     " 'providers': [{'hosts': ['API.anthropic.com'], 'api': 'anthropic'}],"
+	     " 'ledger': 'sqlite://var//lib/airlock/spend.db/', 'cap_usd': 5.0}",
+	     "'fs': {'protect': ['.github/', 'Makefile'], 'ro': ['/root//.pyenv'], 'rw': [], 'hide': []}"),
+};
+
+/* Each differs from RICH_DOC in one semantic value of a new key. */
+static const char *const differs_from_rich[] = {
+	RICH("'egress': {'allow': ['x.example'], 'intercept': ['audit.example', '*.cdn.example'], 'transparent': false}",
+	     RICH_SECRETS, RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH("'egress': {'allow': ['x.example'], 'intercept': ['*.cdn.example', 'audit.example'], 'transparent': true}",
+	     RICH_SECRETS, RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH("'egress': {'allow': ['x.example'], 'intercept': ['audit.example'], 'transparent': true}",
+	     RICH_SECRETS, RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, "'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"
+	     " 'paths': ['/v1/', '/v2/'], 'methods': ['POST', 'GET']}}", RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, "'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"
+	     " 'prefix': 'sk-ant-api03-', 'paths': ['/v1/'], 'methods': ['POST', 'GET']}}", RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, "'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"
+	     " 'prefix': 'sk-ant-api03-', 'paths': ['/v1', '/v2/'], 'methods': ['POST', 'GET']}}", RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, "'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"
+	     " 'prefix': 'sk-ant-api03-', 'paths': ['/v1/', '/v2/'], 'methods': ['POST']}}", RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, "'secrets': {'ant': {'from_env': 'ANTHROPIC_API_KEY', 'hosts': ['api.anthropic.com'],"
+	     " 'prefix': 'sk-ant-api03-', 'paths': ['/v1/', '/v2/']}}", RICH_GIT, RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 43, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 8, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app2.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'api': 'https://api.github.com:8443', 'permissions': {'issues': 'write', 'checks': 'read'}},"
+	     " 'token_env': ['GH_TOKEN'], 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'ca': '/etc/ca.pem', 'permissions': {'issues': 'write', 'checks': 'read'}},"
+	     " 'token_env': ['GH_TOKEN'], 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'read', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}},"
+	     " 'api_allow': ['/graphql', '/search']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS,
+	     "'git': {'hosts': ['github.com'], 'api_hosts': ['api.github.com'], 'repos': {'acme/lib': ['fetch']},"
+	     " 'github_app': {'app_id': 42, 'installation_id': 7, 'private_key_file': '/etc/app.pem',"
+	     " 'permissions': {'issues': 'write', 'checks': 'read'}}, 'token_env': ['GH_TOKEN'],"
+	     " 'api_allow': ['/graphql']}", RICH_SPEND, RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5.01, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/other.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'openai', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15, 'cache_read': 0.31}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}}}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db', 'parent': 'root',"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db', 'max_body_bytes': 1048576,"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT,
+	     "'spend': {'cap_usd': 5, 'ledger': 'sqlite:/var/lib/airlock/spend.db', 'default_max_output_tokens': 4096,"
+	     " 'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']}],"
+	     " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku': {'input': 0.8, 'output': 4}},"
+	     " 'on_exhausted': 'stop'}", RICH_FS),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT, RICH_SPEND, "'fs': {'ro': ['/root/.pyenv'], 'protect': ['Makefile']}"),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT, RICH_SPEND, "'fs': {'ro': [], 'protect': ['Makefile', '.github']}"),
+	RICH(RICH_EGRESS, RICH_SECRETS, RICH_GIT, RICH_SPEND,
+	     "'fs': {'rw': ['/root/.pyenv'], 'protect': ['Makefile', '.github']}"),
+};
+
+static void test_rich_digests(void)
+{
+	char *base = digest_of(RICH_DOC, NULL), *d;
+	size_t i, j;
+	char **all;
+
+	tap_ok(base != NULL, "the document with every new key is valid");
+	if (!base)
+		return;
+	for (i = 0; i < ARRAY_SIZE(same_as_rich); i++) {
+		d = digest_of(same_as_rich[i], NULL);
+		tap_is_str(d, base, "new keys: same meaning, same digest (%zu)", i);
+		free(d);
+	}
+	all = util_xcalloc(ARRAY_SIZE(differs_from_rich), sizeof(*all));
+	for (i = 0; i < ARRAY_SIZE(differs_from_rich); i++) {
+		all[i] = digest_of(differs_from_rich[i], NULL);
+		tap_ok(all[i] && strcmp(all[i], base) != 0,
+		       "new keys: one semantic change, another digest (%zu)", i);
+	}
+	for (i = 0; i < ARRAY_SIZE(differs_from_rich); i++)
+		for (j = i + 1; j < ARRAY_SIZE(differs_from_rich); j++)
+			if (all[i] && all[j] && strcmp(all[i], all[j]) == 0)
+				tap_ok(false, "new-key variants %zu and %zu collide", i, j);
+	for (i = 0; i < ARRAY_SIZE(differs_from_rich); i++)
+		free(all[i]);
+	free(all);
+	free(base);
+}
+
 static void test_digests(void)
 {
 	const enum policy_mode enforce = POLICY_MODE_ENFORCE, shadow = POLICY_MODE_SHADOW;
@@ -601,18 +1075,23 @@ static void test_canonical(void)
 	struct policy *p, *q;
 	const char *want =
 		"{\"egress\":{\"allow\":[\"api.example.com\",\"*.cdn.example.com\"],"
-		"\"allow_ranges\":[\"10.0.0.0/8\"],\"deny\":[\"bad.example.com\"],"
-		"\"ports\":[80,443],\"resolver\":[\"127.0.0.53:53\"],\"upstream_ca\":null},"
+		"\"allow_ranges\":[\"10.0.0.0/8\"],\"deny\":[\"bad.example.com\"],\"intercept\":[],"
+		"\"ports\":[80,443],\"resolver\":[\"127.0.0.53:53\"],\"transparent\":false,\"upstream_ca\":null},"
 		"\"env\":{\"pass\":[\"HOME\",\"PATH\"],\"set\":{\"CI\":\"1\"}},"
-		"\"fs\":{\"hide\":[\"/etc/secret\"],\"rw\":[\"/srv/cache\"]},"
-		"\"git\":{\"credential\":\"gh\",\"hosts\":[\"github.com\"],"
-		"\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false},"
+		"\"fs\":{\"hide\":[\"/etc/secret\"],\"protect\":[],\"ro\":[],\"rw\":[\"/srv/cache\"]},"
+		"\"git\":{\"api_allow\":[],\"api_hosts\":[],\"credential\":\"gh\",\"github_app\":null,"
+		"\"hosts\":[\"github.com\"],\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false,"
+		"\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]},"
 		"\"mode\":\"shadow\","
 		"\"secrets\":{\"api\":{\"env\":\"API_KEY\",\"from_env\":\"API_KEY\",\"from_file\":null,"
-		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"]},"
+		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"],\"methods\":null,\"paths\":null,"
+		"\"prefix\":\"airlock-ph-api-\"},"
 		"\"gh\":{\"env\":\"GH\",\"from_env\":\"GH\",\"from_file\":null,\"headers\":null,"
-		"\"hosts\":[\"github.com\"]}},"
-		"\"session\":{\"id\":\"s1\",\"repo\":\"github.com/acme/api\"},\"version\":1}";
+		"\"hosts\":[\"github.com\"],\"methods\":null,\"paths\":null,\"prefix\":\"airlock-ph-gh-\"}},"
+		"\"session\":{\"id\":\"s1\",\"repo\":\"github.com/acme/api\"},"
+		"\"spend\":{\"cap_usd\":null,\"default_max_output_tokens\":8192,\"ledger\":null,"
+		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,\"prices\":{},"
+		"\"providers\":[]},\"version\":1}";
 
 	p = parse(BASE_DOC, NULL, &errs);
 	tap_ok(p != NULL, "base parses");
@@ -663,6 +1142,224 @@ static void test_canonical(void)
 	tap_ok(p && p->nenv_pass == 4, "default env.pass has four names");
 	policy_free(p);
 	policy_errors_free(&errs);
+}
+
+/* Defaults of the new keys, as the canonical form and struct policy show
+ * them. */
+static void test_canonical_new(void)
+{
+	static const char *const want_in_min[] = {
+		"\"egress\":{\"allow\":[],\"allow_ranges\":[],\"deny\":[],\"intercept\":[],"
+		"\"ports\":[80,443],\"resolver\":[],\"transparent\":false,\"upstream_ca\":null}",
+		"\"git\":{\"api_allow\":[],\"api_hosts\":[],\"credential\":null,\"github_app\":null,"
+		"\"hosts\":[],\"repos\":{},\"ssh\":false,\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]}",
+		"\"spend\":{\"cap_usd\":null,\"default_max_output_tokens\":8192,\"ledger\":null,"
+		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,\"prices\":{},"
+		"\"providers\":[]}",
+		"\"fs\":{\"hide\":[],\"protect\":[],\"ro\":[],\"rw\":[]}",
+	};
+	struct policy_errors errs = { 0 };
+	struct policy *p;
+	size_t i;
+
+	p = parse("{'version': 1}", NULL, &errs);
+	ASSERT(p);
+	for (i = 0; i < ARRAY_SIZE(want_in_min); i++)
+		if (!tap_ok(strstr(p->canonical, want_in_min[i]) != NULL,
+			    "default in the canonical form: %.40s", want_in_min[i]))
+			tap_diag("canonical: %s", p->canonical);
+	tap_ok(!p->transparent && p->nintercept == 0 && !p->git_github_app &&
+	       p->ngit_token_env == 2 && strcmp(p->git_token_env[0], "GH_TOKEN") == 0 &&
+	       strcmp(p->git_token_env[1], "GITHUB_TOKEN") == 0 && p->ngit_api_allow == 0 &&
+	       !p->spend_has_cap && p->spend_ledger_kind == POLICY_LEDGER_MEMORY &&
+	       !p->spend_ledger && !p->spend_ledger_target && !p->spend_parent &&
+	       p->spend_on_exhausted == POLICY_EXHAUSTED_BLOCK &&
+	       p->spend_max_body_bytes == 32u << 20 && p->spend_default_max_output_tokens == 8192 &&
+	       p->nfs_ro == 0 && p->nfs_protect == 0,
+	       "defaults of the new keys in struct policy");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	p = parse("{'version': 1, 'session': {'repo': 'github.com/acme/api'},"
+		  " 'secrets': {'a.b': {'from_env': 'T', 'hosts': ['x.com'], 'paths': ['/v2/', '/v1']}},"
+		  " 'git': {'github_app': {'app_id': 12345, 'installation_id': 7, 'private_key_file': '/k',"
+		  " 'api': 'HTTPS://GHE.Example:443/api/v3/', 'permissions': {'issues': 'write', 'checks': 'read'}}},"
+		  " 'spend': {'cap_usd': 5, 'ledger': 'sqlite://var//spend.db/',"
+		  " 'prices': {'m*': {'input': 3, 'output': 15}, 'h': {'input': 0.8, 'output': 4, 'cache_read': null}}},"
+		  " 'fs': {'protect': ['a//b/', '.git/x'], 'ro': ['/r//o/']}}",
+		  NULL, &errs);
+	tap_ok(p != NULL, "the document of new keys parses");
+	if (!p) {
+		if (errs.count)
+			tap_diag("%s: %s", errs.items[0].path, errs.items[0].message);
+		policy_errors_free(&errs);
+		return;
+	}
+	tap_ok(strstr(p->canonical, "\"prefix\":\"airlock-ph-a.b-\"") &&
+	       strcmp(p->secrets[0].prefix, "airlock-ph-a.b-") == 0,
+	       "prefix defaults to airlock-ph-NAME-");
+	tap_ok(strstr(p->canonical, "\"headers\":null,\"hosts\":[\"x.com\"],\"methods\":null,"
+				    "\"paths\":[\"/v1\",\"/v2/\"]") != NULL,
+	       "paths sorted and kept as written, methods null");
+	tap_ok(strstr(p->canonical, "\"github_app\":{\"api\":\"https://ghe.example/api/v3\","
+				    "\"app_id\":\"12345\",\"ca\":null,\"installation_id\":7,"
+				    "\"permissions\":{\"checks\":\"read\",\"issues\":\"write\"},"
+				    "\"private_key_file\":\"/k\"}") != NULL,
+	       "github_app: numeric app_id as a string, api canonical");
+	tap_ok(p->git_github_app && strcmp(p->git_github_app->api_host, "ghe.example") == 0 &&
+	       p->git_github_app->api_port == 443 &&
+	       strcmp(p->git_github_app->api_path, "/api/v3") == 0 &&
+	       p->git_github_app->npermissions == 2 &&
+	       strcmp(p->git_github_app->permissions[0].name, "checks") == 0 &&
+	       p->git_github_app->permissions[1].level == POLICY_GH_WRITE,
+	       "github_app fields");
+	tap_ok(strstr(p->canonical, "\"cap_usd\":5.0,") &&
+	       strstr(p->canonical, "\"ledger\":\"sqlite:/var/spend.db\"") &&
+	       p->spend_ledger_kind == POLICY_LEDGER_SQLITE &&
+	       strcmp(p->spend_ledger_target, "/var/spend.db") == 0,
+	       "cap and ledger canonical");
+	tap_ok(strstr(p->canonical, "\"prices\":{\"h\":{\"cache_read\":0.08,\"cache_write\":1.0,"
+				    "\"input\":0.8,\"output\":4.0},\"m*\":{\"cache_read\":0.3,"
+				    "\"cache_write\":3.75,\"input\":3.0,\"output\":15.0}}") != NULL,
+	       "prices: cache defaults 1.25 x and 0.1 x input, 15 digits");
+	tap_ok(p->nspend_prices == 2 && p->spend_prices[0].cache_read == 0.08 &&
+	       p->spend_prices[1].cache_read == 0.3 && p->spend_prices[1].is_prefix &&
+	       !p->spend_prices[0].is_prefix,
+	       "the prices the meter uses are the canonical ones");
+	tap_ok(strstr(p->canonical, "\"protect\":[\".git/x\",\"a/b\"],\"ro\":[\"/r/o\"]") != NULL,
+	       "fs.protect and fs.ro cleaned and sorted");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	p = parse("{'version': 1, 'session': {'repo': 'github.com/a/b'}, 'git': {'github_app':"
+		  " {'app_id': 'x', 'installation_id': 1, 'private_key_file': '/k',"
+		  " 'api': 'https://[2001:DB8::1]:8443/'}}}", NULL, &errs);
+	tap_ok(p && strcmp(p->git_github_app->api, "https://[2001:db8::1]:8443") == 0 &&
+	       strcmp(p->git_github_app->api_host, "2001:db8::1") == 0 &&
+	       p->git_github_app->api_port == 8443 && p->git_github_app->api_path[0] == '\0',
+	       "github_app.api with an IPv6 address and a port");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	p = parse("{'version': 1, 'session': {'repo': 'github.com/a/b'}, 'git': {'github_app':"
+		  " {'app_id': 'x', 'installation_id': 1, 'private_key_file': '/k'}}}", NULL, &errs);
+	tap_ok(p && strcmp(p->git_github_app->api, "https://api.github.com") == 0 &&
+	       strcmp(p->git_github_app->api_host, "api.github.com") == 0 &&
+	       p->git_github_app->api_port == 443 && !p->git_github_app->ca &&
+	       p->git_github_app->npermissions == 0,
+	       "github_app.api defaults to https://api.github.com");
+	policy_free(p);
+	policy_errors_free(&errs);
+}
+
+static void test_accessors(void)
+{
+	struct policy_errors errs = { 0 };
+	const struct policy_price *pr;
+	const struct policy_secret *sec;
+	struct policy *p;
+
+	p = parse("{'version': 1, 'session': {'repo': 'github.com/acme/api'},"
+		  " 'secrets': {'gh': {'from_env': 'GH', 'hosts': ['github.com']},"
+		  " 'ant': {'from_env': 'K', 'hosts': ['api.anthropic.com'], 'paths': ['/v1/', '/beta'],"
+		  " 'methods': ['POST']}},"
+		  " 'git': {'hosts': ['github.com', 'git.example'], 'credential': 'gh',"
+		  " 'repos': {'acme/lib': ['fetch'], 'other/tool': ['push'], 'git.example/x/y': ['fetch', 'push'],"
+		  " 'github.com/acme/lib': ['push']}, 'api_allow': ['/graphql', '/user/repos']},"
+		  " 'spend': {'providers': [{'api': 'anthropic', 'hosts': ['api.anthropic.com']},"
+		  " {'api': 'openai', 'hosts': ['api.openai.com', 'llm.example']}],"
+		  " 'prices': {'claude-*': {'input': 3, 'output': 15}, 'claude-haiku-*': {'input': 1, 'output': 5},"
+		  " 'claude-haiku-4': {'input': 0.5, 'output': 2}, 'gpt-4o': {'input': 2.5, 'output': 10}}}}",
+		  NULL, &errs);
+	tap_ok(p != NULL, "the accessor document parses");
+	if (!p) {
+		if (errs.count)
+			tap_diag("%s: %s", errs.items[0].path, errs.items[0].message);
+		policy_errors_free(&errs);
+		return;
+	}
+	sec = policy_secret_by_name(p, "ant");
+	tap_ok(sec && strcmp(sec->from_env, "K") == 0, "secret by name");
+	tap_ok(!policy_secret_by_name(p, "ANT") && !policy_secret_by_name(p, "x"),
+	       "secret names are exact");
+	tap_ok(sec && policy_secret_applies(sec, "POST", "/v1/messages") &&
+	       policy_secret_applies(sec, "POST", "/betax") &&
+	       !policy_secret_applies(sec, "GET", "/v1/messages") &&
+	       !policy_secret_applies(sec, "post", "/v1/messages") &&
+	       !policy_secret_applies(sec, "POST", "/v1") &&
+	       !policy_secret_applies(sec, "POST", "/v2/messages"),
+	       "secret paths are byte prefixes, methods exact");
+	sec = policy_secret_by_name(p, "gh");
+	tap_ok(sec && policy_secret_applies(sec, "DELETE", "/anything"),
+	       "a secret without paths or methods applies everywhere");
+
+	tap_is_int(policy_git_repo_ops(p, "github.com", "acme", "api"),
+		   POLICY_GIT_FETCH | POLICY_GIT_PUSH, "session repo: fetch and push");
+	tap_is_int(policy_git_repo_ops(p, "GitHub.com.", "ACME", "Api.git"),
+		   POLICY_GIT_FETCH | POLICY_GIT_PUSH, "session repo, case and .git ignored");
+	tap_is_int(policy_git_repo_ops(p, "git.example", "acme", "api"), 0,
+		   "the session repo's name on another host: nothing");
+	tap_is_int(policy_git_repo_ops(p, "github.com", "acme", "lib"),
+		   POLICY_GIT_FETCH | POLICY_GIT_PUSH, "a host-less and a hosted entry add up");
+	tap_is_int(policy_git_repo_ops(p, "git.example", "acme", "lib"), POLICY_GIT_FETCH,
+		   "a host-less entry on another git host");
+	tap_is_int(policy_git_repo_ops(p, "gitlab.com", "acme", "lib"), 0,
+		   "a host-less entry does not cover a host outside git.hosts");
+	tap_is_int(policy_git_repo_ops(p, "github.com", "other", "tool"), POLICY_GIT_PUSH,
+		   "push-only entry");
+	tap_is_int(policy_git_repo_ops(p, "git.example", "x", "y"),
+		   POLICY_GIT_FETCH | POLICY_GIT_PUSH, "hosted entry");
+	tap_is_int(policy_git_repo_ops(p, "github.com", "x", "y"), 0, "hosted entry on another host");
+	tap_is_int(policy_git_repo_ops(p, "github.com", "acme", "api2"), 0, "unlisted repository");
+	tap_is_int(policy_git_repo_ops(p, "github.com", "acme", ".git"), 0, "\".git\" alone is no repository");
+
+	tap_ok(policy_git_api_path_allowed(p, "/graphql") &&
+	       policy_git_api_path_allowed(p, "/graphql/x") &&
+	       policy_git_api_path_allowed(p, "/user/repos") &&
+	       !policy_git_api_path_allowed(p, "/graphqlx") &&
+	       !policy_git_api_path_allowed(p, "/user") &&
+	       !policy_git_api_path_allowed(p, "/") &&
+	       !policy_git_api_path_allowed(p, "/GRAPHQL"),
+	       "git.api_allow: whole segments");
+	tap_ok(policy_git_has_token(p), "a credential is a token");
+
+	tap_ok(policy_spend_provider_for_host(p, "api.anthropic.com") &&
+	       policy_spend_provider_for_host(p, "api.anthropic.com")->api == POLICY_SPEND_ANTHROPIC &&
+	       policy_spend_provider_for_host(p, "llm.example") &&
+	       policy_spend_provider_for_host(p, "llm.example")->api == POLICY_SPEND_OPENAI &&
+	       !policy_spend_provider_for_host(p, "api.github.com"),
+	       "provider by host");
+	pr = policy_spend_price(p, "claude-haiku-4");
+	tap_ok(pr && strcmp(pr->model, "claude-haiku-4") == 0, "price: the exact name wins");
+	pr = policy_spend_price(p, "claude-haiku-4-5");
+	tap_ok(pr && strcmp(pr->model, "claude-haiku-*") == 0, "price: the longest prefix wins");
+	pr = policy_spend_price(p, "claude-sonnet-4-5");
+	tap_ok(pr && strcmp(pr->model, "claude-*") == 0 && pr->input == 3.0 &&
+	       pr->cache_write == 3.75, "price: a shorter prefix");
+	tap_ok(policy_spend_price(p, "gpt-4o") && !policy_spend_price(p, "gpt-4o-mini") &&
+	       !policy_spend_price(p, "claude") && !policy_spend_price(p, ""),
+	       "price: an exact name is no prefix; an unknown model has no price");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	p = parse("{'version': 1, 'spend': {'prices': {'*': {'input': 1, 'output': 1},"
+		  " 'a*': {'input': 2, 'output': 2}, 'a!*': {'input': 3, 'output': 3}}}}", NULL, &errs);
+	/* "a!*" sorts before "a*": the longest match is not the last one. */
+	tap_ok(p && policy_spend_price(p, "b")->input == 1 && policy_spend_price(p, "")->input == 1 &&
+	       policy_spend_price(p, "abc")->input == 2 && policy_spend_price(p, "a!b")->input == 3 &&
+	       !policy_git_has_token(p),
+	       "price: \"*\" is the fallback");
+	policy_free(p);
+	policy_errors_free(&errs);
+
+	tap_is_str(policy_gh_access_to_string(POLICY_GH_ADMIN), "admin", "gh access names");
+	tap_is_str(policy_ledger_to_string(POLICY_LEDGER_POSTGRESQL), "postgresql", "ledger names");
+	tap_is_str(policy_spend_api_to_string(POLICY_SPEND_OPENAI), "openai", "spend api names");
+	tap_is_str(policy_on_exhausted_to_string(POLICY_EXHAUSTED_STOP), "stop", "on_exhausted names");
+	tap_is_str(policy_ledger_to_string(POLICY_LEDGER_COUNT), "?", "out of range names");
+	tap_ok(policy_env_is_reserved("NPM_CONFIG_CAFILE") && policy_env_is_reserved("PIP_CERT") &&
+	       policy_env_is_reserved("DENO_CERT") && policy_env_is_reserved("NODE_EXTRA_CA_CERTS"),
+	       "the CA variables are airlock's own");
 }
 
 /* ---- default policy, env, load ------------------------------------------ */
@@ -778,9 +1475,11 @@ static void test_examples(void)
 	d = policy_default(NULL);
 	path = src_path("examples/full.json");
 	p = policy_load(path, NULL, &errs);
-	tap_ok(p && p->nsecrets == 2 && p->git_credential &&
-	       strcmp(p->git_credential, "github") == 0 && p->nallow == 3,
-	       "examples/full.json has the SPEC example's content");
+	tap_ok(p && p->nsecrets == 1 && !p->git_credential && p->git_github_app &&
+	       p->git_github_app->installation_id == 4242 && p->nallow == 3 &&
+	       p->spend_has_cap && p->spend_cap_usd == 5.0 &&
+	       p->spend_ledger_kind == POLICY_LEDGER_SQLITE && p->nspend_prices == 1,
+	       "examples/full.json has the reference example's content");
 	tap_ok(p && strcmp(p->digest, d->digest) != 0, "full.json differs from the default");
 	policy_free(p);
 	policy_free(d);
@@ -794,7 +1493,10 @@ int main(void)
 	test_long_quote();
 	test_valid();
 	test_digests();
+	test_rich_digests();
 	test_canonical();
+	test_canonical_new();
+	test_accessors();
 	test_default();
 	test_load();
 	test_examples();
