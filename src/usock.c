@@ -357,7 +357,7 @@ int usock_diag_scan(const void *buf, size_t len, uint32_t kdev, uint32_t ino32)
 			if (mlen < NLMSG_LENGTH(sizeof(e)))
 				return -EPROTO;
 			memcpy(&e, p + NLMSG_HDRLEN, sizeof(e));
-			return e.error < 0 ? e.error : -EPROTO;
+			return e.error < 0 && e.error >= -4095 ? e.error : -EPROTO;
 		}
 		if (h.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
 		    mlen >= NLMSG_LENGTH(sizeof(struct unix_diag_msg))) {
