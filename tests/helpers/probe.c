@@ -17,6 +17,7 @@
 #include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -461,6 +462,64 @@ static int deny_listener(char **cmd)
 	return report(-1);
 }
 
+struct own_gate {
+	int listener;
+	atomic_int stop;
+};
+
+/* Answers every notification of the agent's own listener "continue". */
+static void *own_gate_loop(void *arg)
+{
+	struct own_gate *g = arg;
+
+	while (!atomic_load(&g->stop)) {
+		struct seccomp_notif n;
+		struct seccomp_notif_resp r;
+		struct pollfd p = { g->listener, POLLIN, 0 };
+
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		memset(&n, 0, sizeof(n));
+		if (ioctl(g->listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
+			continue;
+		memset(&r, 0, sizeof(r));
+		r.id = n.id;
+		r.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		(void)ioctl(g->listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
+	}
+	return NULL;
+}
+
+/* own-listener PATH: the agent stacks a filter of its own that notifies
+ * connect() to a listener it holds, and answers "continue" (a newer
+ * filter's notification wins a tie, and "continue" would skip the
+ * sandbox's): then connects to the unix socket PATH. */
+static int own_listener_bypass(const char *path)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { ARRAY_LEN(f), f };
+	struct own_gate g;
+	pthread_t t;
+	int r;
+
+	memset(&g, 0, sizeof(g));
+	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	g.listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+				  SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	if (g.listener < 0)
+		return report(-1);
+	pthread_create(&t, NULL, own_gate_loop, &g);
+	r = unix_connect(SOCK_STREAM, path);
+	atomic_store(&g.stop, 1);
+	pthread_join(t, NULL);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	const char *a = argc > 1 ? argv[1] : "";
@@ -534,6 +593,8 @@ int main(int argc, char **argv)
 		return race_fd(argv[2], argv[3], argv[4], atol(argv[5]));
 	if (!strcmp(a, "connect-loop") && (argc == 5 || argc == 6))
 		return connect_loop(argv[2], argv[3], atol(argv[4]), argc == 6);
+	if (!strcmp(a, "own-listener") && argc == 3)
+		return own_listener_bypass(argv[2]);
 	if (!strcmp(a, "deny-listener") && argc >= 3)
 		return deny_listener(argv + 2);
 	if (!strcmp(a, "send-loop") && argc == 4)

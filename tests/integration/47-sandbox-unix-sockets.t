@@ -207,6 +207,11 @@ except OSError as e:
 	like "$(out)" '^calls 2000 ' "$mode: a descriptor swapped between TCP and unix during connect()"
 	sandbox "$mode" "$PROBE" race-fd dgram "$BESIDE/host.dgram" 9 2000
 	like "$(out)" '^calls 2000 ' "$mode: a descriptor swapped between UDP and unix during sendto()"
+	# A filter of the agent's own that would answer "continue" to its
+	# connect() before the sandbox's does: the kernel allows one
+	# listener per filter stack, and the sandbox's holds it.
+	sandbox "$mode" "$PROBE" own-listener "$BESIDE/host.sock"
+	like "$(out)" '^denied: (EBUSY|EPERM)$' "$mode: the agent cannot stack a listener of its own"
 	log_is_empty "$mode: no host listener saw the races"
 
 	# --- what works ------------------------------------------------------------
