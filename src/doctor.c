@@ -3,20 +3,20 @@
  *
  * DOC: Theory of Operation
  *
- * A capability is reported present only if it was exercised: a child is
- * cloned into new user, network, PID, mount, IPC and UTS namespaces at
- * once - the very clone the sandbox makes - and, being PID 1 there, forks
- * a grandchild that loads the sandbox's own seccomp filter (the one built
- * into airlock) with its user-notification listener, hands the listener
- * over as the agent does, and makes a call the child must answer; the
- * child also asks the kernel for its Landlock ABI. Reading sysctls or
- * kernel configs would only guess: an LSM, a container runtime's seccomp
- * profile or a namespace limit can each refuse what the configuration
- * seems to allow.
+ * A capability is reported present only if it was exercised: a child
+ * enters new user, network, PID, mount, IPC and UTS namespaces with one
+ * unshare() - the set the sandbox's clone makes - then loads the
+ * sandbox's own seccomp filter (the one built into airlock) with its
+ * user-notification listener and makes a call that a thread it started
+ * before the filter must answer, as the sandbox's init answers the agent;
+ * it also asks the kernel for its Landlock ABI. Reading sysctls or kernel
+ * configs would only guess: an LSM, a container runtime's seccomp profile
+ * or a namespace limit can each refuse what the configuration seems to
+ * allow.
  *
- * Only when that clone fails does a slower child unshare the namespaces
- * one by one, to tell which is missing. The probe costs one namespace set
- * of the sandbox's kind; doctor_probe_begin() starts it early so that it
+ * Only when that unshare() fails does the child try the namespaces one
+ * by one, to tell which is missing. The probe costs one namespace set of
+ * the sandbox's kind; doctor_probe_begin() starts it early so that it
  * runs beside the caller's own start-up work.
  *
  * The children report through a pipe as a fixed struct and exit; the parent
@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,6 @@
 
 #include "commands.h"
 #include "sandbox_filter.h"
-#include "usock.h"
 #include "util.h"
 
 /* Writes "0 ID 1" to /proc/self/FILE (after denying setgroups), mapping
@@ -107,30 +107,12 @@ static bool probe_pidns(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* The agent's side of the seccomp probe: loads the sandbox's filter after
- * no_new_privs, hands the listener over on @chan as the agent does, and
- * makes a call the filter notifies. Exit 0 if the answer came from the
- * prober (an errno the kernel never gives connect()). */
-__attribute__((noreturn)) static void seccomp_probe_agent(int chan)
-{
-	struct usock_handoff h;
-	int r;
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || usock_handoff_start(&h, chan) < 0)
-		_exit(1);
-	if (usock_handoff_finish(&h, sandbox_filter_load()) < 0)
-		_exit(1);
-	errno = 0;
-	r = connect(-1, NULL, 0);
-	_exit(r < 0 && errno == EOWNERDEAD ? 0 : 1);
-}
-
-/* Answers the one notification of @listener from @agent: must be its
- * connect(). Waits at most two seconds. */
+/* Answers the one notification of @listener from thread @agent: must be
+ * its connect(), answered with an errno the kernel never gives connect().
+ * Waits at most two seconds. */
 static bool seccomp_probe_answer(int listener, pid_t agent)
 {
-	/* On the stack: this runs in a child cloned without fork()'s care
-	 * for malloc's locks. The kernel's structs may have grown. */
+	/* The kernel's structs may be larger than this header's. */
 	union {
 		struct seccomp_notif n;
 		char bytes[512];
@@ -158,46 +140,80 @@ static bool seccomp_probe_answer(int listener, pid_t agent)
 	       ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;
 }
 
-/* Seccomp as the sandbox uses it: its filter loads and acts, its user
- * notifications reach a supervisor that answers them, and pidfd_getfd()
- * (which the gate copies sockets with) exists. */
-static bool probe_seccomp(void)
-{
-	int chan[2] = { -1, -1 }, listener = -1, self = -1, copy = -1, status;
-	bool ok = false;
-	pid_t pid;
+struct answerer {
+	int pipe[2];  /* the listener's number, from the main thread */
+	pid_t tid;    /* the main thread, whose call it answers */
+	bool ok;
+};
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
-		return false;
-	pid = fork();
-	if (pid < 0)
-		goto out;
-	if (pid == 0) {
-		close(chan[0]);
-		seccomp_probe_agent(chan[1]);
+/* Started before the filter, so outside it: answers the main thread's
+ * one notified call. */
+static void *seccomp_probe_answerer(void *arg)
+{
+	struct answerer *a = arg;
+	size_t got = 0;
+	int listener;
+
+	while (got < sizeof(listener)) {
+		ssize_t n = read(a->pipe[0], (char *)&listener + got, sizeof(listener) - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
 	}
-	close(chan[1]);
-	chan[1] = -1;
-	listener = usock_handoff_receive(chan[0]);
-	ok = listener >= 0 && seccomp_probe_answer(listener, pid);
+	if (listener >= 0)
+		a->ok = seccomp_probe_answer(listener, a->tid);
+	return NULL;
+}
+
+/* Seccomp as the sandbox uses it: its filter loads (after no_new_privs)
+ * and acts, its user notifications reach a supervisor that answers them,
+ * and pidfd_getfd() (which the gate copies sockets with) exists.
+ * seccomp_probe_start() starts the answering thread; it must come before
+ * unshare(CLONE_NEWPID), after which no thread can be created. Returns
+ * false if it cannot. seccomp_probe_finish() loads the filter on the
+ * calling thread (the child's only other one), so it comes last. */
+static bool seccomp_probe_start(struct answerer *a, pthread_t *t)
+{
+	memset(a, 0, sizeof(*a));
+	a->tid = (pid_t)syscall(SYS_gettid);
+	if (pipe2(a->pipe, O_CLOEXEC) < 0)
+		return false;
+	if (pthread_create(t, NULL, seccomp_probe_answerer, a) != 0) {
+		close(a->pipe[0]);
+		close(a->pipe[1]);
+		return false;
+	}
+	return true;
+}
+
+static bool seccomp_probe_finish(struct answerer *a, pthread_t t)
+{
+	int listener, self, copy;
+	bool called = false;
+
+	listener = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -1 : sandbox_filter_load();
+	if (util_write_all(a->pipe[1], &listener, sizeof(listener)) == 0 && listener >= 0) {
+		int r;
+
+		errno = 0;
+		r = connect(-1, NULL, 0);
+		called = r < 0 && errno == EOWNERDEAD;
+	}
+	close(a->pipe[1]);
+	pthread_join(t, NULL);
+	close(a->pipe[0]);
 	if (listener >= 0)
 		close(listener);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 	self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	copy = self < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, self, chan[0], 0);
-	ok = ok && copy >= 0;
-out:
+	copy = self < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, self, 0, 0);
 	if (copy >= 0)
 		close(copy);
 	if (self >= 0)
 		close(self);
-	if (chan[0] >= 0)
-		close(chan[0]);
-	if (chan[1] >= 0)
-		close(chan[1]);
-	return ok;
+	return called && a->ok && copy >= 0;
 }
 
 static int probe_landlock(void)
@@ -213,6 +229,9 @@ static int probe_landlock(void)
 __attribute__((noreturn)) static void probe_one_by_one(int fd)
 {
 	struct doctor_caps c;
+	struct answerer a;
+	bool started;
+	pthread_t t;
 
 	memset(&c, 0, sizeof(c));
 	/* A non-dumpable caller (airlock run's supervisor) makes this child
@@ -225,29 +244,34 @@ __attribute__((noreturn)) static void probe_one_by_one(int fd)
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
-	/* Before the PID namespace: once its first child has exited, no
-	 * other can be forked there. */
-	c.seccomp = probe_seccomp();
+	started = seccomp_probe_start(&a, &t);
 	c.pidns = probe_pidns();
 	c.landlock = probe_landlock();
+	c.seccomp = started && seccomp_probe_finish(&a, t);
 	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
 }
 
-/* The fast path: cloned into every namespace the sandbox needs. */
-__attribute__((noreturn)) static void probe_in_namespaces(int fd)
+/* The fast path: in new user, mount, network, IPC and UTS namespaces
+ * (one unshare), then a PID one whose first child must be its PID 1: the
+ * set the sandbox's clone makes. Returns only if the first unshare fails. */
+static void probe_in_namespaces(int fd)
 {
 	struct doctor_caps c;
+	struct answerer a;
+	bool started;
+	pthread_t t;
 
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+		    CLONE_NEWUTS) < 0)
+		return;
 	memset(&c, 0, sizeof(c));
 	c.userns = c.netns = c.mountns = c.ipcns = c.utsns = true;
-	c.pidns = getpid() == 1;
-	c.seccomp = probe_seccomp();
+	started = seccomp_probe_start(&a, &t);
+	c.pidns = probe_pidns();
 	c.landlock = probe_landlock();
+	c.seccomp = started && seccomp_probe_finish(&a, t);
 	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
 }
-
-#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | \
-		CLONE_NEWIPC | CLONE_NEWUTS)
 
 /* A probe under way (doctor_probe_begin), or none: pid -1. */
 static struct {
@@ -264,15 +288,12 @@ void doctor_probe_begin(void)
 		return;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return;
-	pid = (pid_t)syscall(SYS_clone, NS_ALL | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid < 0)
-		pid = fork();
+	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
 		/* Not to outlive a caller that dies (say, on a bad policy). */
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getpid() == 1)
-			probe_in_namespaces(fds[1]);
+		probe_in_namespaces(fds[1]);
 		probe_one_by_one(fds[1]);
 	}
 	close(fds[1]);

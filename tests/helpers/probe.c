@@ -359,18 +359,40 @@ static int race_fd(const char *kind, const char *host, const char *port, long n)
 	return 0;
 }
 
-/* connect-loop IP PORT N [nonblock]: N times socket, connect, close. */
+static void *acceptor(void *arg)
+{
+	int lfd = *(int *)arg, c;
+
+	while ((c = accept(lfd, NULL, NULL)) >= 0)
+		close(c);
+	return NULL;
+}
+
+/* connect-loop IP PORT N [nonblock]: N times socket, connect, close; IP
+ * "self": to a listener of our own on 127.0.0.1 (a thread accepts). */
 static int connect_loop(const char *ip, const char *port, long n, bool nonblock)
 {
 	struct sockaddr_in sin;
+	socklen_t l = sizeof(sin);
 	double t0, t1;
 	long i, ok = 0;
+	pthread_t t;
+	int lfd;
 
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)atoi(port));
-	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
-		return 2;
+	if (!strcmp(ip, "self")) {
+		lfd = socket(AF_INET, SOCK_STREAM, 0);
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 4096) < 0 ||
+		    getsockname(lfd, (struct sockaddr *)&sin, &l) < 0)
+			return report(-1);
+		pthread_create(&t, NULL, acceptor, &lfd);
+	} else {
+		sin.sin_port = htons((uint16_t)atoi(port));
+		if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
+			return 2;
+	}
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		int fd = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
@@ -381,8 +403,38 @@ static int connect_loop(const char *ip, const char *port, long n, bool nonblock)
 		close(fd);
 	}
 	t1 = now_ns();
-	printf("connect %.0f ns/call (%ld of %ld connected)\n", (t1 - t0) / (double)n, ok, n);
+	printf("connect%s %.0f ns/call (%ld of %ld connected)\n", nonblock ? "-nonblocking" : "",
+	       (t1 - t0) / (double)n, ok, n);
 	return ok == n ? 0 : 1;
+}
+
+/* pipe-loop N: N round trips of one byte between two processes, the
+ * floor of any hand-off to another process. */
+static int pipe_loop(long n)
+{
+	int a[2], b[2];
+	double t0, t1;
+	char c = 'x';
+	long i;
+	pid_t pid;
+
+	if (pipe(a) < 0 || pipe(b) < 0)
+		return report(-1);
+	pid = fork();
+	if (pid == 0) {
+		for (i = 0; i < n; i++)
+			if (read(a[0], &c, 1) != 1 || write(b[1], &c, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	t0 = now_ns();
+	for (i = 0; i < n; i++)
+		if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1)
+			return report(-1);
+	t1 = now_ns();
+	waitpid(pid, NULL, 0);
+	printf("pipe %.0f ns/call\n", (t1 - t0) / (double)n);
+	return 0;
 }
 
 static void *sink(void *arg)
@@ -597,6 +649,8 @@ int main(int argc, char **argv)
 		return own_listener_bypass(argv[2]);
 	if (!strcmp(a, "deny-listener") && argc >= 3)
 		return deny_listener(argv + 2);
+	if (!strcmp(a, "pipe-loop") && argc == 3)
+		return pipe_loop(atol(argv[2]));
 	if (!strcmp(a, "send-loop") && argc == 4)
 		return send_loop(argv[2], atol(argv[3]));
 	fprintf(stderr, "probe: unknown action '%s'\n", a);
