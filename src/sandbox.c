@@ -48,8 +48,9 @@
  * Should: see the host read-only, write its workspace, /tmp and fs.rw,
  * reach 127.0.0.1:PORT. Mustn't: see airlock's own files (policy, key,
  * secret files, events file), see or signal the supervisor, create
- * namespaces or mounts, open raw/packet sockets, use io_uring, bpf, perf,
- * keyrings or process_vm_*, outlive the session.
+ * namespaces or mounts, open raw/packet sockets, reach a unix socket the
+ * host bound (outside fs.rw), use io_uring, bpf, perf, keyrings or
+ * process_vm_*, outlive the session.
  *
  * Setup failures inside init travel to the supervisor as one line of text
  * over the socket pair; the supervisor reports it and exits 125.

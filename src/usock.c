@@ -151,6 +151,7 @@ struct worker {
 struct pidfd_slot {
 	pid_t tid;
 	int fd;                    /* -1: free */
+	pid_t tgid;                /* its thread group, 0 until asked */
 	uint64_t used;
 };
 
@@ -171,7 +172,7 @@ struct usock_gate {
 	size_t resp_size;
 	uint32_t seq;
 	unsigned char *data;       /* USOCK_SEND_MAX */
-	unsigned char *ctl;        /* USOCK_CTL_MAX */
+	unsigned char *ctl;        /* USOCK_CTL_MAX and a credentials message */
 	unsigned char *diagbuf;    /* USOCK_DIAG_BUF */
 	struct mmsghdr *mmsg;      /* USOCK_MMSG_MAX */
 	struct iovec *iov;         /* USOCK_IOV_MAX */
@@ -197,6 +198,10 @@ struct op {
 	size_t chunk_off, chunk_len; /* copied from the caller's memory */
 	unsigned char *ctl;
 	size_t ctllen;
+	/* The caller's credentials, sent with every chunk of a unix send: a
+	 * receiver with SO_PASSCRED sees the agent, not init or a worker. */
+	unsigned char credbuf[CMSG_SPACE(sizeof(struct ucred))];
+	bool has_cred;
 	int fds[USOCK_FDS_MAX];    /* the gate's copies of SCM_RIGHTS fds */
 	size_t nfds;
 	bool creds;
@@ -439,6 +444,9 @@ int usock_cmsg_scan(const void *ctl, size_t len, struct usock_cmsg_scan *out)
 			out->creds = true;
 			out->creds_pid = u.pid;
 		}
+		out->end = off + CMSG_ALIGN(c.cmsg_len);
+		if (out->end > len)
+			out->end = len;
 		off = cmsg_next(p, len, off);
 	}
 	return 0;
@@ -605,8 +613,27 @@ static int pidfd_get(struct usock_gate *g, pid_t tid, bool fresh)
 		close(victim->fd);
 	victim->fd = fd;
 	victim->tid = tid;
+	victim->tgid = 0;
 	victim->used = ++g->tick;
 	return fd;
+}
+
+/* The caller's thread group (its pid), kept with its pidfd: a tid's
+ * group never changes while the pidfd still names it. */
+static pid_t call_tgid(struct usock_gate *g, pid_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < USOCK_PIDFDS; i++) {
+		struct pidfd_slot *e = &g->pidfds[i];
+
+		if (e->fd >= 0 && e->tid == tid) {
+			if (e->tgid == 0)
+				e->tgid = read_tgid(tid);
+			return e->tgid;
+		}
+	}
+	return read_tgid(tid);
 }
 
 /* --- mounts: the superblock device of a file ------------------------------ */
@@ -921,6 +948,48 @@ static int get_address(struct call *c, struct op *op, uint64_t uaddr, long len)
 	return check_destination(c, op, path);
 }
 
+/* A unix send carries the caller's credentials: an SCM_CREDENTIALS of
+ * its own is checked (what the kernel asks of a sender without
+ * privilege: its own pid; uid and gid the kernel checks itself, as init's
+ * are the agent's), and without one the gate adds it, since the kernel
+ * would attach init's. Appended to op->ctl (in the gate's buffer, which
+ * has room for it); @scan describes what the agent sent. */
+static int add_credentials(struct call *c, struct op *op, const struct usock_cmsg_scan *scan)
+{
+	bool unix_sock = sock_domain(op) == AF_UNIX;
+	struct ucred u;
+	struct cmsghdr h;
+
+	if (!unix_sock && !scan->creds)
+		return 0;
+	u.pid = call_tgid(c->g, c->tid);
+	u.uid = getuid();
+	u.gid = getgid();
+	if (u.pid <= 0)
+		return -ESRCH;
+	if (scan->creds && scan->creds_pid != u.pid)
+		return -EPERM;
+	op->creds = true;
+	if (!unix_sock)
+		return 0;
+	memset(op->credbuf, 0, sizeof(op->credbuf));
+	h.cmsg_len = CMSG_LEN(sizeof(u));
+	h.cmsg_level = SOL_SOCKET;
+	h.cmsg_type = SCM_CREDENTIALS;
+	memcpy(op->credbuf, &h, sizeof(h));
+	memcpy(op->credbuf + CMSG_LEN(0), &u, sizeof(u));
+	op->has_cred = true;
+	if (scan->creds)
+		return 0;
+	/* The agent's control data, if any, is already in the gate's buffer. */
+	op->ctl = c->g->ctl;
+	ASSERT(op->ctl);
+	op->ctllen = scan->end;
+	memcpy(op->ctl + op->ctllen, op->credbuf, sizeof(op->credbuf));
+	op->ctllen += sizeof(op->credbuf);
+	return 0;
+}
+
 /* Copies one struct msghdr's name, data (its first chunk) and control of
  * the agent's sendmsg() into @op. */
 static int get_message(struct call *c, struct op *op, const struct msghdr *m)
@@ -953,16 +1022,18 @@ static int get_message(struct call *c, struct op *op, const struct msghdr *m)
 
 	if (m->msg_controllen > INT_MAX || m->msg_controllen > USOCK_CTL_MAX)
 		return -ENOBUFS;
-	if (m->msg_controllen == 0 || !m->msg_control)
-		return 0;
-	r = read_mem(c->tid, (uint64_t)(uintptr_t)m->msg_control, g->ctl, m->msg_controllen);
-	if (r < 0)
-		return r;
-	op->ctl = g->ctl;
-	op->ctllen = m->msg_controllen;
-	r = usock_cmsg_scan(op->ctl, op->ctllen, &scan);
-	if (r < 0)
-		return r;
+	memset(&scan, 0, sizeof(scan));
+	if (m->msg_controllen > 0 && m->msg_control) {
+		r = read_mem(c->tid, (uint64_t)(uintptr_t)m->msg_control, g->ctl,
+			     m->msg_controllen);
+		if (r < 0)
+			return r;
+		op->ctl = g->ctl;
+		op->ctllen = m->msg_controllen;
+		r = usock_cmsg_scan(op->ctl, op->ctllen, &scan);
+		if (r < 0)
+			return r;
+	}
 	/* The descriptors are numbers in the agent's table: the message
 	 * carries the gate's copies of the same files. */
 	for (i = 0; i < scan.nfds; i++) {
@@ -971,16 +1042,9 @@ static int get_message(struct call *c, struct op *op, const struct msghdr *m)
 			return errno == EPERM ? -EACCES : -EBADF;
 		op->nfds = i + 1;
 	}
-	usock_cmsg_replace_fds(op->ctl, op->ctllen, op->fds, op->nfds);
-	if (scan.creds) {
-		/* What the kernel asks of a sender without privilege: its
-		 * own pid (uid and gid it checks itself, as init's are the
-		 * agent's). */
-		if (scan.creds_pid != read_tgid(c->tid))
-			return -EPERM;
-		op->creds = true;
-	}
-	return 0;
+	if (op->nfds > 0)
+		usock_cmsg_replace_fds(op->ctl, op->ctllen, op->fds, op->nfds);
+	return add_credentials(c, op, &scan);
 }
 
 /* --- performing a call ----------------------------------------------------- */
@@ -1081,10 +1145,14 @@ static long op_send(struct op *op, bool may_block)
 		}
 		m.msg_iov = &iov;
 		m.msg_iovlen = 1;
-		/* Control messages travel with the first bytes only. */
+		/* Control messages travel with the first bytes only; the
+		 * credentials with every chunk. */
 		if (op->sent == 0 && op->ctllen > 0) {
 			m.msg_control = op->ctl;
 			m.msg_controllen = op->ctllen;
+		} else if (op->has_cred) {
+			m.msg_control = op->credbuf;
+			m.msg_controllen = sizeof(op->credbuf);
 		}
 		n = sendmsg(op->sock, &m, flags);
 		if (n < 0) {
@@ -1208,9 +1276,14 @@ static long do_sendto(struct call *c)
 	if (r == 0)
 		r = get_address(c, &op, c->args[4], (long)(int)c->args[5]);
 	if (r == 0) {
+		struct usock_cmsg_scan none;
+
+		memset(&none, 0, sizeof(none));
 		op.one.iov_base = (void *)(uintptr_t)c->args[1];
 		op.one.iov_len = (size_t)c->args[2];
 		r = set_data(&op, &op.one, 1);
+		if (r == 0)
+			r = add_credentials(c, &op, &none);
 	}
 	if (!still_waiting(c))
 		r = GONE;
@@ -1431,7 +1504,7 @@ struct usock_gate *usock_gate_new(int listener, char *const *rw, size_t nrw,
 	g->notif = util_xcalloc(1, g->notif_size);
 	g->resp = util_xcalloc(1, g->resp_size);
 	g->data = util_xmalloc(USOCK_SEND_MAX);
-	g->ctl = util_xmalloc(USOCK_CTL_MAX);
+	g->ctl = util_xmalloc(USOCK_CTL_MAX + CMSG_SPACE(sizeof(struct ucred)));
 	g->diagbuf = util_xmalloc(USOCK_DIAG_BUF);
 	g->mmsg = util_xcalloc(USOCK_MMSG_MAX, sizeof(*g->mmsg));
 	g->iov = util_xcalloc(USOCK_IOV_MAX, sizeof(*g->iov));

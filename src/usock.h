@@ -116,6 +116,7 @@ struct usock_cmsg_scan {
 	size_t nfds;
 	bool creds;         /* an SCM_CREDENTIALS message is present */
 	pid_t creds_pid;    /* ...claiming this pid */
+	size_t end;         /* where a message appended would start */
 };
 
 /* Walks the @len bytes of control data @ctl as the kernel does

@@ -132,6 +132,22 @@ try:
 except PermissionError:
     ok("spoofed-pid-refused")
 
+
+def sender_pid(sock):
+    msg, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(12))
+    return [array.array("i", a[2])[0] for a in anc if a[1] == socket.SCM_CREDENTIALS]
+
+
+# Without SCM_CREDENTIALS of its own, a receiver with SO_PASSCRED still
+# sees the agent's pid (not init's, which performs the call).
+x.sendmsg([b"N"])
+assert sender_pid(y) == [os.getpid()]
+d.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+e2 = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+e2.sendto(b"six", os.path.abspath(tag + "-dgram"))
+assert sender_pid(d) == [os.getpid()]
+ok("passcred-pid")
+
 name = "\0airlock-" + tag
 ab = socket.socket(socket.AF_UNIX)
 ab.bind(name)
@@ -145,12 +161,16 @@ data = b"z" * (3 << 20)
 got = []
 
 
+pids = set()
+
+
 def reader():
     n = 0
     while n < len(data):
-        chunk = y.recv(1 << 20)
+        chunk, anc, _, _ = y.recvmsg(1 << 20, socket.CMSG_SPACE(12))
         if not chunk:
             break
+        pids.update(array.array("i", a[2])[0] for a in anc)
         n += len(chunk)
     got.append(n)
 
@@ -160,6 +180,7 @@ t.start()
 assert x.sendmsg([data]) == len(data)
 t.join(10)
 assert got == [len(data)]
+assert pids == {os.getpid()}, pids
 ok("big-sendmsg")
 
 tc = socket.socket()

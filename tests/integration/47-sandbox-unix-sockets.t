@@ -217,7 +217,7 @@ except OSError as e:
 	# --- what works ------------------------------------------------------------
 	want=$(printf 'ok %s ' stream seqpacket dgram-sendto dgram-sendmsg dgram-sendmmsg \
 		dgram-connect o_path socketpair scm-rights scm-credentials spoofed-pid-refused \
-		abstract big-sendmsg tcp udp)
+		passcred-pid abstract big-sendmsg tcp udp)
 	for dir in "$WS" /tmp home; do
 		# home: the agent's $HOME, where the view makes it writable.
 		sandbox "$mode" sh -c '

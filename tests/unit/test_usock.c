@@ -266,6 +266,9 @@ static void test_cmsg(void)
 	tap_ok(s.nfds == 5 && s.fds[0] == 7 && s.fds[2] == 9 && s.fds[3] == 10 && s.fds[4] == 11,
 	       "cmsg: in their order");
 	tap_ok(s.creds && s.creds_pid == 4242, "cmsg: SCM_CREDENTIALS and its pid");
+	tap_is_int(s.end, n, "cmsg: a message appended goes at the end");
+	tap_ok(usock_cmsg_scan(buf, n + 8, &s) == 0 && s.end == n,
+	       "cmsg: after the last header, not after trailing bytes the kernel ignores");
 	usock_cmsg_replace_fds(buf, n, repl, 5);
 	tap_is_int(usock_cmsg_scan(buf, n, &s), 0, "cmsg: still well formed after replacing");
 	tap_ok(s.fds[0] == 100 && s.fds[4] == 104, "cmsg: every descriptor replaced in place");
