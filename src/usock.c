@@ -55,8 +55,9 @@
  *
  * Limits (docs/UNIX-SOCKETS.md): the dump carries only 32 bits of an inode
  * number, so on a filesystem whose inode numbers are larger a socket
- * beyond 2^32 is refused even when the agent bound it; a peer in the
- * sandbox sees init (pid 1) in SO_PEERCRED of a connection the gate made;
+ * beyond 2^32 is refused even when the agent bound it; a server in the
+ * sandbox sees init (pid 1) in SO_PEERCRED of a connection the gate made
+ * (messages carry the agent's SCM_CREDENTIALS, which the gate adds);
  * a stream sendmsg() sends at most 1 MiB per call; MSG_ZEROCOPY is
  * ignored (the gate copies).
  */
