@@ -291,8 +291,12 @@ void doctor_probe_begin(void)
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		/* Not to outlive a caller that dies (say, on a bad policy). */
+		/* Not to outlive a caller that dies (say, on a bad policy),
+		 * and not readable by other processes: this copy of the
+		 * caller may hold its environment's secrets. (The slow path
+		 * needs to be dumpable to write its own id maps.) */
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 		probe_in_namespaces(fds[1]);
 		probe_one_by_one(fds[1]);
 	}
