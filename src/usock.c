@@ -1202,13 +1202,14 @@ static void respond(struct usock_gate *g, uint64_t id, long r)
 	(void)ioctl(g->listener, SECCOMP_IOCTL_NOTIF_SEND, g->resp);
 }
 
+/* Turns an op's result into the call's answer (sendmmsg's count). */
+typedef long (*finish_fn)(struct call *c, long r, void *arg);
+
 /* Hands @op to a worker process that may block, which answers @c itself
  * (with @finish, when set, turning the op's result into the answer).
  * At the worker limit the call runs here, blocking the gate: bounded by
  * the agent's own sockets. Returns the answer if it ran here, else
  * OP_DEFER. */
-typedef long (*finish_fn)(struct call *c, long r, void *arg);
-
 static long defer(struct call *c, struct op *op, finish_fn finish, void *arg)
 {
 	struct usock_gate *g = c->g;
