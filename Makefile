@@ -90,6 +90,13 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
+# Test helpers that drive one of airlock's modules directly (ghmint: the
+# GitHub App mint of ghapp.c against the stand-in API) link its objects.
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint
+$(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
 # Every test speaks TAP; prove runs the compiled unit tests and the
 # integration scripts, each in a network namespace of its own
 # (tests/netns-exec).

@@ -6,23 +6,180 @@
  * The supervisor reads each secret once, before the sandbox exists, from
  * its own environment (from_env) or a file (from_file; the sandbox hides
  * the file). The agent gets, in the secret's `env` variable, a placeholder
- * of the form `airlock-ph-<NAME>-<32 hex digits>`: 128 random bits per
- * session, so it is useless outside this session and cannot be guessed.
- * The name inside keeps logs readable and the placeholder recognisable to
- * a human reading a leaked request. Values live only in this process's
- * memory (not dumpable, see cmd_run.c) and are wiped with explicit_bzero
- * on every path out.
+ * that is random per session: useless outside this session, and never
+ * guessable, yet shaped like the real value so that a client's own format
+ * check (a length, a prefix, "hex only") accepts it:
+ *
+ *	placeholder = prefix + R random characters
+ *	R = max(BROKER_RANDOM_MIN, value length - prefix length)
+ *
+ * so a value at least prefix + 32 characters long gets a placeholder of
+ * exactly its length. The prefix is the policy's `prefix` (default
+ * `airlock-ph-NAME-`: the name keeps a leaked request readable). The
+ * random characters come from the smallest of a fixed list of classes
+ * (digits, hex, lower/upper alphanumerics, base62, base64url, base64) that
+ * holds the value's own characters after the prefix; base62 when none
+ * does. Even the smallest class, digits, gives 32 * log2(10) > 106 bits.
+ * Each character is drawn from getrandom() by rejection sampling: a byte
+ * is used only below the largest multiple of the class size, so every
+ * character is equally likely.
+ *
+ * Should:
+ *  - wipe every value (explicit_bzero) on every path out, the failing ones
+ *    included;
+ *  - refuse a value with a control character: it is written into HTTP
+ *    headers, where a CR or LF would end the header (and the scrubber
+ *    relies on values having none);
+ *  - draw again a placeholder that holds any secret's value (its own
+ *    included): a short value, a PIN say, could turn up among 32 random
+ *    digits, and the agent holds the placeholder.
+ * Mustn't:
+ *  - print a value, or any part of one, in an error.
+ *
+ * Values live only in this process's memory (not dumpable, see cmd_run.c).
  */
 #include "broker.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
 
-#define SECRET_FILE_MAX ((size_t)64 * 1024)
+/* Placeholders drawn for one secret before giving up (see
+ * make_placeholder()). */
+#define PLACEHOLDER_TRIES 16
+
+static const char *const alphabet_names[] = {
+	[BROKER_ALPHABET_DIGITS] = "digits",
+	[BROKER_ALPHABET_HEX_LOWER] = "hex-lower",
+	[BROKER_ALPHABET_HEX_UPPER] = "hex-upper",
+	[BROKER_ALPHABET_ALNUM_LOWER] = "alnum-lower",
+	[BROKER_ALPHABET_ALNUM_UPPER] = "alnum-upper",
+	[BROKER_ALPHABET_BASE62] = "base62",
+	[BROKER_ALPHABET_BASE64URL] = "base64url",
+	[BROKER_ALPHABET_BASE64] = "base64",
+};
+static_assert(ARRAY_SIZE(alphabet_names) == BROKER_ALPHABET_COUNT,
+	      "alphabet_names must name every broker_alphabet");
+
+#define DIGITS "0123456789"
+#define LOWER "abcdefghijklmnopqrstuvwxyz"
+#define UPPER "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+static const char *const alphabet_chars[] = {
+	[BROKER_ALPHABET_DIGITS] = DIGITS,
+	[BROKER_ALPHABET_HEX_LOWER] = DIGITS "abcdef",
+	[BROKER_ALPHABET_HEX_UPPER] = DIGITS "ABCDEF",
+	[BROKER_ALPHABET_ALNUM_LOWER] = DIGITS LOWER,
+	[BROKER_ALPHABET_ALNUM_UPPER] = DIGITS UPPER,
+	[BROKER_ALPHABET_BASE62] = DIGITS UPPER LOWER,
+	[BROKER_ALPHABET_BASE64URL] = DIGITS UPPER LOWER "-_",
+	[BROKER_ALPHABET_BASE64] = DIGITS UPPER LOWER "+/",
+};
+static_assert(ARRAY_SIZE(alphabet_chars) == BROKER_ALPHABET_COUNT,
+	      "alphabet_chars must list every broker_alphabet");
+
+const char *broker_alphabet_to_string(enum broker_alphabet a)
+{
+	return (unsigned int)a < BROKER_ALPHABET_COUNT ? alphabet_names[a] : "?";
+}
+
+const char *broker_alphabet_chars(enum broker_alphabet a)
+{
+	ASSERT((unsigned int)a < BROKER_ALPHABET_COUNT);
+	return alphabet_chars[a];
+}
+
+enum broker_alphabet broker_alphabet_of(const char *prefix, const char *value,
+					size_t value_len)
+{
+	size_t plen = prefix ? strlen(prefix) : 0, start = 0, end = value_len;
+	bool seen[256] = { false };
+	unsigned int a;
+	size_t i;
+
+	if (plen > 0 && plen <= value_len && memcmp(value, prefix, plen) == 0)
+		start = plen;
+	while (end > start && value[end - 1] == '=')
+		end--;
+	if (end == start)
+		return BROKER_ALPHABET_BASE62;
+	for (i = start; i < end; i++)
+		seen[(unsigned char)value[i]] = true;
+	for (a = 0; a < BROKER_ALPHABET_COUNT; a++) {
+		const char *chars = alphabet_chars[a];
+		bool covers = true;
+		unsigned int c;
+
+		for (c = 1; c < 256 && covers; c++)
+			if (seen[c] && !strchr(chars, (int)c))
+				covers = false;
+		if (covers && !seen[0])
+			return (enum broker_alphabet)a;
+	}
+	return BROKER_ALPHABET_BASE62;
+}
+
+/* Fills @out with @n characters of @chars (@k of them), uniformly. */
+static void random_chars(char *out, size_t n, const char *chars, size_t k)
+{
+	/* Bytes at or above the largest multiple of k would favour the
+	 * first 256 % k characters: they are drawn again. */
+	unsigned int limit = 256u - 256u % (unsigned int)k;
+	uint8_t pool[64];
+	size_t used = sizeof(pool), i = 0;
+
+	ASSERT(k >= 2 && k <= 256);
+	while (i < n) {
+		if (used == sizeof(pool)) {
+			util_random(pool, sizeof(pool));
+			used = 0;
+		}
+		if (pool[used] < limit)
+			out[i++] = chars[pool[used] % k];
+		used++;
+	}
+	explicit_bzero(pool, sizeof(pool));
+}
+
+char *broker_placeholder_make(const char *prefix, const char *value,
+			      size_t value_len, size_t *len, char *err,
+			      size_t errlen)
+{
+	size_t plen = prefix ? strlen(prefix) : 0, nrand, i;
+	const char *chars;
+	char *ph;
+
+	if (plen > BROKER_PREFIX_MAX) {
+		snprintf(err, errlen, "the placeholder prefix must be at most %d characters",
+			 BROKER_PREFIX_MAX);
+		return NULL;
+	}
+	for (i = 0; i < plen; i++) {
+		unsigned char c = (unsigned char)prefix[i];
+
+		if (c < 0x21 || c > 0x7e) {
+			snprintf(err, errlen,
+				 "the placeholder prefix may hold only printable "
+				 "ASCII without spaces (byte %zu is 0x%02x)", i, c);
+			return NULL;
+		}
+	}
+	nrand = value_len > plen ? value_len - plen : 0;
+	if (nrand < BROKER_RANDOM_MIN)
+		nrand = BROKER_RANDOM_MIN;
+	chars = alphabet_chars[broker_alphabet_of(prefix, value, value_len)];
+	ph = util_xmalloc(plen + nrand + 1);
+	memcpy(ph, prefix, plen);
+	random_chars(ph + plen, nrand, chars, strlen(chars));
+	ph[plen + nrand] = '\0';
+	*len = plen + nrand;
+	return ph;
+}
 
 static int read_value(struct broker_secret *s, char *err, size_t errlen)
 {
@@ -42,7 +199,7 @@ static int read_value(struct broker_secret *s, char *err, size_t errlen)
 		s->value_len = strlen(e);
 		return 0;
 	}
-	v = util_read_file(d->from_file, SECRET_FILE_MAX, &len);
+	v = util_read_file(d->from_file, BROKER_VALUE_MAX, &len);
 	if (!v) {
 		snprintf(err, errlen, "secret %s: cannot read %s: %s", d->name,
 			 d->from_file, strerror(errno));
@@ -53,16 +210,78 @@ static int read_value(struct broker_secret *s, char *err, size_t errlen)
 		v[--len] = '\0';
 	if (len > 0 && v[len - 1] == '\r')
 		v[--len] = '\0';
-	if (memchr(v, '\0', len)) {
-		explicit_bzero(v, len);
-		free(v);
-		snprintf(err, errlen, "secret %s: %s contains a NUL byte", d->name,
-			 d->from_file);
-		return -1;
-	}
 	s->value = v;
 	s->value_len = len;
 	return 0;
+}
+
+/* Checks a value read into @s; the value itself is never printed. */
+static int check_value(const struct broker_secret *s, char *err, size_t errlen)
+{
+	size_t i;
+
+	if (s->value_len == 0) {
+		snprintf(err, errlen, "secret %s: the value is empty", s->def->name);
+		return -1;
+	}
+	if (s->value_len > BROKER_VALUE_MAX) {
+		snprintf(err, errlen, "secret %s: the value is longer than %zu bytes",
+			 s->def->name, BROKER_VALUE_MAX);
+		return -1;
+	}
+	for (i = 0; i < s->value_len; i++) {
+		unsigned char c = (unsigned char)s->value[i];
+
+		if (c < 0x20 || c == 0x7f) {
+			snprintf(err, errlen,
+				 "secret %s: the value holds a control character "
+				 "(0x%02x at byte %zu); it must fit in an HTTP header",
+				 s->def->name, c, i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Does @ph hold the value of any secret of @b (its own included)? A
+ * placeholder is what the agent sees: holding a value would hand it over
+ * (a short value, a PIN say, inside 32 random digits). */
+static bool holds_a_value(const struct broker *b, const char *ph, size_t len)
+{
+	size_t j;
+
+	for (j = 0; j < b->count; j++)
+		if (memmem(ph, len, b->secrets[j].value, b->secrets[j].value_len))
+			return true;
+	return false;
+}
+
+/* Makes @s's placeholder, again while it holds a value of @b (all values
+ * are read by now). */
+static int make_placeholder(const struct broker *b, struct broker_secret *s,
+			    char *err, size_t errlen)
+{
+	/* the policy fills in the default, airlock-ph-NAME- */
+	const char *prefix = s->def->prefix ? s->def->prefix : "";
+	char perr[160];
+	int tries;
+
+	for (tries = 0; tries < PLACEHOLDER_TRIES; tries++) {
+		free(s->placeholder);
+		s->placeholder = broker_placeholder_make(prefix, s->value, s->value_len,
+							 &s->placeholder_len, perr,
+							 sizeof(perr));
+		if (!s->placeholder) {
+			snprintf(err, errlen, "secret %s: %s", s->def->name, perr);
+			return -1;
+		}
+		if (!holds_a_value(b, s->placeholder, s->placeholder_len))
+			return 0;
+	}
+	snprintf(err, errlen,
+		 "secret %s: every placeholder made holds a secret value: a value "
+		 "this short cannot be hidden", s->def->name);
+	return -1;
 }
 
 int broker_load(struct broker *b, const struct policy *p, char *err, size_t errlen)
@@ -70,29 +289,18 @@ int broker_load(struct broker *b, const struct policy *p, char *err, size_t errl
 	size_t i;
 
 	b->count = 0;
-	b->secrets = util_xcalloc(p->nsecrets, sizeof(*b->secrets));
+	b->secrets = util_xcalloc(p->nsecrets ? p->nsecrets : 1, sizeof(*b->secrets));
 	for (i = 0; i < p->nsecrets; i++) {
 		struct broker_secret *s = &b->secrets[i];
-		uint8_t rnd[16];
-		char hex[33];
 
 		s->def = &p->secrets[i];
 		b->count = i + 1;
-		if (read_value(s, err, errlen) < 0)
+		if (read_value(s, err, errlen) < 0 || check_value(s, err, errlen) < 0)
 			goto fail;
-		if (s->value_len == 0) {
-			snprintf(err, errlen, "secret %s: the value is empty", s->def->name);
-			goto fail;
-		}
-		util_random(rnd, sizeof(rnd));
-		util_hex(rnd, sizeof(rnd), hex);
-		if ((size_t)snprintf(s->placeholder, sizeof(s->placeholder),
-				     "airlock-ph-%s-%s", s->def->name, hex) >=
-		    sizeof(s->placeholder)) {
-			snprintf(err, errlen, "secret %s: name too long", s->def->name);
-			goto fail;
-		}
 	}
+	for (i = 0; i < b->count; i++)
+		if (make_placeholder(b, &b->secrets[i], err, errlen) < 0)
+			goto fail;
 	return 0;
 fail:
 	broker_free(b);
@@ -104,12 +312,69 @@ void broker_free(struct broker *b)
 	size_t i;
 
 	for (i = 0; i < b->count; i++) {
-		if (b->secrets[i].value) {
-			explicit_bzero(b->secrets[i].value, b->secrets[i].value_len);
-			free(b->secrets[i].value);
+		struct broker_secret *s = &b->secrets[i];
+
+		if (s->value) {
+			explicit_bzero(s->value, s->value_len);
+			free(s->value);
 		}
+		free(s->placeholder);
 	}
 	free(b->secrets);
 	b->secrets = NULL;
 	b->count = 0;
+}
+
+void broker_subst_secrets(const struct broker *b, struct subst_secret *out)
+{
+	size_t i;
+
+	for (i = 0; i < b->count; i++) {
+		const struct broker_secret *s = &b->secrets[i];
+		const struct policy_secret *d = s->def;
+
+		out[i] = (struct subst_secret){
+			.name = d->name,
+			.placeholder = s->placeholder,
+			.placeholder_len = s->placeholder_len,
+			.value = s->value,
+			.value_len = s->value_len,
+			.hosts = d->hosts,
+			.nhosts = d->nhosts,
+			.headers = (const char *const *)d->headers,
+			.nheaders = d->nheaders,
+			.paths = (const char *const *)d->paths,
+			.npaths = d->npaths,
+			.methods = (const char *const *)d->methods,
+			.nmethods = d->nmethods,
+		};
+	}
+}
+
+void broker_scrub_needles(const struct broker *b, struct scrub_needle *out)
+{
+	size_t i;
+
+	for (i = 0; i < b->count; i++)
+		out[i] = (struct scrub_needle){
+			.value = b->secrets[i].value,
+			.value_len = b->secrets[i].value_len,
+			.placeholder = b->secrets[i].placeholder,
+			.placeholder_len = b->secrets[i].placeholder_len,
+		};
+}
+
+char *broker_placeholders_text(const struct broker *b, size_t *len)
+{
+	char *text = util_xstrdup(""), *next;
+	size_t i;
+
+	for (i = 0; i < b->count; i++) {
+		next = util_xasprintf("%s%s=%s\n", text, b->secrets[i].def->env,
+				      b->secrets[i].placeholder);
+		free(text);
+		text = next;
+	}
+	*len = strlen(text);
+	return text;
 }

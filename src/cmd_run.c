@@ -18,11 +18,12 @@
  *   and are not forwarded a second time.
  * - shadow and enforce: reads the secrets, builds the agent's environment,
  *   writes session.start and one env.drop per unclassified variable, starts
- *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
- *   init exits. Where the host lacks a capability (doctor.c), it writes a
- *   session.refused block receipt instead of session.start and exits 125.
- *   The egress proxy (proxy.c) serves the sandbox's proxy socket from this
- *   process, in the loop that also waits for the sandbox.
+ *   the sandbox (sandbox.c) and has its proxy socket served until the
+ *   sandbox's init exits. Where the host lacks a capability (doctor.c), it
+ *   writes a session.refused block receipt instead of session.start and
+ *   exits 125. The egress proxy (proxy.c) runs in proxy worker processes
+ *   (worker.c) and every receipt is written by the key holder (keeper.c):
+ *   see "the processes of a session" below.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -37,11 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
@@ -49,11 +52,11 @@
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
-#include "proxy.h"
 #include "receipt.h"
 #include "sandbox.h"
 #include "session.h"
 #include "util.h"
+#include "worker.h"
 
 const char cmd_run_help[] =
 	"usage: airlock run [OPTIONS] -- CMD [ARG...]\n"
@@ -74,6 +77,8 @@ const char cmd_run_help[] =
 	"                      else a random one)\n"
 	"  --workspace DIR     the agent's working directory (default: the\n"
 	"                      current directory)\n"
+	"  --workers N         egress proxy processes, one event loop each\n"
+	"                      (default: one per online CPU)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' run it in the\n"
@@ -96,13 +101,14 @@ struct run_opts {
 	const char *signing_key;
 	const char *session;
 	const char *workspace;
+	unsigned int workers;      /* 0: one per online CPU */
 	char **cmd;
 };
 
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
-	       OPT_SESSION, OPT_WORKSPACE };
+	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -111,6 +117,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
 		{ "workspace", required_argument, NULL, OPT_WORKSPACE },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -154,6 +161,9 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_WORKSPACE:
 			o->workspace = optarg;
+			break;
+		case OPT_WORKERS:
+			o->workers = worker_parse_count("run", optarg);
 			break;
 		case 'h':
 			fputs(cmd_run_help, stdout);
@@ -284,34 +294,125 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 	return status;
 }
 
-/* --- the proxy socket ------------------------------------------------------
+/* --- the processes of a session ---------------------------------------------
  *
- * The egress proxy (proxy.c) serves the sandbox's proxy socket from here,
- * outside the sandbox, in the same loop that waits for the sandbox's init
- * and forwards signals to it. */
+ * Started in this order (docs/ARCHITECTURE.md says why):
+ *
+ *   1. the key holder (session_open, before any secret is read): it loads
+ *      the signing key and writes every receipt; we never read the key;
+ *   2. the secrets are read, the environment built, session.start and
+ *      env.drop asked for;
+ *   3. the sandbox's init, cloned from us (we hold no key, and init wipes
+ *      the secret values from its copy);
+ *   4. the proxy workers, forked from us once the sandbox has handed over
+ *      its proxy socket; each serves it in a loop of its own.
+ *
+ * Then supervise() waits: it forwards signals to init and reaps whatever
+ * ends. Init's exit ends the session: the workers are told to stop, and
+ * once they have exited the key holder writes session.end. A worker that
+ * dies before (killed, or unable to go on) has taken the agent's only
+ * network path with it: the session is ended (125) and the worker's end
+ * recorded. A key holder that dies means nothing more can be recorded:
+ * the sandbox is killed and airlock exits 125 at once. */
+
+/* How long stopped workers get to exit before they are killed. */
+#define WORKER_STOP_MS 5000
 
 struct supervise_ctx {
-	pid_t init_pid;
-	int status;
-	bool done;
+	struct session *s;
+	struct sandbox *sb;
+	struct worker_pool wp;
+	int init_status;
+	bool init_done;
+	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
+	char *failure;          /* why airlock ended the session, or "" */
+	size_t failure_len;
 };
 
-static bool supervise_signal(void *arg, const struct signalfd_siginfo *si)
+static uint64_t monotonic_ms(void)
 {
-	struct supervise_ctx *x = arg;
+	struct timespec ts;
 
-	if (si->ssi_signo == SIGCHLD) {
-		if (waitpid(x->init_pid, &x->status, WNOHANG) == x->init_pid) {
-			x->done = true;
-			return false; /* stop serving: the session is over */
-		}
-		return true;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void stop_workers(struct supervise_ctx *x)
+{
+	if (x->wp.stopping)
+		return;
+	worker_pool_stop(&x->wp, 0);
+	x->kill_at = monotonic_ms() + WORKER_STOP_MS;
+}
+
+/* A worker ended without being asked to: record it and end the session. */
+static void worker_lost(struct supervise_ctx *x, const struct worker *w, pid_t pid)
+{
+	char how[256];
+
+	worker_describe_exit(w, how, sizeof(how));
+	if (x->failure[0])
+		return;
+	if (!w->go && w->fatal[0]) {
+		/* It never served: the proxy could not start. */
+		session_record(x->s, "sandbox.error", RECEIPT_BLOCK,
+			       RECEIPT_POINT_SUPERVISOR, "proxy", json_object(), how);
+		snprintf(x->failure, x->failure_len, "egress proxy: %s", how);
+	} else {
+		json_t *subject = WIFSIGNALED(w->wstatus)
+			? json_pack("{s:i, s:i}", "pid", (int)pid, "signal",
+				    WTERMSIG(w->wstatus))
+			: json_pack("{s:i, s:i}", "pid", (int)pid, "status",
+				    WEXITSTATUS(w->wstatus));
+		ASSERT(subject);
+		snprintf(x->failure, x->failure_len,
+			 "egress proxy worker %d ended (%s): the agent lost its "
+			 "network path, so the session was ended", (int)pid, how);
+		session_record(x->s, "proxy.error", RECEIPT_BLOCK,
+			       RECEIPT_POINT_SUPERVISOR, "proxy.worker", subject,
+			       x->failure);
 	}
-	/* The terminal signals the whole foreground group; only signals aimed
-	 * at airlock are passed on. */
-	if (si->ssi_code != SI_KERNEL)
-		kill(x->init_pid, (int)si->ssi_signo);
-	return true;
+	if (!x->init_done)
+		kill(x->sb->init_pid, SIGKILL);
+	stop_workers(x);
+}
+
+static void reap_children(struct supervise_ctx *x)
+{
+	struct worker *w;
+	int st;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (pid == x->sb->init_pid) {
+			x->init_done = true;
+			x->init_status = st;
+			stop_workers(x);
+		} else if (pid == x->s->k.pid) {
+			if (!x->init_done)
+				kill(x->sb->init_pid, SIGKILL);
+			worker_pool_release(&x->wp);
+			session_lost(x->s, st);
+		} else if ((w = worker_pool_find(&x->wp, pid))) {
+			worker_pool_reaped(&x->wp, w, st);
+			if (!worker_exited_cleanly(&x->wp, w))
+				worker_lost(x, w, pid);
+		}
+	}
+}
+
+static void read_signals(struct supervise_ctx *x, int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			reap_children(x);
+		/* The terminal signals the whole foreground group; only
+		 * signals aimed at airlock are passed on. */
+		else if (si.ssi_code != SI_KERNEL && !x->init_done)
+			kill(x->sb->init_pid, (int)si.ssi_signo);
+	}
 }
 
 static void block_signals(void)
@@ -323,55 +424,95 @@ static void block_signals(void)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
 }
 
-/* Serves the proxy socket and forwards signals until init exits; returns
- * init's wait status. */
-static int supervise(struct session *s, struct sandbox *sb)
+/* Starts the proxy workers on the sandbox's proxy socket, forwards signals
+ * and reaps until init and every worker have ended. Returns init's wait
+ * status; @failure receives why airlock ended the session itself ("" when
+ * it did not). Does not return when the key holder dies. */
+static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
+		     char *failure, size_t failure_len)
 {
-	struct supervise_ctx x = { sb->init_pid, 0, false };
-	struct proxy_opts po;
-	struct proxy *px;
-	char err[256];
+	struct supervise_ctx x;
+	struct worker_config wc;
+	struct pollfd *pfd;
+	bool keeper_open;
+	char err[512];
 	sigset_t mask;
+	unsigned int i;
 	int sfd;
 
+	memset(&x, 0, sizeof(x));
+	x.s = s;
+	x.sb = sb;
+	x.failure = failure;
+	x.failure_len = failure_len;
+	failure[0] = '\0';
 	util_session_sigset(&mask);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
-	/* splice() into a socket the peer has closed raises SIGPIPE (it has
-	 * no MSG_NOSIGNAL): a peer must only ever close its own connection.
-	 * The sandbox already runs, so the agent keeps the default. */
+	/* A write to a peer that has gone must be an error, not our death. */
 	signal(SIGPIPE, SIG_IGN);
-	memset(&po, 0, sizeof(po));
-	po.listen_fd = sb->proxy_fd;
-	sb->proxy_fd = -1; /* the proxy owns it now */
-	po.policy = s->p;
-	po.record = session_record_borrowed;
-	po.record_arg = s;
-	po.signal_fd = sfd;
-	po.on_signal = supervise_signal;
-	po.signal_arg = &x;
-	px = proxy_new(&po, err, sizeof(err));
-	if (!px) {
+	memset(&wc, 0, sizeof(wc));
+	wc.listen_fd = sb->proxy_fd;
+	wc.policy = s->p;
+	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 			       "proxy", json_object(), err);
 		session_end(s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "egress proxy: %s", err);
 	}
-	if (proxy_run(px) < 0)
-		util_warn("egress proxy: %s", strerror(errno));
-	proxy_free(px);
-	/* A loop that ended without init's exit (it cannot, barring an
-	 * internal error): make sure the sandbox is gone. */
-	if (!x.done) {
-		kill(sb->init_pid, SIGKILL);
-		while (waitpid(sb->init_pid, &x.status, 0) < 0 && errno == EINTR)
-			;
+	/* The workers serve it: we keep no copy. */
+	close(sb->proxy_fd);
+	sb->proxy_fd = -1;
+	keeper_open = session_fd(s) >= 0;
+	pfd = util_xcalloc(2 + x.wp.n, sizeof(*pfd));
+	while (!x.init_done || x.wp.alive > 0) {
+		int timeout = -1, n = 0;
+
+		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = keeper_open ? session_fd(s) : -1,
+					    .events = POLLIN };
+		for (i = 0; i < x.wp.n; i++)
+			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
+		if (x.wp.stopping) {
+			uint64_t now = monotonic_ms();
+
+			if (now >= x.kill_at) {
+				/* Stopped workers that do not exit are killed;
+				 * the next SIGCHLD reaps them. */
+				for (i = 0; i < x.wp.n; i++)
+					if (x.wp.w[i].pid > 0)
+						kill(x.wp.w[i].pid, SIGKILL);
+				x.kill_at = now + WORKER_STOP_MS;
+			}
+			timeout = (int)(x.kill_at - now);
+		}
+		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "poll");
+		}
+		/* The key holder only speaks before it exits: its last words
+		 * are read when it is reaped. */
+		if (pfd[1].revents)
+			keeper_open = false;
+		for (i = 0; i < x.wp.n; i++)
+			if (pfd[2 + i].revents && !worker_pool_read(&x.wp, i) &&
+			    x.wp.w[i].ctl >= 0) {
+				close(x.wp.w[i].ctl);
+				x.wp.w[i].ctl = -1;
+			}
+		/* The session has begun: a ready worker serves at once. */
+		(void)worker_pool_go(&x.wp);
+		if (pfd[0].revents)
+			read_signals(&x, sfd);
 	}
+	free(pfd);
+	worker_pool_release(&x.wp);
 	close(sfd);
-	return x.status;
+	return x.init_status;
 }
 
 /* --- shadow and enforce ---------------------------------------------------- */
@@ -440,13 +581,22 @@ static void free_paths(char **v, size_t n)
 	free(v);
 }
 
+struct scrub_ctx {
+	struct broker *broker;
+	struct session *session;
+};
+
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
- * values, and the environment strings they came from. */
+ * values, and the environment strings they came from, and closes our
+ * channel to the key holder (init never speaks for the supervisor). */
 static void scrub_secrets(void *arg)
 {
-	struct broker *b = arg;
+	struct scrub_ctx *x = arg;
+	struct broker *b = x->broker;
 	size_t i;
 	char **e;
+
+	session_forget(x->session);
 
 	for (i = 0; i < b->count; i++) {
 		const char *name = b->secrets[i].def->from_env;
@@ -469,6 +619,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 {
 	bool enforce = p->mode == POLICY_MODE_ENFORCE;
 	struct sandbox_config cfg;
+	struct scrub_ctx scrub;
 	struct env_result env;
 	struct broker broker;
 	struct sandbox sb;
@@ -530,8 +681,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
+	scrub.broker = &broker;
+	scrub.session = &s;
 	cfg.scrub = scrub_secrets;
-	cfg.scrub_arg = &broker;
+	cfg.scrub_arg = &scrub;
 
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      enforce ? "session started in mode enforce"
@@ -552,7 +705,13 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
-	status = supervise(&s, &sb);
+	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
+			   err, sizeof(err));
+	if (err[0]) {
+		sandbox_release(&sb);
+		session_end(&s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	}
 	status = sandbox_exit_status(&sb, status, &exec_err);
 	if (exec_err)
 		report_exec_failure(o->cmd[0], exec_err);

@@ -12,6 +12,9 @@ int cmd_check(int argc, char **argv);   /* cmd_check.c */
 int cmd_verify(int argc, char **argv);  /* cmd_receipt.c */
 int cmd_keygen(int argc, char **argv);  /* cmd_receipt.c */
 int cmd_doctor(int argc, char **argv);  /* doctor.c */
+int cmd_learn(int argc, char **argv);   /* cmd_learn.c */
+int cmd_report(int argc, char **argv);  /* cmd_report.c */
+int cmd_export(int argc, char **argv);  /* cmd_export.c */
 
 /* Help texts, printed by `airlock CMD --help` and `airlock help CMD`. */
 extern const char cmd_run_help[];
@@ -20,5 +23,8 @@ extern const char cmd_check_help[];
 extern const char cmd_verify_help[];
 extern const char cmd_keygen_help[];
 extern const char cmd_doctor_help[];
+extern const char cmd_learn_help[];
+extern const char cmd_report_help[];
+extern const char cmd_export_help[];
 
 #endif /* AIRLOCK_COMMANDS_H */

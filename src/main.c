@@ -35,6 +35,12 @@ static const struct command commands[] = {
 	  "write an Ed25519 signing key, print its public key" },
 	{ "doctor", cmd_doctor, cmd_doctor_help,
 	  "probe this host's isolation capabilities (JSON)" },
+	{ "learn", cmd_learn, cmd_learn_help,
+	  "draft a policy from what a (shadow) run needed" },
+	{ "report", cmd_report, cmd_report_help,
+	  "render receipt streams as one self-contained HTML page" },
+	{ "export", cmd_export, cmd_export_help,
+	  "convert receipts to OCSF JSON Lines for a SIEM" },
 };
 
 static void usage(FILE *out)

@@ -78,9 +78,9 @@ out_has() {
 sandbox python3 -c 'import os; print(os.environ)'
 is "$?" 0 "python3 runs in the sandbox"
 no_secret "os.environ"
-out_has "'MY_TOKEN': 'airlock-ph-tok-[0-9a-f]{32}'" "os.environ holds the placeholder of tok"
-out_has "'AGENT_TOKEN': 'airlock-ph-alt-[0-9a-f]{32}'" "os.environ holds the placeholder of alt"
-out_has "'FILE_TOKEN': 'airlock-ph-file-[0-9a-f]{32}'" "os.environ holds the placeholder of file"
+out_has "'MY_TOKEN': 'airlock-ph-tok-[A-Za-z0-9_-]{32}'" "os.environ holds the placeholder of tok"
+out_has "'AGENT_TOKEN': 'airlock-ph-alt-[A-Za-z0-9_-]{32}'" "os.environ holds the placeholder of alt"
+out_has "'FILE_TOKEN': 'airlock-ph-file-[A-Za-z0-9_-]{32}'" "os.environ holds the placeholder of file"
 if grep -q "SRC_TOKEN" "$T/out"; then ok 1 "a from_env source variable is not passed"; else ok 0 "a from_env source variable is not passed"; fi
 
 sandbox sh -c 'cat /proc/self/environ | tr "\0" "\n"'
@@ -190,8 +190,8 @@ sandbox printenv MY_TOKEN
 p1=$(cat "$T/out")
 sandbox printenv MY_TOKEN
 p2=$(cat "$T/out")
-like "$p1" '^airlock-ph-tok-[0-9a-f]{32}$' "the placeholder has the form airlock-ph-<name>-<32 hex>"
-like "$p2" '^airlock-ph-tok-[0-9a-f]{32}$' "in the second session too"
+like "$p1" '^airlock-ph-tok-[A-Za-z0-9_-]{32}$' "the placeholder: airlock-ph-<name>- and 32 characters of the value's class (base64url)"
+like "$p2" '^airlock-ph-tok-[A-Za-z0-9_-]{32}$' "in the second session too"
 [ "$p1" != "$p2" ]
 ok $? "the placeholder differs between two sessions"
 

@@ -445,12 +445,13 @@ is "$?" 0 "the stream verifies"
 
 EV="$T/events-emfile.jsonl"
 PL_ULIMIT_N=48
-pl_start_proxy_ok
+pl_start_proxy_ok --workers 1
 PL_ULIMIT_N=""
 # cpu: the proxy's user+system time in clock ticks.
 cpu() {
-	awk '{ print $14 + $15 }' "/proc/$PL_PROXY_PID/stat"
+	pl_proxy_cpu_ticks
 }
+worker=$(pgrep -P "$PL_PROXY_PID" -x airlock-proxy)
 python3 - "$PL_PORT" <<'PY' &
 import socket, sys, time
 s = []
@@ -464,7 +465,7 @@ PY
 holdpid=$!
 PL_EXTRA_PIDS="$PL_EXTRA_PIDS $holdpid"
 sleep 1.5
-nfd=$(ls "/proc/$PL_PROXY_PID/fd" | wc -l)
+nfd=$(ls "/proc/$worker/fd" | wc -l)
 [ "$nfd" -ge 44 ]
 ok $? "80 idle clients use up the proxy's 48 descriptors ($nfd open)"
 c0=$(cpu)

@@ -5,7 +5,7 @@
 out=$("$AIRLOCK_SRC/scripts/demo" 2>&1)
 is "$?" 0 "the demo runs to the end"
 printf '%s\n' "$out" > "$T/demo.out"
-like "$out" "DEMO_API_KEY=airlock-ph-api-[0-9a-f]{32}" "the agent sees a placeholder"
+like "$out" "DEMO_API_KEY=airlock-ph-api-[A-Za-z0-9_-]{32}" "the agent sees a placeholder"
 if grep -q "sk-demo-REAL" "$T/demo.out"; then ok 1 "the real key never shows"; else ok 0 "the real key never shows"; fi
 if grep -q "AWS_SECRET_ACCESS_KEY=" "$T/demo.out"; then ok 1 "an unclassified secret is dropped"; else ok 0 "an unclassified secret is dropped"; fi
 like "$out" "HTTP 403  egress.default" "exfiltration is denied by the default rule"

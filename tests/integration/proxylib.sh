@@ -28,6 +28,9 @@
 #                                 (with ulimit -n $PL_ULIMIT_N if set)
 #   pl_start_proxy_ok [ARGS]      the same as a test; bails out on failure
 #   pl_stop_proxy                 SIGTERM, wait (10 s), returns its status
+#   pl_proxy_pids                 the proxy's processes: the supervisor and
+#                                 its workers (one event loop each)
+#   pl_proxy_cpu_ticks            their user+system CPU time, in clock ticks
 #   req URL [CURL ARGS]           curl through the proxy: $CODE, $T/h, $T/b
 #   raw DATA [SEND ARGS]          raw bytes to the proxy: $CODE, $T/h, $T/b
 #   raw_file FILE [SEND ARGS]     the same with the bytes of FILE
@@ -269,6 +272,21 @@ pl_stop_proxy() {
 		return 99
 	fi
 	return $st
+}
+
+# pl_proxy_pids: $PL_PROXY_PID and its proxy workers (named airlock-proxy),
+# which serve the connections.
+pl_proxy_pids() {
+	echo "$PL_PROXY_PID"
+	pgrep -P "$PL_PROXY_PID" -x airlock-proxy
+}
+
+pl_proxy_cpu_ticks() {
+	_t=0
+	for _p in $(pl_proxy_pids); do
+		_t=$((_t + $(awk '{ print $14 + $15 }' "/proc/$_p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$_t"
 }
 
 # --- requests ---------------------------------------------------------------------
