@@ -572,6 +572,26 @@ static int own_listener_bypass(const char *path)
 	return r;
 }
 
+/* int80 / x32: a getpid() through the i386 or x32 ABI, whose numbers the
+ * sandbox's (x86-64) filter would not recognise: the process must die. */
+static int other_abi(const char *which)
+{
+#if defined(__x86_64__)
+	long r;
+
+	if (!strcmp(which, "int80")) {
+		__asm__ volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+		printf("allowed %ld\n", r);
+		return 0;
+	}
+	return report(syscall(0x40000000L | SYS_getpid));
+#else
+	(void)which;
+	puts("skip: not x86-64");
+	return 3;
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	const char *a = argc > 1 ? argv[1] : "";
@@ -645,6 +665,8 @@ int main(int argc, char **argv)
 		return race_fd(argv[2], argv[3], argv[4], atol(argv[5]));
 	if (!strcmp(a, "connect-loop") && (argc == 5 || argc == 6))
 		return connect_loop(argv[2], argv[3], atol(argv[4]), argc == 6);
+	if (!strcmp(a, "int80") || !strcmp(a, "x32"))
+		return other_abi(a);
 	if (!strcmp(a, "own-listener") && argc == 3)
 		return own_listener_bypass(argv[2]);
 	if (!strcmp(a, "deny-listener") && argc >= 3)
