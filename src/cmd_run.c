@@ -936,6 +936,9 @@ int cmd_run(int argc, char **argv)
 	int status;
 
 	parse_opts(argc, argv, &o);
+	/* The capability probe runs in a child while the policy loads. */
+	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
+		doctor_probe_begin();
 	p = load_policy(&o);
 	/* Every other path (policy, key, events, secret files) is relative
 	 * to the caller's directory: only CMD runs in the workspace. */
@@ -957,6 +960,7 @@ int cmd_run(int argc, char **argv)
 				       o.events ? o.events : events_default, !o.events);
 	} else if (!o.events) {
 		/* Become CMD, changing nothing. */
+		doctor_probe_cancel();
 		record_off(p, session, o.cmd[0], events_default);
 		if (chdir(workspace) < 0)
 			util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);

@@ -36,24 +36,30 @@
  *      workspace's .git/config, hooks, info and fs.protect read-only,
  *      fs.hide and the files airlock must keep from the agent masked; then
  *      pivot_root into it and detach the old root;
- *   4. forks the agent and waits, reaping every orphan; when the agent ends
- *      init exits with its status, which takes the whole namespace down.
+ *   4. forks the agent, receives its seccomp listener and serves the
+ *      unix-socket gate (src/usock.c) while it waits, reaping every orphan;
+ *      when the agent ends init exits with its status, which takes the
+ *      whole namespace down.
  *
  * The agent, before exec: setsid (no TIOCSTI into the caller's terminal),
  * every descriptor but 0-2 closed on exec, Landlock limiting writes to the
  * writable paths, every capability dropped (bounding, ambient, effective,
  * permitted, inheritable; securebits locked), no_new_privs, and a seccomp
  * filter that fails dangerous calls with EPERM (so tools print errors
- * instead of dying mysteriously). Calls from another architecture's ABI
- * kill the process: their numbers would bypass the filter.
+ * instead of dying mysteriously) and turns every call that can name a
+ * socket address (connect, sendto with one, sendmsg, sendmmsg) into a
+ * notification that init serves: no host unix socket can be reached.
+ * Calls from another architecture's ABI kill the process: their numbers
+ * would bypass the filter.
  *
  * Should: see the host read-only, write its workspace, /tmp, /var/tmp, its
  * $HOME and fs.rw, reach 127.0.0.1:PORT. Mustn't: see airlock's own files
  * (policy, key, secret files, events file) or the caller's credentials,
  * change what the host runs later (.git/config, hooks), hold the caller's
- * descriptors to files, see or signal the supervisor, create
- * namespaces or mounts, open raw/packet sockets, use io_uring, bpf, perf,
- * keyrings or process_vm_*, outlive the session.
+ * descriptors to files, see or signal the supervisor, create namespaces or
+ * mounts, open raw/packet sockets, reach a unix socket the host bound
+ * (outside fs.rw), use io_uring, bpf, perf, keyrings or process_vm_*,
+ * outlive the session.
  *
  * Setup failures inside init travel to the supervisor as one line of text
  * over the socket pair; the supervisor reports it and exits 125.
@@ -65,11 +71,12 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,6 +85,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,6 +93,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox_filter.h"
+#include "usock.h"
 #include "util.h"
 #include "view.h"
 
@@ -93,6 +103,12 @@
 #endif
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -116,6 +132,7 @@ struct init_ctx {
 	int ctl_fd;    /* socket pair end: listening fd or an error line */
 	int exec_fd;   /* write end: errno of a failed exec */
 	const struct view_plan *view; /* the filesystem view (view.c) */
+	int gate_fd;   /* agent's end of the listener hand-off (usock.h) */
 	uid_t uid;
 	gid_t gid;
 };
@@ -331,12 +348,21 @@ static void build_root(const struct init_ctx *c)
 		init_fail(c, "entering the sandbox root");
 }
 
+/* struct landlock_ruleset_attr as of ABI 6, whatever the headers have. */
+struct ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
 /* Landlock: writes only beneath the writable paths of the view and /dev.
- * Reads are left to the read-only mounts. Returns the ABI applied (0:
- * kernel without Landlock). */
+ * Reads are left to the read-only mounts. From ABI 6 the agent is also
+ * scoped: no signal to a process outside its domain (init, the gate's
+ * workers) and no abstract unix socket made outside it. Returns the ABI
+ * applied (0: kernel without Landlock). */
 static int apply_landlock(const struct view_plan *view)
 {
-	struct landlock_ruleset_attr ra;
+	struct ruleset_attr ra;
 	struct landlock_path_beneath_attr pb;
 	const char **paths;
 	size_t i, n;
@@ -362,7 +388,13 @@ static int apply_landlock(const struct view_plan *view)
 		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
 	if (abi >= 3)
 		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	/* The network namespace stands in for Landlock's network rights. */
+	ra.handled_access_net = 0;
+	if (abi >= 6)
+		ra.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra,
+			   abi >= 6 ? sizeof(ra) : abi >= 4 ? 2 * sizeof(uint64_t)
+							 : sizeof(uint64_t), 0);
 	if (rfd < 0)
 		return -errno;
 	pb.allowed_access = ra.handled_access_fs;
@@ -423,87 +455,30 @@ static int drop_capabilities(void)
 	return 0;
 }
 
-static int deny(scmp_filter_ctx ctx, int sys)
+/* Once the gate holds a call, only a fatal signal may interrupt the
+ * caller (WAIT_KILLABLE_RECV, Linux 5.19): a call the gate performed is
+ * never restarted and performed again. Older kernels load without it. */
+int sandbox_filter_load(void)
 {
-	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 0);
-}
+	struct sock_fprog prog = {
+		.len = sandbox_filter_len,
+		.filter = (struct sock_filter *)sandbox_filter,
+	};
+	long fd;
 
-/* The seccomp filter of docs/SANDBOX.md. */
-static int load_seccomp(void)
-{
-	static const int denied[] = {
-		SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
-		SCMP_SYS(io_uring_register), SCMP_SYS(keyctl), SCMP_SYS(add_key),
-		SCMP_SYS(request_key), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-		SCMP_SYS(userfaultfd), SCMP_SYS(kexec_load),
-		SCMP_SYS(kexec_file_load), SCMP_SYS(init_module),
-		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(mount),
-		SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(move_mount),
-		SCMP_SYS(open_tree), SCMP_SYS(fsopen), SCMP_SYS(fsmount),
-		SCMP_SYS(fsconfig), SCMP_SYS(fspick), SCMP_SYS(mount_setattr),
-		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(process_vm_readv),
-		SCMP_SYS(process_vm_writev), SCMP_SYS(open_by_handle_at),
-		SCMP_SYS(reboot), SCMP_SYS(swapon), SCMP_SYS(swapoff),
-		SCMP_SYS(syslog), SCMP_SYS(acct), SCMP_SYS(quotactl),
-		SCMP_SYS(personality), SCMP_SYS(chroot),
-	};
-	/* Address families other than unix, IPv4, IPv6 and netlink. */
-	static const int families[] = { 0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
-	static const int raw_kinds[][2] = {
-		{ AF_INET, SOCK_RAW }, { AF_INET6, SOCK_RAW },
-		{ AF_INET, SOCK_PACKET }, { AF_INET6, SOCK_PACKET },
-	};
-	static const unsigned long ns_flags[] = {
-		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
-		CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME,
-	};
-	scmp_filter_ctx ctx;
-	size_t i;
-	int r = 0;
-
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return -ENOMEM;
-	/* A syscall through another ABI (int 0x80, x32) is killed. */
-	r |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (i = 0; i < ARRAY_SIZE(denied); i++)
-		r |= deny(ctx, denied[i]);
-	/* clone3 passes its flags in memory, out of the filter's reach:
-	 * ENOSYS makes libc fall back to clone, whose flags we can see. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	for (i = 0; i < ARRAY_SIZE(ns_flags); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	for (i = 0; i < ARRAY_SIZE(families); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-			      SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
-	/* Raw and packet-type sockets of IPv4 and IPv6 (the type's low bits;
-	 * SOCK_CLOEXEC and SOCK_NONBLOCK live above them). */
-	for (i = 0; i < ARRAY_SIZE(raw_kinds); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)raw_kinds[i][0]),
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
-					      (scmp_datum_t)raw_kinds[i][1]));
-	/* Netlink: only NETLINK_ROUTE, which libc uses for getifaddrs. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-			      SCMP_A2(SCMP_CMP_NE, 0));
-	/* Terminal injection, matched on the 32 bits the kernel reads. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
-	if (r == 0)
-		r = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return r;
+	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		     SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+		     &prog);
+	if (fd < 0 && errno == EINVAL)
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	return fd < 0 ? -errno : (int)fd;
 }
 
 __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 {
 	extern char **environ;
+	struct usock_handoff handoff;
 	int err, r;
 
 	if (setsid() < 0)
@@ -525,11 +500,17 @@ __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
-	r = load_seccomp();
+	r = usock_handoff_start(&handoff, c->gate_fd);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
 	}
+	r = usock_handoff_finish(&handoff, sandbox_filter_load());
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	close(c->gate_fd);
 	/* execvp searches the PATH of environ: make it the agent's. */
 	environ = c->cfg->envp;
 	execvp(c->cfg->argv[0], c->cfg->argv);
@@ -539,29 +520,54 @@ fail:
 	_exit(EXIT_CANNOT_EXEC);
 }
 
-/* PID 1: waits for the agent, reaps orphans, forwards termination signals,
- * and exits with the agent's status (which kills the namespace). */
-__attribute__((noreturn)) static void init_loop(pid_t agent)
+/* PID 1: serves the unix-socket gate, waits for the agent, reaps orphans
+ * (and the gate's workers), forwards termination signals, and exits with
+ * the agent's status (which kills the namespace). @sfd reads the session
+ * signals; @gate is NULL if the agent ended before loading its filter. */
+__attribute__((noreturn)) static void init_loop(pid_t agent, int sfd,
+						struct usock_gate *gate)
 {
-	sigset_t set;
+	struct pollfd p[2];
 	int status = 0;
 
-	util_session_sigset(&set);
+	p[0].fd = sfd;
+	p[0].events = POLLIN;
+	p[1].fd = gate ? usock_gate_fd(gate) : -1;
+	p[1].events = POLLIN;
 	for (;;) {
-		siginfo_t si;
+		struct signalfd_siginfo si;
 		pid_t pid;
-		int sig = sigwaitinfo(&set, &si);
 
-		if (sig < 0)
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "sandbox init: poll");
+		}
+		if (p[1].revents & POLLIN) {
+			int r = usock_gate_serve(gate);
+
+			if (r < 0) {
+				/* The agent's calls would hang: end the session. */
+				kill(agent, SIGKILL);
+				util_die(EXIT_AIRLOCK_FAILURE, "sandbox: the unix-socket gate "
+					 "failed: %s", strerror(-r));
+			}
+		} else if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+			p[1].fd = -1; /* no process is left under the filter */
+		}
+		if (!(p[0].revents & POLLIN))
 			continue;
-		if (sig != SIGCHLD) {
-			kill(agent, sig);
+		if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+			continue;
+		if (si.ssi_signo != SIGCHLD) {
+			kill(agent, (int)si.ssi_signo);
 			continue;
 		}
 		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-			if (pid != agent)
-				continue;
-			_exit(util_wait_status(status));
+			if (pid == agent)
+				_exit(util_wait_status(status));
+			if (gate)
+				(void)usock_gate_reaped(gate, pid, status);
 		}
 	}
 }
@@ -589,6 +595,8 @@ static void take_stdio(const struct init_ctx *c)
 
 __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 {
+	struct usock_gate *gate = NULL;
+	int sfd, gate_pair[2], listener;
 	sigset_t set;
 	char go;
 	pid_t agent;
@@ -623,18 +631,43 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 	util_session_sigset(&set);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		init_fail(c, "sigprocmask");
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sfd < 0)
+		init_fail(c, "signalfd");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate_pair) < 0)
+		init_fail(c, "creating the gate's channel");
 	agent = fork();
 	if (agent < 0)
 		init_fail(c, "fork");
 	if (agent == 0) {
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		close(sfd);
+		close(gate_pair[0]);
 		close(c->ctl_fd);
+		c->gate_fd = gate_pair[1];
 		exec_agent(c);
+	}
+	close(gate_pair[1]);
+	/* The agent hands over its filter's listener just before exec; EOF
+	 * means it failed before (it reports why over the exec pipe). */
+	listener = usock_handoff_receive(gate_pair[0]);
+	close(gate_pair[0]);
+	if (listener >= 0) {
+		char err[256];
+
+		gate = usock_gate_new(listener, c->cfg->rw, c->cfg->nrw, err, sizeof(err));
+		if (!gate) {
+			errno = 0;
+			init_fail(c, "%s", err);
+		}
+	} else if (listener != -EPIPE) {
+		errno = -listener;
+		init_fail(c, "receiving the seccomp listener");
 	}
 	/* Setup is over: closing the control socket tells the supervisor. */
 	close(c->ctl_fd);
 	close(c->exec_fd);
-	init_loop(agent);
+	init_loop(agent, sfd, gate);
 }
 
 static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen)
