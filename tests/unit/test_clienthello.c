@@ -1199,22 +1199,22 @@ static void test_server_hello(void)
 		0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
 		0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
 	};
-	uint8_t other[32], buf[256], frag[512];
+	uint8_t other[32], sh[256], frag[512];
 	struct serverhello_watch w;
 	size_t n, i, m;
 	int r;
 
 	memset(other, 0x5a, sizeof(other));
-	n = server_hello(buf, hrr);
-	tap_ok(feed_split(buf, n, n) == SERVERHELLO_RETRY, "a HelloRetryRequest in one read");
-	tap_ok(feed_split(buf, n, 1) == SERVERHELLO_RETRY, "... one byte per read");
-	tap_ok(feed_split(buf, 42, 42) == SERVERHELLO_MORE &&
-		       feed_split(buf, 43, 43) == SERVERHELLO_RETRY,
+	n = server_hello(sh, hrr);
+	tap_ok(feed_split(sh, n, n) == SERVERHELLO_RETRY, "a HelloRetryRequest in one read");
+	tap_ok(feed_split(sh, n, 1) == SERVERHELLO_RETRY, "... one byte per read");
+	tap_ok(feed_split(sh, 42, 42) == SERVERHELLO_MORE &&
+		       feed_split(sh, 43, 43) == SERVERHELLO_RETRY,
 	       "known after exactly 5 + 38 bytes, not before");
-	n = server_hello(buf, other);
-	tap_ok(feed_split(buf, n, 1) == SERVERHELLO_OTHER, "a ServerHello: other");
+	n = server_hello(sh, other);
+	tap_ok(feed_split(sh, n, 1) == SERVERHELLO_OTHER, "a ServerHello: other");
 	/* the same HelloRetryRequest cut into records of 3 bytes each */
-	n = server_hello(buf, hrr);
+	n = server_hello(sh, hrr);
 	for (i = 5, m = 0; i < n; i += 3) {
 		size_t k = n - i < 3 ? n - i : 3;
 
@@ -1223,16 +1223,16 @@ static void test_server_hello(void)
 		frag[m++] = 3;
 		frag[m++] = 0;
 		frag[m++] = (uint8_t)k;
-		memcpy(frag + m, buf + i, k);
+		memcpy(frag + m, sh + i, k);
 		m += k;
 	}
 	tap_ok(feed_split(frag, m, 7) == SERVERHELLO_RETRY,
 	       "a HelloRetryRequest spread over 3-byte records");
-	buf[0] = 21; /* an alert first */
-	tap_ok(feed_split(buf, 5, 5) == SERVERHELLO_OTHER, "an alert first: other");
-	n = server_hello(buf, hrr);
-	buf[5] = 1; /* not a ServerHello */
-	tap_ok(feed_split(buf, n, n) == SERVERHELLO_OTHER, "another handshake message: other");
+	sh[0] = 21; /* an alert first */
+	tap_ok(feed_split(sh, 5, 5) == SERVERHELLO_OTHER, "an alert first: other");
+	n = server_hello(sh, hrr);
+	sh[5] = 1; /* not a ServerHello */
+	tap_ok(feed_split(sh, n, n) == SERVERHELLO_OTHER, "another handshake message: other");
 	/* 65 empty handshake records: over the bound */
 	for (i = 0; i < 65; i++)
 		memcpy(frag + 5 * i, "\x16\x03\x03\x00\x00", 5);
@@ -1240,27 +1240,27 @@ static void test_server_hello(void)
 		       feed_split(frag, 5 * 65, 5) == SERVERHELLO_OTHER,
 	       "more than %d records before the hello: other", SERVERHELLO_RECORDS_MAX);
 	serverhello_watch_init(&w);
-	n = server_hello(buf, hrr);
-	(void)serverhello_watch_feed(&w, buf, n);
-	tap_ok(serverhello_watch_feed(&w, buf, n) == SERVERHELLO_RETRY &&
+	n = server_hello(sh, hrr);
+	(void)serverhello_watch_feed(&w, sh, n);
+	tap_ok(serverhello_watch_feed(&w, sh, n) == SERVERHELLO_RETRY &&
 		       serverhello_watch_feed(&w, NULL, 0) == SERVERHELLO_RETRY,
 	       "the answer is final");
 	tap_is_str(serverhello_kind_to_string(SERVERHELLO_RETRY), "hello-retry-request",
 		   "kind name");
 
 	/* the client's side: records to skip before the second hello */
-	memcpy(buf, "\x14\x03\x03\x00\x01\x01", 6);      /* change_cipher_spec */
-	memcpy(buf + 6, "\x17\x03\x03\x00\x02ab", 7);     /* early data */
-	memcpy(buf + 13, "\x16\x03\x01\x00\x04", 5);      /* a handshake record */
-	r = clienthello_next_hello(buf, 18, &n);
+	memcpy(sh, "\x14\x03\x03\x00\x01\x01", 6);      /* change_cipher_spec */
+	memcpy(sh + 6, "\x17\x03\x03\x00\x02" "ab", 7);     /* early data */
+	memcpy(sh + 13, "\x16\x03\x01\x00\x04", 5);      /* a handshake record */
+	r = clienthello_next_hello(sh, 18, &n);
 	tap_ok(r == 1 && n == 13, "CCS and early data skipped: the hello is at 13 (%d, %zu)", r,
 	       n);
-	r = clienthello_next_hello(buf, 16, &n);
+	r = clienthello_next_hello(sh, 16, &n);
 	tap_ok(r == 0, "its record header not whole yet: more");
-	r = clienthello_next_hello(buf, 3, &n);
+	r = clienthello_next_hello(sh, 3, &n);
 	tap_ok(r == 0, "a CCS record not whole yet: more");
-	buf[13] = 21;
-	r = clienthello_next_hello(buf, 18, &n);
+	sh[13] = 21;
+	r = clienthello_next_hello(sh, 18, &n);
 	tap_ok(r == -1 && n == 13, "an alert instead: no second hello");
 }
 
