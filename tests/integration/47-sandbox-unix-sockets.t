@@ -118,7 +118,7 @@ ok $? "the test policies are valid"
 sandbox() {
 	mode=$1
 	shift
-	"$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" -- "$@" >"$T/out" 2>&1 </dev/null
+	"$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" --events "$T/events.jsonl" -- "$@" >"$T/out" 2>&1 </dev/null
 }
 out() {
 	cat "$T/out"
@@ -237,11 +237,11 @@ except OSError as e:
 done
 # The same gate for an unprivileged caller (where user namespaces allow).
 if command -v setpriv >/dev/null; then
-	mkdir "$T/nobody"
-	chown 65534:65534 "$T/nobody"
+	mkdir "$T/nobody" "$T/nobody-state"
+	chown 65534:65534 "$T/nobody" "$T/nobody-state"
 	chmod 0755 "$T"
 	(cd "$T/nobody" && setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-		"$AIRLOCK" run --enforce -- sh -c '"$1" unix-connect "$2"; cd /tmp && "$3" "$4"' \
+		"$AIRLOCK" run --enforce --events "$T/nobody-state/events.jsonl" -- sh -c '"$1" unix-connect "$2"; cd /tmp && "$3" "$4"' \
 		sh "$PROBE" "$BESIDE/host.sock" "$PY" "$AIRLOCK_SRC/tests/helpers/own_sockets.py" \
 		>"$T/out" 2>&1 </dev/null)
 	is "$(out | tr '\n' ' ')" "denied: EACCES $want" \
@@ -269,7 +269,7 @@ out=$("$PROBE" deny-listener "$AIRLOCK" doctor)
 is "$?" 1 "doctor exits 1 where seccomp cannot create a listener"
 like "$out" '"seccomp":false.*"missing":\["seccomp"\]' "and names seccomp missing"
 for mode in enforce shadow; do
-	"$PROBE" deny-listener "$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" -- true \
+	"$PROBE" deny-listener "$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" --events "$T/events.jsonl" -- true \
 		>"$T/out" 2>&1 </dev/null
 	is "$?" 125 "$mode: a session refuses to start there (125)"
 	like "$(out)" 'needs seccomp' "$mode: naming seccomp"
