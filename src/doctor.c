@@ -18,6 +18,12 @@
  * and seccomp (SPEC §4). Landlock is a second layer used where the kernel
  * has it, so its absence does not stop enforce mode; its ABI version is
  * reported.
+ *
+ * Transparent mode is probed the same way: in the child's fresh network
+ * namespace the redirect is really loaded and a connection to an outside
+ * address must reach a local listener with its original destination
+ * (transparent.c). It counts for enforce mode only when the caller's
+ * policy asks for it (need_transparent).
  */
 #include "doctor.h"
 
@@ -37,6 +43,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "transparent.h"
 #include "util.h"
 
 /* Writes "0 ID 1" to /proc/self/FILE (after denying setgroups), mapping
@@ -120,6 +127,16 @@ static int probe_landlock(void)
 	return abi > 0 ? (int)abi : 0;
 }
 
+/* The redirect in this process's fresh network namespace (the probe
+ * leaves it there; the namespace dies with the child). Bounded: the
+ * connection is local, and waited for a second at most. */
+static bool probe_transparent(void)
+{
+	char err[256];
+
+	return transparent_selftest(err, sizeof(err)) == 0;
+}
+
 static void probe_child(int fd)
 {
 	struct doctor_caps c;
@@ -132,6 +149,7 @@ static void probe_child(int fd)
 	/* Without a user namespace, the rest is still probed directly: that
 	 * is what a privileged caller would get, and doctor reports it. */
 	c.netns = unshare(CLONE_NEWNET) == 0;
+	c.transparent = c.netns && probe_transparent();
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
@@ -199,7 +217,7 @@ bool doctor_enforce_ready(const struct doctor_caps *caps)
 	for (i = 0; i < ARRAY_SIZE(required); i++)
 		if (!cap_get(caps, &required[i]))
 			return false;
-	return true;
+	return !caps->need_transparent || caps->transparent;
 }
 
 json_t *doctor_caps_json(const struct doctor_caps *caps)
@@ -217,6 +235,9 @@ json_t *doctor_caps_json(const struct doctor_caps *caps)
 	}
 	/* SPEC §7 prints landlock right after seccomp. */
 	json_object_set_new(o, "landlock", json_integer(caps->landlock));
+	json_object_set_new(o, "transparent", json_boolean(caps->transparent));
+	if (caps->need_transparent && !caps->transparent)
+		json_array_append_new(missing, json_string("transparent"));
 	json_object_set_new(o, "enforce_ready",
 			    json_boolean(json_array_size(missing) == 0));
 	json_object_set_new(o, "missing", missing);
@@ -230,6 +251,8 @@ const char cmd_doctor_help[] =
 	"namespace and loading a seccomp filter, and prints one JSON object:\n"
 	"  userns netns pidns mountns ipcns utsns seccomp  (true|false)\n"
 	"  landlock       Landlock ABI version (0: absent; optional layer)\n"
+	"  transparent    whether transparent mode (egress.transparent) can run\n"
+	"                 here; enforce needs it only when a policy asks for it\n"
 	"  enforce_ready  true when enforce mode can run here\n"
 	"  missing        the names of the absent required capabilities\n"
 	"\n"
