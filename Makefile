@@ -74,6 +74,12 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
+# transparent-parts drives dnsstub.c and transparent.c for
+# tests/integration/75-transparent-parts.t: it links airlock's objects.
+$(BUILD)/tests/helpers/transparent-parts: tests/helpers/transparent-parts.c $(LIB_OBJ) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
 # Every test speaks TAP; prove runs the compiled unit tests and the
 # integration scripts, each in a network namespace of its own
 # (tests/netns-exec).
