@@ -391,6 +391,26 @@ static void test_lengths(void)
 		   "a %d-byte query is FORMERR, however well-formed",
 		   DNSSTUB_QUERY_MAX + 1);
 	tap_ok(n == 12, "and only its header is answered");
+	/* A length byte with the top bits set, followed by as many bytes
+	 * as it would count: still no label. 0x40 (64: one over the
+	 * limit), 0x80, 0xc0 (a pointer, here to offset 12). */
+	{
+		static const uint8_t tops[] = { 0x40, 0x80, 0xc0 };
+		size_t k;
+
+		for (k = 0; k < ARRAY_SIZE(tops); k++) {
+			header(&q, (uint16_t)(10 + k), 0x0100, 1, 0, 0, 0);
+			put(&q, &tops[k], 1);
+			while (q.n < 13u + tops[k])
+				put(&q, "a", 1);
+			put_hex(&q, "00 0001 0001");
+			n = answer(s, &q, out, &res);
+			tap_is_str(dnsstub_outcome_to_string(res.outcome), "formerr",
+				   "length byte 0x%02x with %u bytes after it: FORMERR",
+				   tops[k], tops[k]);
+			tap_ok(n == 12, "FORMERR for 0x%02x is a bare header", tops[k]);
+		}
+	}
 	dnsstub_free(s);
 	dnsstub_table_free(t);
 	policy_free(p);
