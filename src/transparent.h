@@ -77,9 +77,10 @@ int transparent_original_dst(int fd, struct addr *a, uint16_t *port);
 /* Serves one datagram of the non-blocking stub socket @fd with @s:
  * receives it, answers it (dnsstub_answer) to its sender. Returns 1 with
  * *res filled (the caller records dns.block when res->record), 0 when no
- * datagram is waiting, -errno on a socket error. A reply that cannot be
+ * datagram is waiting, -errno on a socket error (the socket stays
+ * usable: log it and wait for the next EPOLLIN). A reply that cannot be
  * sent at once is dropped (the client asks again). Call it until it
- * returns 0 on each EPOLLIN. */
+ * returns 0 or less on each EPOLLIN. */
 int transparent_stub_serve(int fd, struct dnsstub *s,
 			   struct dnsstub_result *res);
 
