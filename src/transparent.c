@@ -39,9 +39,9 @@
  *
  * Should: redirect TCP to every non-loopback IPv4 and IPv6 address, let
  * DNS reach the stub and its answers come back, let loopback work.
- * Mustn't: run in a namespace with a real interface (refused), add the
- * routes before the rules are in place (a connection would then hang
- * rather than fail), let any UDP datagram leave loopback, shell out.
+ * Mustn't: run in a namespace with an interface up besides lo (refused),
+ * add the routes before the rules are in place (a connection would then
+ * hang rather than fail), let any UDP datagram leave loopback, shell out.
  */
 #include "transparent.h"
 
@@ -202,46 +202,52 @@ bool transparent_ruleset(const struct transparent_config *cfg, bool ipv6,
 	return n > 0 && (size_t)n < len;
 }
 
-/* Every interface of the namespace is lo; brings lo up. */
+/* No interface of the namespace but lo is up; brings lo up. A fresh
+ * namespace may hold the kernel's fallback tunnel devices (sit0, tunl0,
+ * ...), always down; an interface that is up means this is not the
+ * sandbox's own namespace. */
 static int loopback_only_up(char *err, size_t errlen)
 {
-	struct if_nameindex *ifs = if_nameindex(), *i;
+	struct if_nameindex *ifs = NULL, *i;
 	struct ifreq ifr;
-	int fd = -1, rc;
+	int fd, rc;
 
-	if (!ifs) {
-		rc = -errno;
-		set_err(err, errlen, "cannot list network interfaces: %s", strerror(-rc));
-		goto out;
-	}
-	for (i = ifs; i->if_index != 0; i++) {
-		if (strcmp(i->if_name, "lo") != 0) {
-			rc = -EEXIST;
-			set_err(err, errlen,
-				"the network namespace has interface %s besides lo: "
-				"transparent mode needs the sandbox's own namespace",
-				i->if_name);
-			goto out;
-		}
-	}
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;
 		set_err(err, errlen, "socket: %s", strerror(-rc));
 		goto out;
 	}
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+	ifs = if_nameindex();
+	if (!ifs) {
 		rc = -errno;
-		set_err(err, errlen, "cannot read the flags of lo: %s", strerror(-rc));
+		set_err(err, errlen, "cannot list network interfaces: %s", strerror(-rc));
 		goto out;
 	}
-	if (!(ifr.ifr_flags & IFF_UP)) {
-		ifr.ifr_flags |= IFF_UP;
-		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
-			rc = -errno;
-			set_err(err, errlen, "cannot bring lo up: %s", strerror(-rc));
+	for (i = ifs; i->if_index != 0; i++) {
+		memset(&ifr, 0, sizeof(ifr));
+		if (!util_strlcpy(ifr.ifr_name, i->if_name, sizeof(ifr.ifr_name)) ||
+		    ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+			rc = errno ? -errno : -ENAMETOOLONG;
+			set_err(err, errlen, "cannot read the flags of %s: %s", i->if_name,
+				strerror(-rc));
+			goto out;
+		}
+		if (strcmp(i->if_name, "lo") == 0) {
+			if (ifr.ifr_flags & IFF_UP)
+				continue;
+			ifr.ifr_flags |= IFF_UP;
+			if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
+				rc = -errno;
+				set_err(err, errlen, "cannot bring lo up: %s", strerror(-rc));
+				goto out;
+			}
+		} else if (ifr.ifr_flags & IFF_UP) {
+			rc = -EEXIST;
+			set_err(err, errlen,
+				"the network namespace has interface %s up besides lo: "
+				"transparent mode needs the sandbox's own namespace",
+				i->if_name);
 			goto out;
 		}
 	}

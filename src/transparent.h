@@ -42,8 +42,9 @@ bool transparent_ruleset(const struct transparent_config *cfg, bool ipv6,
 
 /* Sets up the redirect in the calling process's network namespace, where
  * it must hold CAP_NET_ADMIN (the sandbox's init, before it drops its
- * capabilities): brings lo up, refuses a namespace with any interface
- * but lo, loads the ruleset through libnftables, then adds a default
+ * capabilities): brings lo up, refuses a namespace with any other
+ * interface up (the kernel's fallback tunnels, always down, are no
+ * matter), loads the ruleset through libnftables, then adds a default
  * route through lo (IPv4 with source 127.0.0.1, IPv6 with source ::1
  * when the namespace has IPv6) so that connect() to any address leaves
  * through the redirect instead of failing with ENETUNREACH. The routes

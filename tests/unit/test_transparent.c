@@ -245,18 +245,32 @@ static void bad_config(void)
 	close(fd);
 }
 
-static void other_interface(void)
+static void interface_down(void)
+{
+	char err[256] = "";
+
+	check(system("ip link add airlockv0 type veth peer name airlockv1") == 0,
+	      "a veth pair in the namespace, down");
+	check(transparent_selftest(err, sizeof(err)) == 0,
+	      "interfaces that are down (as the kernel's fallback tunnels) do not "
+	      "stop the self-test (%s)", err[0] ? err : "ok");
+}
+
+static void interface_up(void)
 {
 	struct transparent_config cfg;
 	char err[256] = "";
 	int fd;
 
-	check(system("ip link add airlockv0 type veth peer name airlockv1") == 0,
-	      "a veth pair in the namespace");
+	/* Only one end up: the refusal must name that one, whatever order
+	 * the kernel lists the interfaces in. */
+	check(system("ip link add airlockv0 type veth peer name airlockv1 && "
+		     "ip link set airlockv0 up") == 0,
+	      "a veth pair in the namespace, one end up");
 	transparent_config_default(&cfg, 4000);
 	check(transparent_setup(&cfg, err, sizeof(err)) == -EEXIST &&
-		      strstr(err, "besides lo") != NULL,
-	      "setup refuses a namespace with another interface (%s)", err);
+		      strstr(err, "airlockv0 up besides lo") != NULL,
+	      "setup refuses a namespace with another interface up (%s)", err);
 	check(try_connect("203.0.113.9", 80, &fd) == ENETUNREACH,
 	      "and left no route behind");
 	close(fd);
@@ -461,7 +475,8 @@ int main(void)
 {
 	test_ruleset_text();
 	in_netns("bad configuration", bad_config);
-	in_netns("another interface", other_interface);
+	in_netns("another interface, down", interface_down);
+	in_netns("another interface, up", interface_up);
 	in_netns("redirect", redirect);
 	in_netns("stub socket", stub_serve);
 	in_netns("self-test", selftest);
