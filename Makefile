@@ -37,7 +37,10 @@ BIN := airlock
 endif
 
 SRC := $(wildcard src/*.c)
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/src/%.o,$(filter-out src/main.c,$(SRC)))
+# The sandbox's seccomp filter, compiled at build time (src/gen/mkseccomp.c).
+GEN_FILTER := build/gen/sandbox_filter.c
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/src/%.o,$(filter-out src/main.c,$(SRC))) \
+	$(BUILD)/gen/sandbox_filter.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%.t,$(UNIT_SRC))
 INTEGRATION := $(sort $(wildcard tests/integration/*.t))
@@ -59,6 +62,19 @@ $(BUILD)/src/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# A libseccomp program run at build time prints the BPF the sandbox loads.
+build/gen/mkseccomp: src/gen/mkseccomp.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< \
+		$(shell pkg-config --libs libseccomp 2>/dev/null)
+
+$(GEN_FILTER): build/gen/mkseccomp
+	$< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/sandbox_filter.o: $(GEN_FILTER)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
+
 $(BUILD)/tests/unit/%.o: tests/unit/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -c -o $@ $<
@@ -74,9 +90,14 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 
-# transparent-parts drives dnsstub.c and transparent.c for
-# tests/integration/75-transparent-parts.t: it links airlock's objects.
-$(BUILD)/tests/helpers/transparent-parts: tests/helpers/transparent-parts.c $(LIB_OBJ) | deps
+# Test helpers that drive airlock's modules directly link their objects:
+# ghmint (the GitHub App mint of ghapp.c against the stand-in API),
+# spend_tool (ledger.c and meter.c for the spend tests and bench/spend),
+# transparent-parts (dnsstub.c and transparent.c for
+# tests/integration/75-transparent-parts.t).
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool \
+	$(BUILD)/tests/helpers/transparent-parts
+$(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
@@ -107,10 +128,10 @@ lint: | deps
 
 # libFuzzer targets include the module under test; each runs FUZZ_SECONDS
 # on a copy of its committed corpus (the committed files are never changed).
-tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) | deps
+tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) $(GEN_FILTER) | deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(LDLIBS)
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) \
+		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(GEN_FILTER) $(LDLIBS)
 
 fuzz: $(FUZZ_BIN)
 	@scripts/install-deps --fuzz

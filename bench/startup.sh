@@ -1,9 +1,12 @@
 #!/bin/bash
 # startup.sh - how long `airlock run -- true` takes, beside bubblewrap and a
-# bare `true`, on this machine (issue: "well under 50 ms"). Prints a
-# Markdown table of medians; run by bench/run, or alone:
+# bare `true`, on this machine (target: enforce within 1.5x bubblewrap's
+# --unshare-all). Prints a Markdown table of medians and 10th and 99th
+# percentiles; run by bench/run, or alone:
 #   AIRLOCK=./airlock bench/startup.sh [RUNS]
-# No network is used; it runs in a network namespace of its own anyway.
+# The commands take turns, run after run, so that other work on the
+# machine weighs on all of them alike. No network is used; it runs in a
+# network namespace of its own anyway.
 set -euo pipefail
 AIRLOCK=${AIRLOCK:-$(cd "$(dirname "$0")/.." && pwd)/airlock}
 RUNS=${1:-200}
@@ -17,30 +20,33 @@ echo '{"version": 1, "mode": "enforce"}' > "$T/enforce.json"
 echo '{"version": 1, "mode": "shadow"}' > "$T/shadow.json"
 command -v bwrap >/dev/null || { echo "bwrap missing (scripts/install-deps --bench)" >&2; exit 1; }
 
-# median_ms CMD...: the median wall time of RUNS runs, in milliseconds.
-median_ms() {
-	python3 - "$RUNS" "$@" <<'PY'
+python3 - "$RUNS" "$AIRLOCK" "$T" <<'PY'
 import statistics, subprocess, sys, time
-runs, cmd = int(sys.argv[1]), sys.argv[2:]
+runs, airlock, t = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmds = [
+    ("`airlock run --enforce -- true`", [airlock, "run", "--policy", t + "/enforce.json", "--", "true"]),
+    ("`airlock run --mode shadow -- true`", [airlock, "run", "--policy", t + "/shadow.json", "--", "true"]),
+    ("`bwrap --unshare-all --ro-bind / / true`", ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"]),
+    ("`true`", ["true"]),
+]
+ms = {name: [] for name, _ in cmds}
 for _ in range(5):
-    subprocess.run(cmd, check=True)
-t = []
+    for _, c in cmds:
+        subprocess.run(c, check=True, stdout=subprocess.DEVNULL)
 for _ in range(runs):
-    a = time.perf_counter()
-    subprocess.run(cmd, check=True)
-    t.append((time.perf_counter() - a) * 1000)
-t.sort()
-print("%.2f %.2f" % (statistics.median(t), t[int(len(t) * 0.99) - 1]))
+    for name, c in cmds:
+        a = time.perf_counter()
+        subprocess.run(c, check=True, stdout=subprocess.DEVNULL)
+        ms[name].append((time.perf_counter() - a) * 1000)
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p))]
+print("| command | median ms | p10 ms | p99 ms |")
+print("|---|---|---|---|")
+for name, _ in cmds:
+    v = ms[name]
+    print("| %s | %.2f | %.2f | %.2f |" % (name, statistics.median(v), pct(v, 0.1), pct(v, 0.99)))
+a = statistics.median(ms[cmds[0][0]])
+b = statistics.median(ms[cmds[2][0]])
+print("\nenforce / bubblewrap (medians): %.2f" % (a / b))
 PY
-}
-
-read -r a_med a_p99 < <(median_ms "$AIRLOCK" run --policy "$T/enforce.json" -- true)
-read -r s_med s_p99 < <(median_ms "$AIRLOCK" run --policy "$T/shadow.json" -- true)
-read -r b_med b_p99 < <(median_ms bwrap --unshare-all --ro-bind / / true)
-read -r t_med t_p99 < <(median_ms true)
-echo "| command | median ms | p99 ms |"
-echo "|---|---|---|"
-echo "| \`airlock run --enforce -- true\` | $a_med | $a_p99 |"
-echo "| \`airlock run --mode shadow -- true\` | $s_med | $s_p99 |"
-echo "| \`bwrap --unshare-all --ro-bind / / true\` | $b_med | $b_p99 |"
-echo "| \`true\` | $t_med | $t_p99 |"

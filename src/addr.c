@@ -3,7 +3,7 @@
  *
  * DOC: Theory of Operation
  *
- * The proxy connects only to addresses it has checked (SPEC §3.3), so this
+ * The proxy connects only to addresses it has checked (docs/PROXY.md), so this
  * module answers one question: "may a name resolve to this address?". The
  * answer is a pure function of 16 bytes; there is no I/O and no state.
  *
@@ -43,6 +43,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,22 +84,6 @@ const char *addr_class_to_string(enum addr_class c)
 /* Parsing                                                            */
 /* ------------------------------------------------------------------ */
 
-static bool is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static void set_ipv4(struct addr *out, uint32_t host_order)
 {
 	memset(out, 0, sizeof(*out));
@@ -122,7 +107,7 @@ static bool parse_ipv4_strict(const char *s, struct addr *out)
 
 		if (part > 0 && *s++ != '.')
 			return false;
-		while (is_digit(*s)) {
+		while (util_is_digit(*s)) {
 			/* A leading zero means octal to inet_aton. */
 			if (ndigits == 1 && octet == 0)
 				return false;
@@ -152,7 +137,7 @@ static bool parse_ipv6(const char *s, struct addr *out)
 	/* inet_pton already refuses '%', but the refusal of a zone id is a
 	 * security property of ours, not an accident of the libc. */
 	for (p = s; *p; p++) {
-		if (hex_value(*p) < 0 && *p != ':' && *p != '.')
+		if (util_hex_value(*p) < 0 && *p != ':' && *p != '.')
 			return false;
 	}
 	if (inet_pton(AF_INET6, s, &a6) != 1)
@@ -200,12 +185,12 @@ bool addr_parse_ipv4_any(const char *s, struct addr *out, bool *overflow)
 	for (;;) {
 		uint64_t val = 0;
 
-		if (nparts == 4 || !is_digit(*s))
+		if (nparts == 4 || !util_is_digit(*s))
 			return false; /* not the shape of an inet_aton string */
 		if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
 			int ndigits = 0, d;
 
-			for (s += 2; (d = hex_value(*s)) >= 0; s++, ndigits++) {
+			for (s += 2; (d = util_hex_value(*s)) >= 0; s++, ndigits++) {
 				val = val * 16 + (uint64_t)d;
 				if (val >= IPV4_PART_BIG)
 					val = IPV4_PART_BIG;
@@ -216,7 +201,7 @@ bool addr_parse_ipv4_any(const char *s, struct addr *out, bool *overflow)
 		} else {
 			unsigned int base = s[0] == '0' ? 8 : 10;
 
-			for (; is_digit(*s); s++) {
+			for (; util_is_digit(*s); s++) {
 				if ((unsigned int)(*s - '0') >= base)
 					refused = true;
 				val = val * base + (uint64_t)(*s - '0');
@@ -286,9 +271,9 @@ bool addr_parse_cidr(const char *s, struct addr_cidr *out)
 	} else {
 		const char *p = slash + 1;
 
-		if (!is_digit(*p) || (p[0] == '0' && p[1] != '\0'))
+		if (!util_is_digit(*p) || (p[0] == '0' && p[1] != '\0'))
 			return false; /* empty or leading zero */
-		for (; is_digit(*p); p++) {
+		for (; util_is_digit(*p); p++) {
 			prefix = prefix * 10 + (unsigned int)(*p - '0');
 			if (prefix > max)
 				return false;
@@ -551,4 +536,52 @@ void addr_cidr_format(const struct addr_cidr *c, char *out, size_t len)
 	ASSERT(len >= ADDR_STRLEN + 4);
 	addr_format(&c->base, text, sizeof(text));
 	snprintf(out, len, "%s/%u", text, c->prefix);
+}
+
+unsigned int addr_to_sockaddr(const struct addr *a, uint16_t port,
+			      struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, a->bytes, 4);
+		return sizeof(*sin);
+	}
+	ASSERT(a->family == AF_INET6);
+	{
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		memcpy(&sin6->sin6_addr, a->bytes, 16);
+		return sizeof(*sin6);
+	}
+}
+
+bool addr_from_sockaddr(const struct sockaddr *sa, size_t len, struct addr *a,
+			uint16_t *port)
+{
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+
+		a->family = AF_INET;
+		memcpy(a->bytes, &sin->sin_addr, 4);
+		if (port)
+			*port = ntohs(sin->sin_port);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+
+		a->family = AF_INET6;
+		memcpy(a->bytes, &sin6->sin6_addr, 16);
+		if (port)
+			*port = ntohs(sin6->sin6_port);
+		return true;
+	}
+	return false;
 }

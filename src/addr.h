@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * addr.h - IP addresses, CIDRs and the special-purpose classifier (SPEC §3.3).
+ * addr.h - IP addresses, CIDRs and the special-purpose classifier
+ * (docs/PROXY.md, "Decision").
  *
  * Pure functions, no I/O: every function here is table-tested in
  * tests/unit/test_addr.c.
@@ -22,7 +23,7 @@ struct addr_cidr {
 	unsigned int prefix; /* 0..32 or 0..128 */
 };
 
-/* Classes of SPEC §3.3. ADDR_CLASS_GLOBAL is the only one a name may resolve
+/* Address classes. ADDR_CLASS_GLOBAL is the only one a name may resolve
  * to without an allow_ranges exemption. Keep addr_class_to_string() in sync
  * (a static_assert checks the table size). */
 enum addr_class {
@@ -96,6 +97,17 @@ enum addr_class addr_classify(const struct addr *a);
  * also exempt when a.b.c.d is (it is the same destination). */
 bool addr_is_allowed(const struct addr *a, const struct addr_cidr *exempt,
 		     size_t nexempt);
+
+/* Socket addresses. addr_to_sockaddr() fills @ss with @a and @port (host
+ * order) and returns its length. addr_from_sockaddr() reads an AF_INET or
+ * AF_INET6 address of @len bytes; false for any other family or a short
+ * @len. @port may be NULL. */
+struct sockaddr;
+struct sockaddr_storage;
+unsigned int addr_to_sockaddr(const struct addr *a, uint16_t port,
+			      struct sockaddr_storage *ss);
+bool addr_from_sockaddr(const struct sockaddr *sa, size_t len, struct addr *a,
+			uint16_t *port);
 
 /* Canonical text (inet_ntop form; IPv6 without brackets). @out must hold
  * ADDR_STRLEN bytes (checked: a shorter buffer is an ASSERT failure). */

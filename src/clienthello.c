@@ -4,9 +4,9 @@
  * DOC: Theory of Operation
  *
  * A CONNECT tunnel names a host, but what the client then sends is up to
- * the client, and the client is hostile (SPEC §1). Before splicing a tunnel
+ * the client, and the client is hostile. Before splicing a tunnel
  * the proxy reads the TLS ClientHello and denies the tunnel unless its
- * server_name is the CONNECT host (SPEC §5.3): otherwise an agent allowed
+ * server_name is the CONNECT host: otherwise an agent allowed
  * to reach a shared front end (a CDN, a cloud load balancer) could CONNECT
  * to an allowed name and ask that front end for any other one. A
  * ClientHello without an SNI is denied for the same reason: the front end
@@ -534,4 +534,77 @@ enum clienthello_result clienthello_parse(const uint8_t *buf, size_t len,
 			      out->sni_error);
 	out->reason = clienthello_result_to_string(CLIENTHELLO_OK);
 	return CLIENTHELLO_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The server's first handshake message                               */
+/* ------------------------------------------------------------------ */
+
+static const char *const serverhello_names[] = {
+	[SERVERHELLO_MORE] = "more",
+	[SERVERHELLO_RETRY] = "hello-retry-request",
+	[SERVERHELLO_OTHER] = "other",
+};
+static_assert(ARRAY_SIZE(serverhello_names) == SERVERHELLO_KIND_COUNT,
+	      "serverhello_names out of sync with enum serverhello_kind");
+
+const char *serverhello_kind_to_string(enum serverhello_kind k)
+{
+	return (unsigned int)k < SERVERHELLO_KIND_COUNT ? serverhello_names[k]
+							 : "unknown";
+}
+
+/* SHA-256("HelloRetryRequest"): the random of a HelloRetryRequest. */
+static const uint8_t hrr_random[32] = {
+	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c,
+	0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
+	0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+};
+
+void serverhello_watch_init(struct serverhello_watch *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->kind = SERVERHELLO_MORE;
+}
+
+enum serverhello_kind serverhello_watch_feed(struct serverhello_watch *w,
+					     const uint8_t *d, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && w->kind == SERVERHELLO_MORE) {
+		if (w->rec_left == 0) {
+			w->hdr[w->nhdr++] = d[i++];
+			if (w->nhdr < 5)
+				continue;
+			w->nhdr = 0;
+			w->rec_left = ((size_t)w->hdr[3] << 8) | w->hdr[4];
+			/* an alert, or anything but a handshake first: no
+			 * retry can follow */
+			if (w->hdr[0] != 22 || ++w->records > SERVERHELLO_RECORDS_MAX)
+				w->kind = SERVERHELLO_OTHER;
+			continue;
+		}
+		while (i < n && w->rec_left > 0 && w->nhs < SERVERHELLO_PREFIX) {
+			w->hs[w->nhs++] = d[i++];
+			w->rec_left--;
+		}
+		if (w->nhs == SERVERHELLO_PREFIX)
+			w->kind = w->hs[0] == 2 && memcmp(w->hs + 6, hrr_random, 32) == 0
+					  ? SERVERHELLO_RETRY
+					  : SERVERHELLO_OTHER;
+	}
+	return w->kind;
+}
+
+int clienthello_next_hello(const uint8_t *buf, size_t len, size_t *off)
+{
+	size_t o = 0;
+
+	while (o + 5 <= len && (buf[o] == 20 || buf[o] == 23))
+		o += 5 + (((size_t)buf[o + 3] << 8) | buf[o + 4]);
+	*off = o;
+	if (o + 5 > len)
+		return 0;
+	return buf[o] == 22 ? 1 : -1;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * clienthello.h - a strict, incremental, read-only parser of the TLS
- * ClientHello that opens a CONNECT tunnel (SPEC §5.3).
+ * ClientHello that opens a CONNECT tunnel (docs/PROXY.md).
  *
  * A pure function over the bytes the client has sent so far: no I/O, no
  * allocation, nothing is consumed (the proxy forwards the same bytes
@@ -92,5 +92,59 @@ struct clienthello {
  * and fields. @out must not be NULL. */
 enum clienthello_result clienthello_parse(const uint8_t *buf, size_t len,
 					  struct clienthello *out);
+
+/* ------------------------------------------------------------------ */
+/* After the ClientHello: the server's answer, a second ClientHello   */
+/* ------------------------------------------------------------------ */
+
+/* What the server's first handshake message is. Keep
+ * serverhello_kind_to_string() in sync. */
+enum serverhello_kind {
+	SERVERHELLO_MORE = 0, /* not known yet: feed more bytes */
+	SERVERHELLO_RETRY,    /* a HelloRetryRequest (RFC 8446 §4.1.3): a
+				 second ClientHello follows */
+	SERVERHELLO_OTHER,    /* a ServerHello, an alert, anything else: no
+				 second ClientHello can follow */
+	SERVERHELLO_KIND_COUNT
+};
+
+const char *serverhello_kind_to_string(enum serverhello_kind k);
+
+/* The bytes of the server's first handshake message that tell a
+ * HelloRetryRequest: type, length, legacy_version, random. */
+#define SERVERHELLO_PREFIX 38
+#define SERVERHELLO_RECORDS_MAX 64
+
+/* Reads the server's stream from its first byte, across any record and
+ * read boundaries. Fields are private. */
+struct serverhello_watch {
+	enum serverhello_kind kind;
+	uint8_t hdr[5];
+	size_t nhdr;
+	size_t rec_left;
+	unsigned int records;
+	uint8_t hs[SERVERHELLO_PREFIX];
+	size_t nhs;
+};
+
+void serverhello_watch_init(struct serverhello_watch *w);
+
+/* Feeds the next @n bytes of the server's stream (@d may be NULL when @n
+ * is 0). Returns the kind once known; it is final (later feeds return it
+ * and read nothing). Any split of the stream gives the same answer. A
+ * first record that is not a handshake, a first handshake message that
+ * is not a ServerHello, or more than SERVERHELLO_RECORDS_MAX records
+ * before SERVERHELLO_PREFIX handshake bytes: SERVERHELLO_OTHER. */
+enum serverhello_kind serverhello_watch_feed(struct serverhello_watch *w,
+					     const uint8_t *d, size_t n);
+
+/* The client's bytes after a HelloRetryRequest: skips whole
+ * change_cipher_spec (20) and application_data (23, early data sent
+ * before the retry) records and stores in *off where the next record
+ * starts. Returns 1 when that record is a handshake record (parse the
+ * second ClientHello from there with clienthello_parse()), 0 when more
+ * bytes are needed, -1 when it is anything else (an alert: no second
+ * ClientHello comes). */
+int clienthello_next_hello(const uint8_t *buf, size_t len, size_t *off);
 
 #endif /* AIRLOCK_CLIENTHELLO_H */

@@ -527,7 +527,7 @@ static void draft_targets(struct learn *l, json_t *rules)
 		const char *host = events_str(e, "host"), *which = "";
 		long long port = (long long)json_integer_value(json_object_get(e, "port"));
 		uint16_t dport = port ? (uint16_t)port : (l->bp->nports ? l->bp->ports[0] : 443);
-		struct egress_verdict v;
+		struct verdict v;
 		struct host_target t;
 		const char *why;
 		char text[HOSTNAME_MAX + 16], what[HOSTNAME_MAX + 512], tgt[HOSTNAME_MAX + 16];
@@ -551,15 +551,15 @@ static void draft_targets(struct learn *l, json_t *rules)
 			continue;
 		}
 		egress_decide_rules(l->bp, &t, dport, &v);
-		if (v.allow) {
+		if (v.action == VERDICT_ALLOW) {
 			snprintf(what, sizeof(what), "nothing to add: %s is already allowed "
-				 "by the base policy's %s", tgt, v.rule_id);
+				 "by the base policy's %s", tgt, v.rule);
 			explain("=", what, e);
 			continue;
 		}
-		if (v.rule) {
+		if (v.host_rule) {
 			snprintf(what, sizeof(what), "not drafted: %s: the base policy "
-				 "denies it (%s)", tgt, v.rule_id);
+				 "denies it (%s)", tgt, v.rule);
 			explain("-", what, e);
 			continue;
 		}
@@ -842,7 +842,7 @@ static void secret_key(const char *var, const json_t *secrets, char *out, size_t
  * (none seen: egress.ports)? */
 static bool draft_allows(const struct policy *p, const char *name, const json_t *ports)
 {
-	struct egress_verdict v;
+	struct verdict v;
 	struct host_target t;
 	size_t i;
 	json_t *port;
@@ -851,12 +851,12 @@ static bool draft_allows(const struct policy *p, const char *name, const json_t 
 		return false;
 	json_array_foreach((json_t *)ports, i, port) {
 		egress_decide_rules(p, &t, (uint16_t)json_integer_value(port), &v);
-		if (v.allow)
+		if (v.action == VERDICT_ALLOW)
 			return true;
 	}
 	for (i = 0; json_array_size(ports) == 0 && i < p->nports; i++) {
 		egress_decide_rules(p, &t, p->ports[i], &v);
-		if (v.allow)
+		if (v.action == VERDICT_ALLOW)
 			return true;
 	}
 	return false;
@@ -1008,16 +1008,16 @@ static size_t recheck(struct learn *l, const struct policy *p, const json_t *rul
 		e = json_object_get(l->targets, keys[i]);
 		const char *host = events_str(e, "host");
 		long long port = (long long)json_integer_value(json_object_get(e, "port"));
-		struct egress_verdict v;
+		struct verdict v;
 		struct host_target t;
 
 		if (!json_object_get(e, "rule"))
 			continue;
 		ASSERT(hostname_normalise(host, strlen(host), &t) == HOSTNAME_OK);
 		egress_decide_rules(p, &t, port ? (uint16_t)port : (p->nports ? p->ports[0] : 443), &v);
-		if (!v.allow) {
+		if (v.action != VERDICT_ALLOW) {
 			fprintf(stderr, "airlock learn: internal error: the draft still "
-				"denies %s:%lld (%s)\n", host, port, v.rule_id);
+				"denies %s:%lld (%s)\n", host, port, v.rule);
 			bad++;
 		}
 	}

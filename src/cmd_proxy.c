@@ -5,13 +5,25 @@
  * DOC: Theory of Operation
  *
  * The same proxy (proxy.c) that serves a sandbox, on a listening socket of
- * its own, with the same receipt stream: session.start when it starts
- * listening, session.end when it stops, so the stream verifies like a
- * session's. SIGHUP reloads the policy: a valid one replaces the old one
- * for new requests and writes policy.reload (the stream's digest changes
- * there, and only there); an invalid one changes nothing and writes
- * policy.reload with decision block and the errors. SIGTERM and SIGINT stop
- * accepting and give open connections up to 5 s to finish.
+ * its own, with the same processes and the same receipt stream. This
+ * process is the supervisor: it parses the policy, binds the socket,
+ * starts the key holder (keeper.c), which alone loads the signing key and
+ * writes every line, then --workers proxy workers (worker.c, default one
+ * per online CPU) that share the socket. The workers wait until
+ * session.start is written, so the stream begins with it; a worker that
+ * cannot start makes the session a session.refused. session.end is
+ * written once every worker has exited, so the stream verifies like a
+ * session's.
+ *
+ * SIGHUP reloads the policy: a valid one is named to the key holder, which
+ * writes policy.reload (the stream's digest changes there, and only there),
+ * then sent to every worker for new requests; an invalid one changes
+ * nothing and writes policy.reload with decision block and the errors.
+ * SIGTERM and SIGINT stop accepting and give open connections up to 5 s to
+ * finish. A worker that ends on its own (killed, or unable to go on) stops
+ * the proxy: its end is recorded (proxy.error), the other workers drain
+ * and airlock exits 125 after session.end. A key holder that dies stops
+ * everything at once (125): nothing could be recorded any more.
  *
  * Old policies are kept until exit: a request decided under one may still
  * point at its rules when it is recorded.
@@ -20,26 +32,31 @@
 #include <getopt.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "commands.h"
 #include "policy.h"
-#include "proxy.h"
 #include "session.h"
 #include "util.h"
+#include "worker.h"
 
 #define DRAIN_MS 5000
 
 const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"
-	"                     [--signing-key FILE] [--session ID]\n"
+	"                     [--signing-key FILE] [--session ID] [--workers N]\n"
+	"                     [--max-conns N] [--client-limit N]\n"
 	"\n"
 	"Runs the egress proxy alone, for providers that enforce egress at their\n"
 	"network layer. Its receipt stream starts with session.start and ends\n"
@@ -52,21 +69,38 @@ const char cmd_proxy_help[] =
 	"  --events DEST       receipts: '-', 'fd:N' or a path (appended, 0600)\n"
 	"  --signing-key FILE  Ed25519 key (PKCS#8 PEM) to sign receipts with\n"
 	"  --session ID        the session id in every receipt\n"
+	"  --workers N         proxy processes sharing the socket, one event\n"
+	"                      loop each (default: one per online CPU)\n"
+	"  --max-conns N       connections at once, in all workers (default 16384,\n"
+	"                      and never more than the descriptors allow)\n"
+	"  --client-limit N    connections one client address may hold (default a\n"
+	"                      quarter of the connection limit)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Signals: SIGHUP reloads the policy (an invalid one is refused and the\n"
 	"old one kept); SIGTERM or SIGINT stop accepting, let open connections\n"
 	"finish for up to 5 s, write session.end and exit 0.\n"
 	"\n"
-	"Exit status: 0 after SIGTERM/SIGINT, 125 when the proxy cannot start.\n";
+	"Exit status: 0 after SIGTERM/SIGINT, 125 when the proxy cannot start or\n"
+	"a worker ends on its own (the end is recorded as proxy.error).\n";
 
 struct proxy_state {
-	struct proxy *px;
 	struct session *s;
+	struct worker_pool wp;
 	const char *path;
-	struct policy **old;  /* every policy ever loaded, freed at exit */
+	struct policy **old;  /* every policy loaded after the first, freed at exit */
 	size_t nold;
+	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
+	char failure[512];    /* why the proxy ended itself, or "" */
 };
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 static bool parse_listen(const char *text, struct sockaddr_storage *ss,
 			 socklen_t *len)
@@ -116,6 +150,38 @@ static bool parse_listen(const char *text, struct sockaddr_storage *ss,
 	return true;
 }
 
+static void stop(struct proxy_state *st, unsigned int drain_ms)
+{
+	if (st->wp.stopping)
+		return;
+	worker_pool_stop(&st->wp, drain_ms);
+	st->kill_at = monotonic_ms() + drain_ms + 5000;
+}
+
+/* Something made the proxy unable to serve as its stream says: record it,
+ * stop every worker, exit 125 once they are gone. */
+__attribute__((format(printf, 3, 4))) static void
+fail(struct proxy_state *st, json_t *subject, const char *fmt, ...)
+{
+	if (!st->failure[0]) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(st->failure, sizeof(st->failure), fmt, ap);
+		va_end(ap);
+		session_record(st->s, "proxy.error", RECEIPT_BLOCK,
+			       RECEIPT_POINT_SUPERVISOR, "proxy.worker", subject,
+			       st->failure);
+		subject = NULL;
+	}
+	json_decref(subject);
+	stop(st, 0);
+}
+
+/* SIGHUP: the new policy is parsed here; the key holder writes the
+ * policy.reload line, where the stream's digest changes; then every
+ * worker gets the policy, checks it is the one named, and puts it in
+ * force. */
 static void reload(struct proxy_state *st)
 {
 	struct policy_errors errs = { 0 };
@@ -138,41 +204,152 @@ static void reload(struct proxy_state *st)
 		policy_errors_free(&errs);
 		return;
 	}
-	if (proxy_set_policy(st->px, np, err, sizeof(err)) < 0) {
-		session_record(st->s, "policy.reload", RECEIPT_BLOCK,
-			       RECEIPT_POINT_SUPERVISOR, "policy",
-			       json_pack("{s:s}", "path", st->path), err);
-		util_warn("proxy: SIGHUP: %s; keeping the old policy", err);
-		policy_free(np);
-		return;
-	}
 	session_reload(st->s, np);
 	st->old = util_xrealloc(st->old, (st->nold + 1) * sizeof(struct policy *));
 	st->old[st->nold++] = np;
+	if (worker_pool_reload(&st->wp, np, err, sizeof(err)) < 0) {
+		fail(st, json_pack("{s:s}", "path", st->path),
+		     "the reloaded policy could not be given to the workers: %s", err);
+		return;
+	}
 	util_warn("proxy: policy reloaded (%s)", np->digest);
 }
 
-static bool on_signal(void *arg, const struct signalfd_siginfo *si)
+static void reap(struct proxy_state *st)
 {
-	struct proxy_state *st = arg;
+	char how[256];
+	pid_t pid;
+	int ws;
 
-	if (si->ssi_signo == SIGHUP) {
-		reload(st);
-		return true;
+	while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
+		struct worker *w;
+
+		if (pid == st->s->k.pid) {
+			worker_pool_release(&st->wp);
+			session_lost(st->s, ws);
+		}
+		w = worker_pool_find(&st->wp, pid);
+		if (!w)
+			continue;
+		worker_pool_reaped(&st->wp, w, ws);
+		if (worker_exited_cleanly(&st->wp, w))
+			continue;
+		worker_describe_exit(w, how, sizeof(how));
+		fail(st, WIFSIGNALED(ws)
+			 ? json_pack("{s:i, s:i}", "pid", (int)pid, "signal", WTERMSIG(ws))
+			 : json_pack("{s:i, s:i}", "pid", (int)pid, "status", WEXITSTATUS(ws)),
+		     "egress proxy worker %d ended (%s): the proxy stops", (int)pid, how);
 	}
-	proxy_stop(st->px, DRAIN_MS);
-	return true;
+}
+
+static void read_signals(struct proxy_state *st, int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			reap(st);
+		else if (si.ssi_signo == SIGHUP && !st->wp.stopping)
+			reload(st);
+		else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+			stop(st, DRAIN_MS);
+	}
+}
+
+/* Waits until every worker says it serves. Returns false with the first
+ * failure in @err. */
+static bool wait_ready(struct proxy_state *st, char *err, size_t errlen)
+{
+	struct pollfd *pfd = util_xcalloc(st->wp.n, sizeof(*pfd));
+	unsigned int i, ready = 0;
+	bool ok = true;
+
+	while (ok && ready < st->wp.n) {
+		for (i = 0; i < st->wp.n; i++)
+			pfd[i] = (struct pollfd){ .fd = st->wp.w[i].ready ? -1 : st->wp.w[i].ctl,
+						  .events = POLLIN };
+		if (poll(pfd, st->wp.n, -1) < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			ok = false;
+		}
+		for (i = 0; ok && i < st->wp.n; i++) {
+			struct worker *w = &st->wp.w[i];
+			int ws;
+
+			if (!pfd[i].revents)
+				continue;
+			if (worker_pool_read(&st->wp, i) && !w->fatal[0]) {
+				ready += w->ready;
+				continue;
+			}
+			while (waitpid(w->pid, &ws, 0) < 0 && errno == EINTR)
+				;
+			worker_pool_reaped(&st->wp, w, ws);
+			worker_describe_exit(w, err, errlen);
+			ok = false;
+		}
+	}
+	free(pfd);
+	return ok;
+}
+
+static void serve(struct proxy_state *st, int sfd)
+{
+	struct pollfd *pfd = util_xcalloc(2 + st->wp.n, sizeof(*pfd));
+	bool keeper_open = session_fd(st->s) >= 0;
+	unsigned int i;
+
+	while (st->wp.alive > 0) {
+		int timeout = -1, n = 0;
+
+		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = keeper_open ? session_fd(st->s) : -1,
+					    .events = POLLIN };
+		for (i = 0; i < st->wp.n; i++)
+			pfd[n++] = (struct pollfd){ .fd = st->wp.w[i].ctl, .events = POLLIN };
+		if (st->wp.stopping) {
+			uint64_t now = monotonic_ms();
+
+			if (now >= st->kill_at) {
+				for (i = 0; i < st->wp.n; i++)
+					if (st->wp.w[i].pid > 0)
+						kill(st->wp.w[i].pid, SIGKILL);
+				st->kill_at = now + 5000;
+			}
+			timeout = (int)(st->kill_at - now);
+		}
+		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: poll");
+		}
+		if (pfd[1].revents)
+			keeper_open = false;
+		for (i = 0; i < st->wp.n; i++)
+			if (pfd[2 + i].revents && !worker_pool_read(&st->wp, i) &&
+			    st->wp.w[i].ctl >= 0) {
+				close(st->wp.w[i].ctl);
+				st->wp.w[i].ctl = -1;
+			}
+		if (pfd[0].revents)
+			read_signals(st, sfd);
+	}
+	free(pfd);
 }
 
 int cmd_proxy(int argc, char **argv)
 {
-	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION };
+	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION,
+	       OPT_WORKERS, OPT_MAX_CONNS, OPT_CLIENT_LIMIT };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
 		{ "events", required_argument, NULL, OPT_EVENTS },
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+		{ "client-limit", required_argument, NULL, OPT_CLIENT_LIMIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -181,9 +358,11 @@ int cmd_proxy(int argc, char **argv)
 	struct policy_errors errs = { 0 };
 	struct proxy_state st = { 0 };
 	struct sockaddr_storage ss;
-	struct proxy_opts po;
+	struct worker_config wc;
 	struct session s;
-	char err[256], *id = NULL, text[ADDR_STRLEN + 16];
+	char err[512], *id = NULL, text[ADDR_STRLEN + 16];
+	unsigned int workers = 0;
+	unsigned long max_conns = 0, client_limit = 0;
 	socklen_t sl;
 	sigset_t mask;
 	struct policy *p;
@@ -198,6 +377,19 @@ int cmd_proxy(int argc, char **argv)
 		case OPT_LISTEN: listen_at = optarg; break;
 		case OPT_EVENTS: events = optarg; break;
 		case OPT_KEY: key = optarg; break;
+		case OPT_WORKERS: workers = worker_parse_count("proxy", optarg); break;
+		case OPT_MAX_CONNS:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &max_conns))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --max-conns must be a number from 1 to %u",
+					 1u << 24);
+			break;
+		case OPT_CLIENT_LIMIT:
+			if (!util_parse_uint(optarg, 1, 1u << 24, &client_limit))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "proxy: --client-limit must be a number from 1 to %u",
+					 1u << 24);
+			break;
 		case OPT_SESSION:
 			if (!policy_session_id_valid(optarg))
 				util_die(EXIT_AIRLOCK_FAILURE,
@@ -242,28 +434,34 @@ int cmd_proxy(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: signalfd");
 
+	/* The key holder first (it alone loads the key), then the workers,
+	 * which serve only once session.start is written. */
 	session_open(&s, events, key, p, id, "airlock-proxy");
-	memset(&po, 0, sizeof(po));
-	po.listen_fd = fd;
-	po.policy = p;
-	po.record = session_record_borrowed;
-	po.record_arg = &s;
-	po.signal_fd = sfd;
-	po.on_signal = on_signal;
-	po.signal_arg = &st;
 	st.s = &s;
 	st.path = policy_path;
-	st.px = proxy_new(&po, err, sizeof(err));
-	if (!st.px)
+	memset(&wc, 0, sizeof(wc));
+	wc.listen_fd = fd;
+	wc.policy = p;
+	wc.max_conns = (unsigned int)max_conns;
+	wc.client_limit = (unsigned int)client_limit;
+	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
+			      &s, err, sizeof(err)) < 0 ||
+	    !wait_ready(&st, err, sizeof(err))) {
+		worker_pool_release(&st.wp);
 		session_refuse(&s, "proxy", err);
+	}
+	close(fd); /* the workers serve it */
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "egress proxy started");
+	if (worker_pool_go(&st.wp) < 0)
+		fail(&st, json_object(), "cannot start the egress proxy workers");
 	if (ss.ss_family == AF_INET6) {
 		char a6[ADDR_STRLEN];
 
@@ -279,14 +477,17 @@ int cmd_proxy(int argc, char **argv)
 	}
 	fprintf(stderr, "airlock proxy: listening on %s\n", text);
 	fflush(stderr);
-	c = proxy_run(st.px);
-	proxy_free(st.px);
-	session_end(&s, c < 0 ? EXIT_AIRLOCK_FAILURE : 0);
+	serve(&st, sfd);
+	worker_pool_release(&st.wp);
+	c = st.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
+	session_end(&s, c);
+	if (st.failure[0])
+		util_warn("proxy: %s", st.failure);
 	for (i = 0; i < st.nold; i++)
 		policy_free(st.old[i]);
 	free(st.old);
 	policy_free(p);
 	free(id);
 	close(sfd);
-	return c < 0 ? EXIT_AIRLOCK_FAILURE : 0;
+	return c;
 }

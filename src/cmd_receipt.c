@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "receipt.h"
+#include "runfiles.h"
 #include "util.h"
 
 #define EXIT_NOT_INTACT 1
@@ -34,15 +35,19 @@ const char cmd_verify_help[] =
 	"\n"
 	"  --pubkey FILE  the signer's public key (PEM SubjectPublicKeyInfo, as\n"
 	"                 `airlock keygen` prints it): every line must be signed\n"
-	"                 by it. Without --pubkey each session is checked against\n"
-	"                 the key named in its own session.start, which proves\n"
-	"                 integrity but not who wrote it.\n"
+	"                 by it (the key is pinned). Without --pubkey each session\n"
+	"                 is checked against the key named in its own\n"
+	"                 session.start, which proves integrity but not who wrote\n"
+	"                 it; verify then says so and prints the fingerprint of\n"
+	"                 each such key, to compare with the one `airlock run`\n"
+	"                 printed.\n"
 	"  --json         print one JSON object instead of text:\n"
 	"                 {\"ok\":true,\"lines\":N,\"sessions\":N,\"counts\":{...}} or\n"
 	"                 {\"ok\":false,\"line\":N,\"reason\":\"...\"}\n"
-	"  --help         print this help\n"
+	"  -h, --help     print this help\n"
 	"\n"
-	"Intact: prints \"ok: ...\" and the number of lines of each type, exit 0.\n"
+	"Intact: prints \"ok: ...\", the number of lines of each type and whether\n"
+	"the key was pinned, exit 0.\n"
 	"Not intact: prints \"EVENTS:LINE: reason\" for the first bad line, exit 1.\n"
 	"A usage error, or a file or key that cannot be read: exit 2.\n";
 
@@ -57,7 +62,7 @@ const char cmd_keygen_help[] =
 	"  --out FILE  where to write the private key; an existing FILE is\n"
 	"              refused\n"
 	"  --force     replace an existing FILE (atomically, by rename)\n"
-	"  --help      print this help\n"
+	"  -h, --help  print this help\n"
 	"\n"
 	"Exit status: 0 written, 1 the key could not be written, 2 usage error.\n";
 
@@ -82,6 +87,73 @@ static const char *bad_option(char **argv, char *buf, size_t len)
 		return buf;
 	}
 	return argv[optind - 1];
+}
+
+static bool has_string(json_t *array, const char *s)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(array, i, v)
+		if (strcmp(json_string_value(v), s) == 0)
+			return true;
+	return false;
+}
+
+/* The fingerprints of the keys the session.start (or session.refused)
+ * lines of @in name, in order, without repeats; NULL when @in cannot be
+ * read again from its start (standard input). Only called on a stream
+ * that verified. */
+static json_t *stream_keys(FILE *in)
+{
+	json_t *keys = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (fseek(in, 0, SEEK_SET) != 0)
+		return NULL;
+	keys = json_array();
+	ASSERT(keys);
+	while ((n = getline(&line, &cap, in)) > 0) {
+		char fp[RUNFILES_FINGERPRINT_LEN];
+		const char *b64;
+		json_t *j;
+
+		if ((size_t)n > RECEIPT_LINE_MAX + 1 || !strstr(line, "\"seq\":0,"))
+			continue;
+		j = json_loadb(line, (size_t)n, 0, NULL);
+		b64 = json_string_value(json_object_get(json_object_get(j, "subject"), "pubkey"));
+		if (b64 && runfiles_fingerprint(b64, fp) && !has_string(keys, fp))
+			json_array_append_new(keys, json_string(fp));
+		json_decref(j);
+	}
+	free(line);
+	return keys;
+}
+
+/* Says whether the key was pinned: without --pubkey the stream proves only
+ * that it was not altered after it was written, not who wrote it. */
+static void print_key(FILE *in, const char *pubkey_path)
+{
+	json_t *keys, *k;
+	size_t i;
+
+	if (pubkey_path) {
+		printf("key pinned: every line is signed by the key of %s\n", pubkey_path);
+		return;
+	}
+	printf("integrity only: the key was not pinned (give --pubkey): the stream "
+	       "is intact, but not proven to be written by a key you trust\n");
+	keys = stream_keys(in);
+	json_array_foreach(keys, i, k) {
+		if (i == 8) {
+			printf("  and %zu more keys\n", json_array_size(keys) - i);
+			break;
+		}
+		printf("  key %s\n", json_string_value(k));
+	}
+	json_decref(keys);
 }
 
 static void print_text(const struct receipt_verify_result *res,
@@ -143,7 +215,7 @@ int cmd_verify(int argc, char **argv)
 
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			pubkey_path = optarg;
@@ -189,9 +261,10 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (json)
 		print_json(&res);
-	else if (res.ok)
+	else if (res.ok) {
 		print_text(&res, pubkey_path);
-	else
+		print_key(in, pubkey_path);
+	} else
 		printf("%s:%zu: %s\n", events, res.bad_line, res.reason);
 	rc = res.ok ? 0 : EXIT_NOT_INTACT;
 	if (fflush(stdout) != 0) {
@@ -222,7 +295,7 @@ int cmd_keygen(int argc, char **argv)
 
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out_path = optarg;

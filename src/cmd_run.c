@@ -8,21 +8,30 @@
  * SPEC §3.7, with --mode/--enforce applied), picks the session id (--session,
  * else the policy's session.id, else a random one), and then:
  *
- * - mode off without --events: execs CMD in place. Same pid, environment,
- *   network and filesystem: there is nothing airlock could change, so it
- *   changes nothing (SPEC §3.1).
+ * - mode off without --events: records session.start, session.exec and
+ *   session.end in the default events file (when it can; silently not
+ *   otherwise), then execs CMD in place. Same pid, environment, network and
+ *   filesystem: there is nothing airlock could change, so it changes
+ *   nothing, and prints nothing.
  * - mode off with --events: forks CMD, writes session.start before it runs
  *   and session.end with its exit status after it ends. Signals sent to
  *   airlock by another process (kill) are forwarded to CMD; signals the
  *   terminal sends to the whole foreground process group reach CMD directly
  *   and are not forwarded a second time.
- * - shadow and enforce: reads the secrets, builds the agent's environment,
+ * - shadow and enforce: refuses (125) when a file that decides or records
+ *   the session lies where the agent can write (runfiles.c), gives the
+ *   agent pipes for the caller's descriptors that are files
+ *   (stdio_relay.c), reads the secrets, builds the agent's environment,
  *   writes session.start and one env.drop per unclassified variable, starts
- *   the sandbox (sandbox.c) and serves its proxy socket until the sandbox's
- *   init exits. Where the host lacks a capability (doctor.c), it writes a
- *   session.refused block receipt instead of session.start and exits 125.
- *   The egress proxy (proxy.c) serves the sandbox's proxy socket from this
- *   process, in the loop that also waits for the sandbox.
+ *   the sandbox (sandbox.c) and has its proxy socket served until the
+ *   sandbox's init exits. Where the host lacks a capability (doctor.c), it
+ *   writes a session.refused block receipt instead of session.start and
+ *   exits 125. The egress proxy (proxy.c) runs in proxy worker processes
+ *   (worker.c) and every receipt is written by the key holder (keeper.c):
+ *   see "the processes of a session" below. Without --events the receipts
+ *   go to $XDG_STATE_HOME/airlock/SESSION.jsonl (else
+ *   ~/.local/state/airlock/), named on stderr at the end with the
+ *   fingerprint of the key that signed them.
  *
  * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
@@ -37,11 +46,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
@@ -49,11 +60,13 @@
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
-#include "proxy.h"
 #include "receipt.h"
+#include "runfiles.h"
 #include "sandbox.h"
 #include "session.h"
+#include "stdio_relay.h"
 #include "util.h"
+#include "worker.h"
 
 const char cmd_run_help[] =
 	"usage: airlock run [OPTIONS] -- CMD [ARG...]\n"
@@ -66,7 +79,10 @@ const char cmd_run_help[] =
 	"  --mode MODE         off | shadow | enforce; overrides the policy's mode\n"
 	"  --enforce           same as --mode enforce\n"
 	"  --events DEST       write the receipt stream to DEST: '-' (stdout),\n"
-	"                      'fd:N', or a path (appended to, created 0600)\n"
+	"                      'fd:N', or a path (appended to, created 0600);\n"
+	"                      default: $XDG_STATE_HOME/airlock/SESSION.jsonl\n"
+	"                      ($HOME/.local/state/airlock/ when unset), named\n"
+	"                      on stderr at the end with the key's fingerprint\n"
 	"  --signing-key FILE  sign receipts with this Ed25519 key (PKCS#8 PEM,\n"
 	"                      from 'airlock keygen'); default: a fresh key per\n"
 	"                      session, whose public key is in session.start\n"
@@ -74,6 +90,8 @@ const char cmd_run_help[] =
 	"                      else a random one)\n"
 	"  --workspace DIR     the agent's working directory (default: the\n"
 	"                      current directory)\n"
+	"  --workers N         egress proxy processes, one event loop each\n"
+	"                      (default: one per online CPU)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' run it in the\n"
@@ -82,7 +100,13 @@ const char cmd_run_help[] =
 	"refuses to start (125) where 'airlock doctor' reports a missing\n"
 	"capability; shadow passes them and records each as env.drop\n"
 	"would_block. The agent's only network path is the egress proxy, which\n"
-	"applies the policy's egress rules ('airlock proxy --help').\n"
+	"applies the policy's egress rules ('airlock proxy --help'). The agent\n"
+	"sees the host read-only, without the caller's credentials (/root,\n"
+	"/home, $HOME, /etc/shadow, ...: a private empty $HOME, /tmp and\n"
+	"/var/tmp instead); the workspace's .git/config, hooks and info stay\n"
+	"read-only. In shadow and enforce mode, the policy, the signing key,\n"
+	"the events file and the files the policy names may not lie in the\n"
+	"workspace or an fs.rw path (125).\n"
 	"\n"
 	"Exit status: CMD's own status (128+N if it was killed by signal N);\n"
 	"125 if airlock itself fails, 126 if CMD cannot be executed, 127 if CMD\n"
@@ -96,13 +120,14 @@ struct run_opts {
 	const char *signing_key;
 	const char *session;
 	const char *workspace;
+	unsigned int workers;      /* 0: one per online CPU */
 	char **cmd;
 };
 
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
-	       OPT_SESSION, OPT_WORKSPACE };
+	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -111,6 +136,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
 		{ "workspace", required_argument, NULL, OPT_WORKSPACE },
+		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -154,6 +180,9 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_WORKSPACE:
 			o->workspace = optarg;
+			break;
+		case OPT_WORKERS:
+			o->workers = worker_parse_count("run", optarg);
 			break;
 		case 'h':
 			fputs(cmd_run_help, stdout);
@@ -284,34 +313,125 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 	return status;
 }
 
-/* --- the proxy socket ------------------------------------------------------
+/* --- the processes of a session ---------------------------------------------
  *
- * The egress proxy (proxy.c) serves the sandbox's proxy socket from here,
- * outside the sandbox, in the same loop that waits for the sandbox's init
- * and forwards signals to it. */
+ * Started in this order (docs/ARCHITECTURE.md says why):
+ *
+ *   1. the key holder (session_open, before any secret is read): it loads
+ *      the signing key and writes every receipt; we never read the key;
+ *   2. the secrets are read, the environment built, session.start and
+ *      env.drop asked for;
+ *   3. the sandbox's init, cloned from us (we hold no key, and init wipes
+ *      the secret values from its copy);
+ *   4. the proxy workers, forked from us once the sandbox has handed over
+ *      its proxy socket; each serves it in a loop of its own.
+ *
+ * Then supervise() waits: it forwards signals to init and reaps whatever
+ * ends. Init's exit ends the session: the workers are told to stop, and
+ * once they have exited the key holder writes session.end. A worker that
+ * dies before (killed, or unable to go on) has taken the agent's only
+ * network path with it: the session is ended (125) and the worker's end
+ * recorded. A key holder that dies means nothing more can be recorded:
+ * the sandbox is killed and airlock exits 125 at once. */
+
+/* How long stopped workers get to exit before they are killed. */
+#define WORKER_STOP_MS 5000
 
 struct supervise_ctx {
-	pid_t init_pid;
-	int status;
-	bool done;
+	struct session *s;
+	struct sandbox *sb;
+	struct worker_pool wp;
+	int init_status;
+	bool init_done;
+	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
+	char *failure;          /* why airlock ended the session, or "" */
+	size_t failure_len;
 };
 
-static bool supervise_signal(void *arg, const struct signalfd_siginfo *si)
+static uint64_t monotonic_ms(void)
 {
-	struct supervise_ctx *x = arg;
+	struct timespec ts;
 
-	if (si->ssi_signo == SIGCHLD) {
-		if (waitpid(x->init_pid, &x->status, WNOHANG) == x->init_pid) {
-			x->done = true;
-			return false; /* stop serving: the session is over */
-		}
-		return true;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void stop_workers(struct supervise_ctx *x)
+{
+	if (x->wp.stopping)
+		return;
+	worker_pool_stop(&x->wp, 0);
+	x->kill_at = monotonic_ms() + WORKER_STOP_MS;
+}
+
+/* A worker ended without being asked to: record it and end the session. */
+static void worker_lost(struct supervise_ctx *x, const struct worker *w, pid_t pid)
+{
+	char how[256];
+
+	worker_describe_exit(w, how, sizeof(how));
+	if (x->failure[0])
+		return;
+	if (!w->go && w->fatal[0]) {
+		/* It never served: the proxy could not start. */
+		session_record(x->s, "sandbox.error", RECEIPT_BLOCK,
+			       RECEIPT_POINT_SUPERVISOR, "proxy", json_object(), how);
+		snprintf(x->failure, x->failure_len, "egress proxy: %s", how);
+	} else {
+		json_t *subject = WIFSIGNALED(w->wstatus)
+			? json_pack("{s:i, s:i}", "pid", (int)pid, "signal",
+				    WTERMSIG(w->wstatus))
+			: json_pack("{s:i, s:i}", "pid", (int)pid, "status",
+				    WEXITSTATUS(w->wstatus));
+		ASSERT(subject);
+		snprintf(x->failure, x->failure_len,
+			 "egress proxy worker %d ended (%s): the agent lost its "
+			 "network path, so the session was ended", (int)pid, how);
+		session_record(x->s, "proxy.error", RECEIPT_BLOCK,
+			       RECEIPT_POINT_SUPERVISOR, "proxy.worker", subject,
+			       x->failure);
 	}
-	/* The terminal signals the whole foreground group; only signals aimed
-	 * at airlock are passed on. */
-	if (si->ssi_code != SI_KERNEL)
-		kill(x->init_pid, (int)si->ssi_signo);
-	return true;
+	if (!x->init_done)
+		kill(x->sb->init_pid, SIGKILL);
+	stop_workers(x);
+}
+
+static void reap_children(struct supervise_ctx *x)
+{
+	struct worker *w;
+	int st;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (pid == x->sb->init_pid) {
+			x->init_done = true;
+			x->init_status = st;
+			stop_workers(x);
+		} else if (pid == x->s->k.pid) {
+			if (!x->init_done)
+				kill(x->sb->init_pid, SIGKILL);
+			worker_pool_release(&x->wp);
+			session_lost(x->s, st);
+		} else if ((w = worker_pool_find(&x->wp, pid))) {
+			worker_pool_reaped(&x->wp, w, st);
+			if (!worker_exited_cleanly(&x->wp, w))
+				worker_lost(x, w, pid);
+		}
+	}
+}
+
+static void read_signals(struct supervise_ctx *x, int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			reap_children(x);
+		/* The terminal signals the whole foreground group; only
+		 * signals aimed at airlock are passed on. */
+		else if (si.ssi_code != SI_KERNEL && !x->init_done)
+			kill(x->sb->init_pid, (int)si.ssi_signo);
+	}
 }
 
 static void block_signals(void)
@@ -323,99 +443,136 @@ static void block_signals(void)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
 }
 
-/* Serves the proxy socket and forwards signals until init exits; returns
- * init's wait status. */
-static int supervise(struct session *s, struct sandbox *sb)
+/* Starts the proxy workers on the sandbox's proxy socket, forwards signals
+ * and reaps until init and every worker have ended. Returns init's wait
+ * status; @failure receives why airlock ended the session itself ("" when
+ * it did not). Does not return when the key holder dies. */
+static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
+		     char *failure, size_t failure_len)
 {
-	struct supervise_ctx x = { sb->init_pid, 0, false };
-	struct proxy_opts po;
-	struct proxy *px;
-	char err[256];
+	struct supervise_ctx x;
+	struct worker_config wc;
+	struct pollfd *pfd;
+	bool keeper_open;
+	char err[512];
 	sigset_t mask;
+	unsigned int i;
 	int sfd;
 
+	memset(&x, 0, sizeof(x));
+	x.s = s;
+	x.sb = sb;
+	x.failure = failure;
+	x.failure_len = failure_len;
+	failure[0] = '\0';
 	util_session_sigset(&mask);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
-	/* splice() into a socket the peer has closed raises SIGPIPE (it has
-	 * no MSG_NOSIGNAL): a peer must only ever close its own connection.
-	 * The sandbox already runs, so the agent keeps the default. */
+	/* A write to a peer that has gone must be an error, not our death. */
 	signal(SIGPIPE, SIG_IGN);
-	memset(&po, 0, sizeof(po));
-	po.listen_fd = sb->proxy_fd;
-	sb->proxy_fd = -1; /* the proxy owns it now */
-	po.policy = s->p;
-	po.record = session_record_borrowed;
-	po.record_arg = s;
-	po.signal_fd = sfd;
-	po.on_signal = supervise_signal;
-	po.signal_arg = &x;
-	px = proxy_new(&po, err, sizeof(err));
-	if (!px) {
+	memset(&wc, 0, sizeof(wc));
+	wc.listen_fd = sb->proxy_fd;
+	wc.policy = s->p;
+	/* The sandbox is the proxy socket's only client: no share of its
+	 * own, the connection limit is all of its. */
+	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
+	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 			       "proxy", json_object(), err);
 		session_end(s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "egress proxy: %s", err);
 	}
-	if (proxy_run(px) < 0)
-		util_warn("egress proxy: %s", strerror(errno));
-	proxy_free(px);
-	/* A loop that ended without init's exit (it cannot, barring an
-	 * internal error): make sure the sandbox is gone. */
-	if (!x.done) {
-		kill(sb->init_pid, SIGKILL);
-		while (waitpid(sb->init_pid, &x.status, 0) < 0 && errno == EINTR)
-			;
+	/* The workers serve it: we keep no copy. */
+	close(sb->proxy_fd);
+	sb->proxy_fd = -1;
+	keeper_open = session_fd(s) >= 0;
+	pfd = util_xcalloc(2 + x.wp.n, sizeof(*pfd));
+	while (!x.init_done || x.wp.alive > 0) {
+		int timeout = -1, n = 0;
+
+		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = keeper_open ? session_fd(s) : -1,
+					    .events = POLLIN };
+		for (i = 0; i < x.wp.n; i++)
+			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
+		if (x.wp.stopping) {
+			uint64_t now = monotonic_ms();
+
+			if (now >= x.kill_at) {
+				/* Stopped workers that do not exit are killed;
+				 * the next SIGCHLD reaps them. */
+				for (i = 0; i < x.wp.n; i++)
+					if (x.wp.w[i].pid > 0)
+						kill(x.wp.w[i].pid, SIGKILL);
+				x.kill_at = now + WORKER_STOP_MS;
+			}
+			timeout = (int)(x.kill_at - now);
+		}
+		if (poll(pfd, (nfds_t)n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "poll");
+		}
+		/* The key holder only speaks before it exits: its last words
+		 * are read when it is reaped. */
+		if (pfd[1].revents)
+			keeper_open = false;
+		for (i = 0; i < x.wp.n; i++)
+			if (pfd[2 + i].revents && !worker_pool_read(&x.wp, i) &&
+			    x.wp.w[i].ctl >= 0) {
+				close(x.wp.w[i].ctl);
+				x.wp.w[i].ctl = -1;
+			}
+		/* The session has begun: a ready worker serves at once. */
+		(void)worker_pool_go(&x.wp);
+		if (pfd[0].revents)
+			read_signals(&x, sfd);
 	}
+	free(pfd);
+	worker_pool_release(&x.wp);
 	close(sfd);
-	return x.status;
+	return x.init_status;
 }
 
 /* --- shadow and enforce ---------------------------------------------------- */
 
 /* The absolute, symlink-free form of @path, relative to the caller's
- * directory. A path that does not exist (yet) keeps its spelling, made
- * absolute: a mask for it is then simply not needed. */
+ * directory (see runfiles_resolve(): a path that does not exist yet is
+ * resolved as far as it exists). */
 static char *resolve(const char *path, bool must_exist)
 {
-	char *r = realpath(path, NULL), *cwd;
+	char *r = must_exist ? realpath(path, NULL) : runfiles_resolve(path);
 
-	if (r)
-		return r;
-	if (must_exist)
+	if (!r)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "%s", path);
-	if (path[0] == '/')
-		return util_xstrdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "getcwd");
-	r = util_xasprintf("%s/%s", cwd, path);
-	free(cwd);
 	return r;
 }
 
-/* A writable path may not be the root (the whole host would be writable,
- * over the private /tmp, /proc and /dev) nor lie in the kernel's own
- * trees. @path is absolute and resolved. Returns false with the reason in
- * @err. */
-static bool writable_ok(const char *what, const char *path, char *err, size_t errlen)
+/* A path the view shows (writable, or read-only with @writable false) may
+ * not be the root (the whole host would be writable, over the private
+ * /tmp, /proc and /dev, or the view replaced by the host's) nor lie in the
+ * kernel's own trees. @path is absolute and resolved. Returns false with
+ * the reason in @err. */
+static bool view_path_ok(const char *what, const char *path, bool writable,
+			 char *err, size_t errlen)
 {
 	static const char *const kernel[] = { "/proc", "/dev", "/sys" };
 	size_t i;
 
 	if (strcmp(path, "/") == 0) {
-		snprintf(err, errlen,
-			 "%s is /: that would make the whole host writable; run from, "
-			 "or pass --workspace, a project directory", what);
+		if (writable)
+			snprintf(err, errlen,
+				 "%s is /: that would make the whole host writable; run from, "
+				 "or pass --workspace, a project directory", what);
+		else
+			snprintf(err, errlen, "%s is /: list the paths below it you mean", what);
 		return false;
 	}
 	for (i = 0; i < ARRAY_SIZE(kernel); i++) {
-		size_t n = strlen(kernel[i]);
-
-		if (strncmp(path, kernel[i], n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+		if (runfiles_under(path, kernel[i])) {
 			snprintf(err, errlen,
 				 "%s %s is inside %s, which the sandbox provides itself",
 				 what, path, kernel[i]);
@@ -440,13 +597,22 @@ static void free_paths(char **v, size_t n)
 	free(v);
 }
 
+struct scrub_ctx {
+	struct broker *broker;
+	struct session *session;
+};
+
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
- * values, and the environment strings they came from. */
+ * values, and the environment strings they came from, and closes our
+ * channel to the key holder (init never speaks for the supervisor). */
 static void scrub_secrets(void *arg)
 {
-	struct broker *b = arg;
+	struct scrub_ctx *x = arg;
+	struct broker *b = x->broker;
 	size_t i;
 	char **e;
+
+	session_forget(x->session);
 
 	for (i = 0; i < b->count; i++) {
 		const char *name = b->secrets[i].def->from_env;
@@ -464,11 +630,171 @@ static bool is_path_dest(const char *events)
 	return events && strcmp(events, "-") != 0 && strncmp(events, "fd:", 3) != 0;
 }
 
+/* --- the files that decide and record the session --------------------------
+ *
+ * None may lie where the agent can write (runfiles.c): the receipts'
+ * destination and the signing key are checked before either is opened (a
+ * refusal is then one line, and not written into a file the agent could
+ * have planted); the policy and the files it names afterwards, refused
+ * with a session.refused receipt. */
+
+/* The descriptor --events names ("-" or "fd:N"), or -1 for a path. */
+static int events_fd(const char *events)
+{
+	unsigned long n;
+
+	if (strcmp(events, "-") == 0)
+		return 1;
+	if (strncmp(events, "fd:", 3) == 0 && util_parse_uint(events + 3, 0, INT_MAX, &n))
+		return (int)n;
+	return -1;
+}
+
+/* The workspace (first) and the fs.rw paths that are acceptable ones: those
+ * that are not are refused before the agent starts anyway. */
+static const char **writable_paths(const struct sandbox_config *cfg, size_t *n)
+{
+	const char **w = util_xcalloc(cfg->nrw + 1, sizeof(*w));
+	char err[512];
+	size_t i;
+
+	*n = 0;
+	if (view_path_ok("the workspace", cfg->workspace, true, err, sizeof(err)))
+		w[(*n)++] = cfg->workspace;
+	for (i = 0; i < cfg->nrw; i++)
+		if (view_path_ok("fs.rw path", cfg->rw[i], true, err, sizeof(err)))
+			w[(*n)++] = cfg->rw[i];
+	return w;
+}
+
+static void check_record_files(const struct run_opts *o, const char *events,
+			       bool events_default, const struct sandbox_config *cfg)
+{
+	struct runfiles_entry e[2];
+	char err[PATH_MAX + 512];
+	size_t n, i, ne = 0;
+	const char **w = writable_paths(cfg, &n);
+
+	e[ne].what = events_default ? "the default events file" : "--events";
+	e[ne].fd = events_fd(events);
+	e[ne].path = e[ne].fd < 0 ? events : NULL;
+	ne++;
+	if (o->signing_key) {
+		e[ne].what = "--signing-key";
+		e[ne].path = o->signing_key;
+		e[ne].fd = -1;
+		ne++;
+	}
+	for (i = 0; i < ne; i++)
+		if (!runfiles_check(&e[i], w, n, err, sizeof(err)))
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	free(w);
+}
+
+/* Refuses the session when @path (NULL: not given), named @what, lies
+ * where the agent can write. */
+static void check_policy_file(struct session *s, const char *what, const char *path,
+			      const char **w, size_t n)
+{
+	struct runfiles_entry e = { what, path, -1 };
+	char err[PATH_MAX + 512];
+
+	if (path && !runfiles_check(&e, w, n, err, sizeof(err)))
+		session_refuse(s, "files", err);
+}
+
+static void check_policy_files(struct session *s, const struct run_opts *o,
+			       const struct policy *p, const struct sandbox_config *cfg)
+{
+	const struct policy_github_app *app = p->git_github_app;
+	char what[160];
+	size_t n, i;
+	const char **w = writable_paths(cfg, &n);
+
+	check_policy_file(s, "--policy", o->policy_path, w, n);
+	for (i = 0; i < p->nsecrets; i++) {
+		snprintf(what, sizeof(what), "secrets.%s.from_file", p->secrets[i].name);
+		check_policy_file(s, what, p->secrets[i].from_file, w, n);
+	}
+	check_policy_file(s, "egress.upstream_ca", p->upstream_ca, w, n);
+	if (app) {
+		check_policy_file(s, "git.github_app.private_key_file",
+				  app->private_key_file, w, n);
+		check_policy_file(s, "git.github_app.ca", app->ca, w, n);
+	}
+	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE)
+		check_policy_file(s, "spend.ledger", p->spend_ledger_target, w, n);
+	free(w);
+}
+
+/* The view's paths from the policy, checked (a refusal is a session.refused
+ * receipt), and airlock's own files, which the agent never sees. */
+static void plan_view(struct session *s, const struct run_opts *o, const struct policy *p,
+		      const char *events, struct sandbox_config *cfg)
+{
+	char err[512];
+	size_t i;
+
+	if (!view_path_ok("the workspace", cfg->workspace, true, err, sizeof(err)))
+		session_refuse(s, "workspace", err);
+	for (i = 0; i < cfg->nrw; i++)
+		if (!view_path_ok("fs.rw path", cfg->rw[i], true, err, sizeof(err)))
+			session_refuse(s, "fs.rw", err);
+	for (i = 0; i < p->nfs_ro; i++) {
+		add_path(&cfg->ro, &cfg->nro, resolve(p->fs_ro[i], true));
+		if (!view_path_ok("fs.ro path", cfg->ro[cfg->nro - 1], false, err, sizeof(err)))
+			session_refuse(s, "fs.ro", err);
+	}
+	for (i = 0; i < p->nfs_hide; i++) {
+		add_path(&cfg->hide, &cfg->nhide, resolve(p->fs_hide[i], false));
+		if (strcmp(cfg->hide[cfg->nhide - 1], "/") == 0)
+			session_refuse(s, "fs.hide", "fs.hide path is /: list the paths below "
+				       "it you mean");
+	}
+	for (i = 0; i < p->nfs_protect; i++)
+		add_path(&cfg->protect, &cfg->nprotect, util_xstrdup(p->fs_protect[i]));
+	check_policy_files(s, o, p, cfg);
+
+	if (o->policy_path)
+		add_path(&cfg->mask, &cfg->nmask, resolve(o->policy_path, false));
+	if (o->signing_key)
+		add_path(&cfg->mask, &cfg->nmask, resolve(o->signing_key, false));
+	if (is_path_dest(events))
+		add_path(&cfg->mask, &cfg->nmask, resolve(events, false));
+	for (i = 0; i < p->nsecrets; i++)
+		if (p->secrets[i].from_file)
+			add_path(&cfg->mask, &cfg->nmask, resolve(p->secrets[i].from_file, false));
+	if (p->git_github_app && p->git_github_app->private_key_file)
+		add_path(&cfg->mask, &cfg->nmask,
+			 resolve(p->git_github_app->private_key_file, false));
+	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE && p->spend_ledger_target)
+		add_path(&cfg->mask, &cfg->nmask, resolve(p->spend_ledger_target, false));
+}
+
+/* Without --events, the caller learns where the receipts went, and the
+ * fingerprint of the key that signed them (to pin a key made for the
+ * session), from one line on stderr at the end. With --events the caller
+ * chose the place and reads the key from session.start; nothing is added
+ * to what the command printed. */
+static void report_receipts(const struct session *s, const struct run_opts *o,
+			    const char *events, bool events_default)
+{
+	char fp[RUNFILES_FINGERPRINT_LEN];
+
+	if (!events_default || !runfiles_fingerprint(s->k.pubkey, fp))
+		return;
+	util_warn("receipts: %s (key %s%s)", events, fp,
+		  o->signing_key ? "" : ", made for this session");
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
-			 const char *id, const char *workspace)
+			 const char *id, const char *workspace, const char *events,
+			 bool events_default)
 {
 	bool enforce = p->mode == POLICY_MODE_ENFORCE;
 	struct sandbox_config cfg;
+	struct stdio_relay relay;
+	struct scrub_ctx scrub;
 	struct env_result env;
 	struct broker broker;
 	struct sandbox sb;
@@ -482,7 +808,20 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	 * from the caller's other processes. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
-	session_open(&s, o->events, o->signing_key, p, id, o->cmd[0]);
+	cfg.workspace = workspace;
+	for (i = 0; i < p->nfs_rw; i++)
+		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
+	check_record_files(o, events, events_default, &cfg);
+	if (events_default && runfiles_make_parents(events, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "no --events given, and the default events "
+			 "file %s cannot be made: %s", events, err);
+	/* Before any secret or key is in memory: the relays are copies. */
+	if (stdio_relay_start(&relay, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	for (i = 0; i < 3; i++)
+		cfg.stdio[i] = relay.agent[i];
+
+	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -501,37 +840,19 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 policy_mode_to_string(p->mode), missing);
 		session_refuse(&s, "capabilities", err);
 	}
+	plan_view(&s, o, p, events, &cfg);
+	cfg.home = getenv("HOME");
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
-
-	cfg.workspace = workspace;
-	if (!writable_ok("the workspace", workspace, err, sizeof(err)))
-		session_refuse(&s, "workspace", err);
-	for (i = 0; i < p->nfs_rw; i++) {
-		add_path(&cfg.rw, &cfg.nrw, resolve(p->fs_rw[i], true));
-		if (!writable_ok("fs.rw path", cfg.rw[cfg.nrw - 1], err, sizeof(err)))
-			session_refuse(&s, "fs.rw", err);
-	}
-	for (i = 0; i < p->nfs_hide; i++)
-		add_path(&cfg.hide, &cfg.nhide, resolve(p->fs_hide[i], false));
-	/* airlock's own files never reach the agent (SPEC §3.6). */
-	if (o->policy_path)
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->policy_path, false));
-	if (o->signing_key)
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->signing_key, false));
-	if (is_path_dest(o->events))
-		add_path(&cfg.hide, &cfg.nhide, resolve(o->events, false));
-	for (i = 0; i < p->nsecrets; i++)
-		if (p->secrets[i].from_file)
-			add_path(&cfg.hide, &cfg.nhide,
-				 resolve(p->secrets[i].from_file, false));
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
+	scrub.broker = &broker;
+	scrub.session = &s;
 	cfg.scrub = scrub_secrets;
-	cfg.scrub_arg = &broker;
+	cfg.scrub_arg = &scrub;
 
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      enforce ? "session started in mode enforce"
@@ -552,28 +873,72 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
-	status = supervise(&s, &sb);
+	stdio_relay_detach(&relay);
+	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
+			   err, sizeof(err));
+	if (err[0]) {
+		sandbox_release(&sb);
+		session_end(&s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	}
 	status = sandbox_exit_status(&sb, status, &exec_err);
+	/* Everything the agent wrote reaches the caller first. */
+	stdio_relay_finish(&relay);
 	if (exec_err)
 		report_exec_failure(o->cmd[0], exec_err);
 	sandbox_release(&sb);
 	session_end(&s, status);
+	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
 	broker_free(&broker);
 	free_paths(cfg.rw, cfg.nrw);
+	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);
+	free_paths(cfg.protect, cfg.nprotect);
+	free_paths(cfg.mask, cfg.nmask);
 	return status;
+}
+
+/* Mode off without --events: the session is recorded in the default
+ * events file (session.start, session.exec, session.end) and CMD is then
+ * exec'd in place. Off changes nothing, so a default file that cannot be
+ * written only means no record: nothing is printed. */
+static void record_off(const struct policy *p, const char *id, const char *argv0,
+		       const char *events)
+{
+	struct session s;
+	char err[512], dest[32];
+	int fd;
+
+	if (!events || runfiles_make_parents(events, err, sizeof(err)) < 0)
+		return;
+	fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	snprintf(dest, sizeof(dest), "fd:%d", fd);
+	session_open(&s, dest, NULL, p, id, argv0);
+	session_begin(&s, "session.start", RECEIPT_INFO, "session",
+		      "session started in mode off");
+	session_record(&s, "session.exec", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		       "mode", json_pack("{s:s}", "argv0", argv0),
+		       "mode off: CMD is executed in place of airlock, which does not "
+		       "see its exit status (session.end's exit 0 only closes the stream)");
+	session_end(&s, 0);
+	close(fd);
 }
 
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o;
 	struct policy *p;
-	char *session, *workspace;
+	char *session, *workspace, *events_default = NULL;
 	int status;
 
 	parse_opts(argc, argv, &o);
+	/* The capability probe runs in a child while the policy loads. */
+	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
+		doctor_probe_begin();
 	p = load_policy(&o);
 	/* Every other path (policy, key, events, secret files) is relative
 	 * to the caller's directory: only CMD runs in the workspace. */
@@ -582,16 +947,27 @@ int cmd_run(int argc, char **argv)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s",
 			       o.workspace ? o.workspace : ".");
 	session = session_choose_id(o.session, p, "sess");
+	if (!o.events) {
+		char err[512];
+
+		events_default = runfiles_default_events(session, err, sizeof(err));
+		if (!events_default && p->mode != POLICY_MODE_OFF)
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	}
 
 	if (p->mode != POLICY_MODE_OFF) {
-		status = run_sandboxed(&o, p, session, workspace);
+		status = run_sandboxed(&o, p, session, workspace,
+				       o.events ? o.events : events_default, !o.events);
 	} else if (!o.events) {
-		/* Nothing to record: become CMD, changing nothing. */
+		/* Become CMD, changing nothing. */
+		doctor_probe_cancel();
+		record_off(p, session, o.cmd[0], events_default);
 		if (chdir(workspace) < 0)
 			util_die_errno(EXIT_AIRLOCK_FAILURE, "--workspace %s", workspace);
 		policy_free(p);
 		free(session);
 		free(workspace);
+		free(events_default);
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);
@@ -602,5 +978,6 @@ int cmd_run(int argc, char **argv)
 	policy_free(p);
 	free(session);
 	free(workspace);
+	free(events_default);
 	return status;
 }

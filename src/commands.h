@@ -15,6 +15,7 @@ int cmd_doctor(int argc, char **argv);  /* doctor.c */
 int cmd_learn(int argc, char **argv);   /* cmd_learn.c */
 int cmd_report(int argc, char **argv);  /* cmd_report.c */
 int cmd_export(int argc, char **argv);  /* cmd_export.c */
+int cmd_spend(int argc, char **argv);   /* cmd_spend.c */
 
 /* Help texts, printed by `airlock CMD --help` and `airlock help CMD`. */
 extern const char cmd_run_help[];
@@ -26,5 +27,6 @@ extern const char cmd_doctor_help[];
 extern const char cmd_learn_help[];
 extern const char cmd_report_help[];
 extern const char cmd_export_help[];
+extern const char cmd_spend_help[];
 
 #endif /* AIRLOCK_COMMANDS_H */

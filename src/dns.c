@@ -3,7 +3,7 @@
  *
  * DOC: Theory of Operation
  *
- * The proxy decides on addresses, not names (SPEC §3.3): it classifies
+ * The proxy decides on addresses, not names: it classifies
  * every address a name resolves to, denies the name if any of them is
  * special-purpose, and connects only to one it classified. This module's
  * job is to hand it those addresses, all of them, straight from the DNS
@@ -218,14 +218,6 @@ struct dns {
 	bool in_callback;
 	bool warned_epoll;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void list_append(struct req_list *l, struct dns_req *r)
 {
@@ -834,7 +826,7 @@ int dns_resolve(struct dns *d, const char *name, dns_cb cb, void *arg,
 	r = util_xcalloc(1, sizeof(*r));
 	r->d = d;
 	memcpy(r->name, name, len + 1);
-	r->deadline = now_ms() + d->timeout_ms;
+	r->deadline = util_now_ms() + d->timeout_ms;
 	r->cb = cb;
 	r->arg = arg;
 	r->cookie = cookie;
@@ -886,7 +878,7 @@ int dns_next_timeout_ms(struct dns *d, int max_ms)
 	if (d->ready.head)
 		return 0;
 	if (d->active.head || d->queued.head) {
-		uint64_t now = now_ms(), dl;
+		uint64_t now = util_now_ms(), dl;
 		long long left;
 
 		if (!d->active.head)
@@ -925,7 +917,7 @@ void dns_process_timeouts(struct dns *d)
 		if (c->nq > 0)
 			ares_process_fd(c->ch, ARES_SOCKET_BAD,
 					ARES_SOCKET_BAD);
-	expire(d, now_ms());
+	expire(d, util_now_ms());
 	pump(d);
 	deliver(d);
 	reap(d);

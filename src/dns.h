@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * dns.h - the egress proxy's resolver (SPEC §3.3, docs/PROXY.md): A and
+ * dns.h - the egress proxy's resolver (docs/PROXY.md): A and
  * AAAA over c-ares, non-blocking, driven by the proxy's epoll loop.
  *
  * DNS only (never /etc/hosts), no search list, no cache, every address of

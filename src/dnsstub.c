@@ -621,17 +621,17 @@ struct ports_try {
 	const struct policy *p;
 	const struct host_target *t;
 	bool have_deny;
-	struct egress_verdict deny; /* the first deny-rule verdict */
+	struct verdict deny; /* the first deny-rule verdict */
 };
 
 static bool try_port(struct ports_try *pt, uint16_t port)
 {
-	struct egress_verdict v;
+	struct verdict v;
 
 	egress_decide_rules(pt->p, pt->t, port, &v);
-	if (v.allow)
+	if (v.action == VERDICT_ALLOW)
 		return true;
-	if (v.rule && !pt->have_deny) {
+	if (v.host_rule && !pt->have_deny) {
 		pt->deny = v;
 		pt->have_deny = true;
 	}
@@ -652,15 +652,15 @@ static bool listed(char *const *names, size_t n, const char *name)
 static bool not_denied(const struct policy *p, const struct host_target *t,
 		       uint16_t port)
 {
-	struct egress_verdict v;
+	struct verdict v;
 
 	egress_decide_rules(p, t, port, &v);
-	return v.allow || v.rule == NULL;
+	return v.action == VERDICT_ALLOW || v.host_rule == NULL;
 }
 
 bool dnsstub_name_allowable(const struct policy *p,
 			    const struct host_target *t,
-			    struct egress_verdict *v)
+			    struct verdict *v)
 {
 	struct ports_try pt;
 	uint32_t port;
@@ -703,9 +703,8 @@ bool dnsstub_name_allowable(const struct policy *p,
 	if (pt.have_deny) {
 		*v = pt.deny;
 	} else {
-		memset(v, 0, sizeof(*v));
-		snprintf(v->rule_id, sizeof(v->rule_id), "egress.default");
-		v->reason = "no egress.allow rule could match this name on any port";
+		verdict_set(v, VERDICT_DENY, 403, "egress.default",
+			    "no egress.allow rule could match this name on any port");
 	}
 	return false;
 }
@@ -800,7 +799,7 @@ static void decide(const struct dnsstub *s, const struct query *qr,
 		   struct name_info *i)
 {
 	struct host_target t;
-	struct egress_verdict v;
+	struct verdict v;
 	enum hostname_error e;
 
 	i->kind = NAME_INVALID;
@@ -825,8 +824,11 @@ static void decide(const struct dnsstub *s, const struct query *qr,
 		return;
 	if (!dnsstub_name_allowable(s->policy, &t, &v)) {
 		i->kind = NAME_DENIED;
-		snprintf(i->rule_id, sizeof(i->rule_id), "%s", v.rule_id);
-		i->reason = v.reason;
+		snprintf(i->rule_id, sizeof(i->rule_id), "%s", v.rule);
+		/* The stub keeps a static reason per name, not the verdict's
+		 * buffer: these two are all egress_decide_rules() says. */
+		i->reason = v.host_rule ? "denied by egress.deny"
+					: "no egress.allow rule could match this name on any port";
 	}
 }
 

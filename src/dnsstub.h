@@ -174,6 +174,6 @@ size_t dnsstub_answer(struct dnsstub *s, const uint8_t *q, size_t qlen,
  * name (not an address). */
 bool dnsstub_name_allowable(const struct policy *p,
 			    const struct host_target *t,
-			    struct egress_verdict *v);
+			    struct verdict *v);
 
 #endif /* AIRLOCK_DNSSTUB_H */

@@ -3,21 +3,31 @@
  *
  * DOC: Theory of Operation
  *
- * A capability is reported present only if it was exercised: each probe runs
- * in a forked child that really unshares the namespace (inside a fresh user
- * namespace, the way the sandbox will), really loads a seccomp filter, and
- * asks the kernel for its Landlock ABI. Reading sysctls or kernel configs
- * would only guess: an LSM, a container runtime's seccomp profile or a
- * namespace limit can each refuse what the configuration seems to allow.
+ * A capability is reported present only if it was exercised: a child
+ * enters new user, network, PID, mount, IPC and UTS namespaces with one
+ * unshare() - the set the sandbox's clone makes - then loads the
+ * sandbox's own seccomp filter (the one built into airlock) with its
+ * user-notification listener and makes a call that a thread it started
+ * before the filter must answer, as the sandbox's init answers the agent;
+ * it also asks the kernel for its Landlock ABI. Reading sysctls or kernel
+ * configs would only guess: an LSM, a container runtime's seccomp profile
+ * or a namespace limit can each refuse what the configuration seems to
+ * allow.
+ *
+ * Only when that unshare() fails does the child try the namespaces one
+ * by one, to tell which is missing. The probe costs one namespace set of
+ * the sandbox's kind; doctor_probe_begin() starts it early so that it
+ * runs beside the caller's own start-up work.
  *
  * The children report through a pipe as a fixed struct and exit; the parent
  * reaps them. A child that dies or says nothing counts as "absent", so the
  * probe fails closed.
  *
  * Enforce mode needs the user, network, PID, mount, IPC and UTS namespaces
- * and seccomp (SPEC §4). Landlock is a second layer used where the kernel
- * has it, so its absence does not stop enforce mode; its ABI version is
- * reported.
+ * and seccomp with user notifications (SPEC §4; the unix-socket gate,
+ * src/usock.c, serves them). Landlock is a second layer used where the
+ * kernel has it, so its absence does not stop enforce mode; its ABI
+ * version is reported.
  *
  * Transparent mode is probed the same way: in the child's fresh network
  * namespace the redirect is really loaded and a connection to an outside
@@ -32,17 +42,23 @@
 #include <getopt.h>
 #include <linux/landlock.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
-#include <seccomp.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "sandbox_filter.h"
 #include "transparent.h"
 #include "util.h"
 
@@ -98,25 +114,113 @@ static bool probe_pidns(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* Loads a real filter (with no_new_privs, as the sandbox does) and checks
- * that it acts: getppid() must fail with the errno the filter returns. */
-static bool probe_seccomp(void)
+/* Answers the one notification of @listener from thread @agent: must be
+ * its connect(), answered with an errno the kernel never gives connect().
+ * Waits at most two seconds. */
+static bool seccomp_probe_answer(int listener, pid_t agent)
 {
-	scmp_filter_ctx ctx;
-	bool ok = false;
+	/* The kernel's structs may be larger than this header's. */
+	union {
+		struct seccomp_notif n;
+		char bytes[512];
+	} n;
+	union {
+		struct seccomp_notif_resp r;
+		char bytes[512];
+	} resp;
+	struct seccomp_notif_sizes sizes;
+	struct pollfd p = { listener, POLLIN, 0 };
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0 ||
+	    sizes.seccomp_notif > sizeof(n.bytes) ||
+	    sizes.seccomp_notif_resp > sizeof(resp.bytes))
 		return false;
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
+	memset(&n, 0, sizeof(n));
+	memset(&resp, 0, sizeof(resp));
+	if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLIN))
 		return false;
-	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EOWNERDEAD), SCMP_SYS(getppid), 0) == 0 &&
-	    seccomp_load(ctx) == 0) {
-		errno = 0;
-		ok = syscall(SYS_getppid) < 0 && errno == EOWNERDEAD;
+	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0)
+		return false;
+	resp.r.id = n.n.id;
+	resp.r.error = -EOWNERDEAD;
+	return (pid_t)n.n.pid == agent && n.n.data.nr == __NR_connect &&
+	       ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;
+}
+
+struct answerer {
+	int pipe[2];  /* the listener's number, from the main thread */
+	pid_t tid;    /* the main thread, whose call it answers */
+	bool ok;
+};
+
+/* Started before the filter, so outside it: answers the main thread's
+ * one notified call. */
+static void *seccomp_probe_answerer(void *arg)
+{
+	struct answerer *a = arg;
+	size_t got = 0;
+	int listener;
+
+	while (got < sizeof(listener)) {
+		ssize_t n = read(a->pipe[0], (char *)&listener + got, sizeof(listener) - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
 	}
-	seccomp_release(ctx);
-	return ok;
+	if (listener >= 0)
+		a->ok = seccomp_probe_answer(listener, a->tid);
+	return NULL;
+}
+
+/* Seccomp as the sandbox uses it: its filter loads (after no_new_privs)
+ * and acts, its user notifications reach a supervisor that answers them,
+ * and pidfd_getfd() (which the gate copies sockets with) exists.
+ * seccomp_probe_start() starts the answering thread; it must come before
+ * unshare(CLONE_NEWPID), after which no thread can be created. Returns
+ * false if it cannot. seccomp_probe_finish() loads the filter on the
+ * calling thread (the child's only other one), so it comes last. */
+static bool seccomp_probe_start(struct answerer *a, pthread_t *t)
+{
+	memset(a, 0, sizeof(*a));
+	a->tid = (pid_t)syscall(SYS_gettid);
+	if (pipe2(a->pipe, O_CLOEXEC) < 0)
+		return false;
+	if (pthread_create(t, NULL, seccomp_probe_answerer, a) != 0) {
+		close(a->pipe[0]);
+		close(a->pipe[1]);
+		return false;
+	}
+	return true;
+}
+
+static bool seccomp_probe_finish(struct answerer *a, pthread_t t)
+{
+	int listener, self, copy;
+	bool called = false;
+
+	listener = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -1 : sandbox_filter_load();
+	if (util_write_all(a->pipe[1], &listener, sizeof(listener)) == 0 && listener >= 0) {
+		int r;
+
+		errno = 0;
+		r = connect(-1, NULL, 0);
+		called = r < 0 && errno == EOWNERDEAD;
+	}
+	close(a->pipe[1]);
+	pthread_join(t, NULL);
+	close(a->pipe[0]);
+	if (listener >= 0)
+		close(listener);
+	self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	copy = self < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, self, 0, 0);
+	if (copy >= 0)
+		close(copy);
+	if (self >= 0)
+		close(self);
+	return called && a->ok && copy >= 0;
 }
 
 static int probe_landlock(void)
@@ -137,9 +241,14 @@ static bool probe_transparent(void)
 	return transparent_selftest(err, sizeof(err)) == 0;
 }
 
-static void probe_child(int fd)
+/* The slow path, after the all-namespaces clone failed: each namespace
+ * on its own, to tell which one the host refuses. */
+__attribute__((noreturn)) static void probe_one_by_one(int fd)
 {
 	struct doctor_caps c;
+	struct answerer a;
+	bool started;
+	pthread_t t;
 
 	memset(&c, 0, sizeof(c));
 	/* A non-dumpable caller (airlock run's supervisor) makes this child
@@ -153,43 +262,103 @@ static void probe_child(int fd)
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
+	started = seccomp_probe_start(&a, &t);
 	c.pidns = probe_pidns();
-	c.seccomp = probe_seccomp();
 	c.landlock = probe_landlock();
+	c.seccomp = started && seccomp_probe_finish(&a, t);
 	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
+}
+
+/* The fast path: in new user, mount, network, IPC and UTS namespaces
+ * (one unshare), then a PID one whose first child must be its PID 1: the
+ * set the sandbox's clone makes. Returns only if the first unshare fails. */
+static void probe_in_namespaces(int fd)
+{
+	struct doctor_caps c;
+	struct answerer a;
+	bool started;
+	pthread_t t;
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+		    CLONE_NEWUTS) < 0)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.userns = c.netns = c.mountns = c.ipcns = c.utsns = true;
+	c.transparent = probe_transparent();
+	started = seccomp_probe_start(&a, &t);
+	c.pidns = probe_pidns();
+	c.landlock = probe_landlock();
+	c.seccomp = started && seccomp_probe_finish(&a, t);
+	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
+}
+
+/* A probe under way (doctor_probe_begin), or none: pid -1. */
+static struct {
+	pid_t pid;
+	int fd;
+} pending = { -1, -1 };
+
+void doctor_probe_begin(void)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pending.pid > 0)
+		return;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		/* Not to outlive a caller that dies (say, on a bad policy),
+		 * and not readable by other processes: this copy of the
+		 * caller may hold its environment's secrets. (The slow path
+		 * needs to be dumpable to write its own id maps.) */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		probe_in_namespaces(fds[1]);
+		probe_one_by_one(fds[1]);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return;
+	}
+	pending.pid = pid;
+	pending.fd = fds[0];
+}
+
+void doctor_probe_cancel(void)
+{
+	if (pending.pid < 0)
+		return;
+	kill(pending.pid, SIGKILL);
+	while (waitpid(pending.pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	close(pending.fd);
+	pending.pid = -1;
+	pending.fd = -1;
 }
 
 void doctor_probe(struct doctor_caps *caps)
 {
-	int fds[2] = { -1, -1 };
-	pid_t pid;
 	ssize_t r;
 	int status;
 
 	memset(caps, 0, sizeof(*caps));
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	doctor_probe_begin();
+	if (pending.pid < 0)
 		return;
-	pid = fork();
-	if (pid < 0)
-		goto out;
-	if (pid == 0) {
-		close(fds[0]);
-		probe_child(fds[1]);
-	}
-	close(fds[1]);
-	fds[1] = -1;
 	do
-		r = read(fds[0], caps, sizeof(*caps));
+		r = read(pending.fd, caps, sizeof(*caps));
 	while (r < 0 && errno == EINTR);
 	if (r != (ssize_t)sizeof(*caps))
 		memset(caps, 0, sizeof(*caps));
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while (waitpid(pending.pid, &status, 0) < 0 && errno == EINTR)
 		;
-out:
-	if (fds[0] >= 0)
-		close(fds[0]);
-	if (fds[1] >= 0)
-		close(fds[1]);
+	close(pending.fd);
+	pending.pid = -1;
+	pending.fd = -1;
 }
 
 struct cap_field {
@@ -247,8 +416,9 @@ json_t *doctor_caps_json(const struct doctor_caps *caps)
 const char cmd_doctor_help[] =
 	"usage: airlock doctor [--pretty]\n"
 	"\n"
-	"Probes this host's isolation capabilities by really creating each\n"
-	"namespace and loading a seccomp filter, and prints one JSON object:\n"
+	"Probes this host's isolation capabilities by really creating the\n"
+	"namespaces and loading the sandbox's seccomp filter (whose user\n"
+	"notifications must reach a supervisor), and prints one JSON object:\n"
 	"  userns netns pidns mountns ipcns utsns seccomp  (true|false)\n"
 	"  landlock       Landlock ABI version (0: absent; optional layer)\n"
 	"  transparent    whether transparent mode (egress.transparent) can run\n"

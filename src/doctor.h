@@ -26,8 +26,19 @@ struct doctor_caps {
 	bool need_transparent;
 };
 
-/* Probes by really creating each namespace and loading a seccomp filter in
- * short-lived children; never reads configuration files to guess. */
+/* Starts the probe in a child (cloned into the sandbox's namespaces), so
+ * that it runs while the caller goes on; doctor_probe() collects it. Call
+ * it while the process has a single thread (the child does not go through
+ * fork()'s handlers). Without it, doctor_probe() runs the probe itself. */
+void doctor_probe_begin(void);
+
+/* Ends a probe doctor_probe_begin() started and nobody will collect
+ * (the caller is about to exec): kills and reaps its child. */
+void doctor_probe_cancel(void);
+
+/* Probes by really creating the namespaces and loading the sandbox's
+ * seccomp filter in short-lived children; never reads configuration files
+ * to guess. */
 void doctor_probe(struct doctor_caps *caps);
 
 /* True when enforce mode can hold its claims with @caps. */

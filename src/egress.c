@@ -14,9 +14,20 @@
  *    answers would let a name with one public and one internal address
  *    steer the proxy at will.
  *
- * The proxy then connects to one address it checked (egress_pick), and
- * never resolves again: a rebinding DNS server gains nothing from a TTL of
- * zero.
+ *    Then every answer is held against the CIDR and address rules of
+ *    egress.deny (on the request's port): a name may not lead to an
+ *    address the policy denies outright.
+ *
+ * The special-address check holds in shadow mode too (verdict.always):
+ * letting a request reach the host's loopback or a metadata service
+ * teaches nothing a policy could use. The proxy then connects to one
+ * address it checked (egress_pick), and never resolves again: a
+ * rebinding DNS server gains nothing from a TTL of zero.
+ *
+ * The proxy itself (egress_is_self) is its listening address on its
+ * port, and when it listens on a wildcard, every address of the host's
+ * interfaces there: a proxy that tunnels into itself is a loop that
+ * multiplies one client's connections and hides the real target.
  */
 #include "egress.h"
 
@@ -25,50 +36,67 @@
 #include <sys/socket.h>
 
 void egress_decide_rules(const struct policy *p, const struct host_target *t,
-			 uint16_t port, struct egress_verdict *v)
+			 uint16_t port, struct verdict *v)
 {
 	int idx = -1;
 	enum host_verdict hv = host_decide(p->allow, p->nallow, p->deny, p->ndeny,
 					   p->ports, p->nports, t, port, &idx);
 
-	memset(v, 0, sizeof(*v));
 	switch (hv) {
 	case HOST_VERDICT_ALLOW:
-		v->allow = true;
-		v->rule = &p->allow[idx];
-		snprintf(v->rule_id, sizeof(v->rule_id), "egress.allow[%d]", idx);
-		v->reason = "allowed by egress.allow";
+		verdict_set(v, VERDICT_ALLOW, 0, NULL, "allowed by egress.allow");
+		v->host_rule = &p->allow[idx];
+		snprintf(v->rule, sizeof(v->rule), "egress.allow[%d]", idx);
 		break;
 	case HOST_VERDICT_DENY_RULE:
-		v->rule = &p->deny[idx];
-		snprintf(v->rule_id, sizeof(v->rule_id), "egress.deny[%d]", idx);
-		v->reason = "denied by egress.deny";
+		verdict_set(v, VERDICT_DENY, 403, NULL, "denied by egress.deny");
+		v->host_rule = &p->deny[idx];
+		snprintf(v->rule, sizeof(v->rule), "egress.deny[%d]", idx);
 		break;
 	case HOST_VERDICT_DENY_DEFAULT:
 	default:
-		snprintf(v->rule_id, sizeof(v->rule_id), "egress.default");
-		v->reason = "no egress.allow rule matches this host and port";
+		verdict_set(v, VERDICT_DENY, 403, "egress.default",
+			    "no egress.allow rule matches this host and port");
 		break;
 	}
 }
 
 void egress_decide_addrs(const struct policy *p, const struct addr *addrs,
-			 size_t n, struct egress_verdict *v, size_t *bad)
+			 size_t n, uint16_t port, struct verdict *v,
+			 size_t *bad)
 {
-	size_t i;
+	size_t i, j;
 
-	memset(v, 0, sizeof(*v));
 	for (i = 0; i < n; i++) {
 		if (!addr_is_allowed(&addrs[i], p->allow_ranges, p->nallow_ranges)) {
 			*bad = i;
-			snprintf(v->rule_id, sizeof(v->rule_id), "egress.special-address");
-			v->reason = "resolves to a special-purpose address";
+			verdict_set(v, VERDICT_DENY, 403, "egress.special-address",
+				    "resolves to a special-purpose address");
+			v->always = true;
 			return;
 		}
 	}
-	v->allow = true;
-	snprintf(v->rule_id, sizeof(v->rule_id), "egress.addresses");
-	v->reason = "every address is globally reachable or in allow_ranges";
+	for (i = 0; i < n; i++) {
+		struct host_target t;
+
+		memset(&t, 0, sizeof(t));
+		t.is_addr = true;
+		t.addr = addrs[i];
+		for (j = 0; j < p->ndeny; j++) {
+			if (p->deny[j].kind != HOST_RULE_CIDR ||
+			    !host_rule_matches(&p->deny[j], &t, port, p->ports,
+					       p->nports, true))
+				continue;
+			*bad = i;
+			verdict_set(v, VERDICT_DENY, 403, NULL,
+				    "resolves to an address egress.deny lists");
+			v->host_rule = &p->deny[j];
+			snprintf(v->rule, sizeof(v->rule), "egress.deny[%zu]", j);
+			return;
+		}
+	}
+	verdict_set(v, VERDICT_ALLOW, 0, "egress.addresses",
+		    "every address is globally reachable or in allow_ranges");
 }
 
 static bool is_local(const struct addr *a)
@@ -79,13 +107,22 @@ static bool is_local(const struct addr *a)
 	       c == ADDR_CLASS_UNSPECIFIED;
 }
 
-bool egress_is_self(const struct addr *self, uint16_t self_port,
-		    const struct addr *a, uint16_t port)
+static bool same_host(const struct addr *x, const struct addr *a)
 {
-	struct addr unspec;
 	struct addr v4;
 
-	if (port != self_port)
+	if (addr_equal(x, a))
+		return true;
+	/* ::ffff:127.0.0.1 is 127.0.0.1. */
+	return addr_embedded_ipv4(a, &v4) && addr_equal(x, &v4);
+}
+
+bool egress_is_self(const struct egress_self *s, const struct addr *a,
+		    uint16_t port)
+{
+	size_t i;
+
+	if (port != s->port)
 		return false;
 	/* 0.0.0.0 and :: reach the local listener on Linux, whatever
 	 * address it is bound to. */
@@ -93,14 +130,14 @@ bool egress_is_self(const struct addr *self, uint16_t self_port,
 	    (a->family == AF_INET && a->bytes[0] == 0 && a->bytes[1] == 0 &&
 	     a->bytes[2] == 0 && a->bytes[3] == 0))
 		return true;
-	memset(&unspec, 0, sizeof(unspec));
-	unspec.family = self->family;
-	if (addr_equal(self, &unspec))
-		return is_local(a);
-	if (addr_equal(self, a))
+	if (!s->wildcard)
+		return same_host(&s->listen, a);
+	if (is_local(a))
 		return true;
-	/* ::ffff:127.0.0.1 is 127.0.0.1. */
-	return addr_embedded_ipv4(a, &v4) && addr_equal(self, &v4);
+	for (i = 0; i < s->nlocal; i++)
+		if (same_host(&s->local[i], a))
+			return true;
+	return false;
 }
 
 const struct addr *egress_pick(const struct addr *addrs, size_t n)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * env.h - the agent's environment (SPEC §3.6).
+ * env.h - the agent's environment.
  */
 #ifndef AIRLOCK_ENV_H
 #define AIRLOCK_ENV_H

@@ -81,21 +81,9 @@ const char *hostname_error_to_string(enum hostname_error e)
 /* Normalisation                                                      */
 /* ------------------------------------------------------------------ */
 
-static char ascii_lower(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return (char)(c - 'A' + 'a');
-	return c;
-}
-
-static bool is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
 static bool is_name_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_' ||
+	return (c >= 'a' && c <= 'z') || util_is_digit(c) || c == '-' || c == '_' ||
 	       c == '.';
 }
 
@@ -175,7 +163,7 @@ static bool numeric_label(const char *l, size_t n)
 
 	if (n >= 2 && l[0] == '0' && l[1] == 'x') {
 		for (i = 2; i < n; i++) {
-			if (!is_digit(l[i]) && !(l[i] >= 'a' && l[i] <= 'f'))
+			if (!util_is_digit(l[i]) && !(l[i] >= 'a' && l[i] <= 'f'))
 				return false;
 		}
 		return true;
@@ -183,7 +171,7 @@ static bool numeric_label(const char *l, size_t n)
 	if (n == 0)
 		return false;
 	for (i = 0; i < n; i++) {
-		if (!is_digit(l[i]))
+		if (!util_is_digit(l[i]))
 			return false;
 	}
 	return true;
@@ -229,7 +217,7 @@ static enum hostname_error normalise_name(const char *in, size_t len,
 	if (n > HOSTNAME_MAX + 1)
 		return HOSTNAME_TOO_LONG;
 	for (i = 0; i < n; i++)
-		buf[i] = ascii_lower(in[i]);
+		buf[i] = util_ascii_lower(in[i]);
 	if (n > 0 && buf[n - 1] == '.')
 		n--;
 	buf[n] = '\0';
@@ -290,7 +278,7 @@ static bool parse_port(const char *p, size_t n, unsigned int *out)
 	if (n == 0 || n > 5 || p[0] == '0')
 		return false;
 	for (i = 0; i < n; i++) {
-		if (!is_digit(p[i]))
+		if (!util_is_digit(p[i]))
 			return false;
 		v = v * 10 + (unsigned int)(p[i] - '0');
 	}

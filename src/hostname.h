@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * hostname.h - target normalisation and the allow/deny matcher (SPEC §3.2).
+ * hostname.h - target normalisation and the allow/deny matcher
+ * (docs/POLICY.md).
  *
  * Pure functions, no I/O, table-tested in tests/unit/test_hostname.c and
  * fuzzed by tests/fuzz/fuzz_hostname.c.

@@ -103,19 +103,9 @@ const char *http_chunked_result_to_string(enum http_chunked_result r)
 /* Character classes (RFC 9110 §5.6)                                  */
 /* ------------------------------------------------------------------ */
 
-static bool is_digit(unsigned char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static bool is_alpha(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 static bool is_tchar(unsigned char c)
 {
-	return is_alpha(c) || is_digit(c) ||
+	return util_is_alpha(c) || util_is_digit(c) ||
 	       (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
@@ -130,29 +120,12 @@ static bool is_field_vchar(unsigned char c)
 	return c > 0x20 && c != 0x7f;
 }
 
-static int hex_value(unsigned char c)
-{
-	if (is_digit(c))
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static unsigned char ascii_lower(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c - 'A' + 'a') : c;
-}
-
 static bool eq_ci_n(const char *a, const char *b, size_t len)
 {
 	size_t i;
 
 	for (i = 0; i < len; i++) {
-		if (ascii_lower((unsigned char)a[i]) !=
-		    ascii_lower((unsigned char)b[i]))
+		if (util_ascii_lower(a[i]) != util_ascii_lower(b[i]))
 			return false;
 	}
 	return true;
@@ -354,7 +327,7 @@ static const char *parse_content_length(struct http_slice v, uint64_t *out)
 	for (i = 0; i < v.len; i++) {
 		unsigned char c = (unsigned char)v.ptr[i];
 
-		if (!is_digit(c))
+		if (!util_is_digit(c))
 			return "invalid Content-Length";
 		if (n > (UINT64_C(0x7fffffffffffffff) - (c - '0')) / 10)
 			return "Content-Length too large";
@@ -499,8 +472,8 @@ static enum http_result check_target_chars(struct head *h,
 				    at + i);
 		if (c == '%' &&
 		    (i + 2 >= t.len ||
-		     hex_value((unsigned char)t.ptr[i + 1]) < 0 ||
-		     hex_value((unsigned char)t.ptr[i + 2]) < 0))
+		     util_hex_value((unsigned char)t.ptr[i + 1]) < 0 ||
+		     util_hex_value((unsigned char)t.ptr[i + 2]) < 0))
 			return fail(h, HTTP_BAD,
 				    "bad percent-escape in request target",
 				    at + i);
@@ -550,8 +523,8 @@ static enum http_result parse_target(struct head *h, struct http_request *req)
 	if (t.len == 1 && t.ptr[0] == '*')
 		return fail(h, HTTP_BAD, "asterisk-form not supported", at);
 	/* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" "//" */
-	while (i < t.len && (is_alpha((unsigned char)t.ptr[i]) ||
-			     (i > 0 && (is_digit((unsigned char)t.ptr[i]) ||
+	while (i < t.len && (util_is_alpha((unsigned char)t.ptr[i]) ||
+			     (i > 0 && (util_is_digit((unsigned char)t.ptr[i]) ||
 					t.ptr[i] == '+' || t.ptr[i] == '-' ||
 					t.ptr[i] == '.'))))
 		i++;
@@ -798,7 +771,7 @@ static enum http_result parse_status_line(struct head *h,
 		return r;
 	if (line.len < 12 || p[8] != ' ')
 		return fail(h, HTTP_BAD, "malformed status-line", 0);
-	if (!is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
+	if (!util_is_digit(p[9]) || !util_is_digit(p[10]) || !util_is_digit(p[11]) ||
 	    (line.len > 12 && p[12] != ' '))
 		return fail(h, HTTP_BAD, "invalid status code", 9);
 	resp->status = (unsigned int)(p[9] - '0') * 100 +
@@ -1028,7 +1001,7 @@ static bool forbidden_trailer(const struct http_chunked *st)
 static void name_byte(struct http_chunked *st, unsigned char c)
 {
 	if (st->name_len < sizeof(st->name))
-		st->name[st->name_len] = (char)ascii_lower(c);
+		st->name[st->name_len] = util_ascii_lower((char)c);
 	st->name_len++;
 }
 
@@ -1052,7 +1025,7 @@ static const char *chunk_step(struct http_chunked *st, unsigned char c)
 	switch (st->state) {
 	case CH_SIZE_START:
 	case CH_SIZE:
-		v = hex_value(c);
+		v = util_hex_value(c);
 		if (v >= 0) {
 			if (++st->digits > 16)
 				return "chunk size too long";
@@ -1248,4 +1221,28 @@ enum http_chunked_result http_chunked_feed(struct http_chunked *st,
 	}
 	*consumed = i;
 	return HTTP_CHUNKED_MORE;
+}
+
+enum http_result http_sniff_request(const char *buf, size_t len)
+{
+	bool full = len >= HTTP_SNIFF_MAX;
+	size_t i, n;
+
+	if (len == 0)
+		return HTTP_INCOMPLETE;
+	n = full ? HTTP_SNIFF_MAX : len;
+	for (i = 0; i < n && is_tchar((unsigned char)buf[i]); i++)
+		;
+	if (i == n) /* a token so far */
+		return full ? HTTP_BAD : HTTP_INCOMPLETE;
+	if (i == 0 || buf[i] != ' ')
+		return HTTP_BAD;
+	for (; i < n; i++) {
+		if (buf[i] == '\n')
+			return HTTP_BAD;
+		if (i + 5 <= n && eq_ci_n(buf + i, "HTTP/", 5))
+			return HTTP_OK;
+	}
+	/* "HTTP/" may straddle the end; once n bytes are there it cannot */
+	return full ? HTTP_OK : HTTP_INCOMPLETE;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * http.h - strict HTTP/1.1 request/response head parsing and the chunked
- * body decoder of the egress proxy (SPEC §5.1).
+ * body decoder of the egress proxy (docs/PROXY.md).
  *
  * Pure functions over the caller's buffer: no I/O, no allocation, fixed
  * tables. Every string the parser returns is a slice (pointer + length)
@@ -41,8 +41,8 @@ enum http_result {
 	HTTP_INCOMPLETE, /* valid so far; call again with more bytes */
 	HTTP_BAD,        /* malformed or ambiguous: answer 400 (502 for a
 			    response) and close; ->error says why */
-	HTTP_TOO_LARGE,  /* a limit of struct http_limits was exceeded; SPEC
-			    §5.1 answers 400 too (->error names the limit) */
+	HTTP_TOO_LARGE,  /* a limit of struct http_limits was exceeded; the
+			    proxy answers 400 too (->error names the limit) */
 	HTTP_RESULT_COUNT
 };
 
@@ -219,6 +219,21 @@ enum http_result http_parse_response(const char *buf, size_t len,
 				     struct http_response *resp,
 				     const struct http_limits *lim,
 				     bool to_head);
+
+/* Bytes http_sniff_request() needs at most to answer. */
+#define HTTP_SNIFF_MAX 8192
+
+/* Is the start of a byte stream (@len bytes of it) shaped like an HTTP/1.x
+ * request line: a method token, a space, and "HTTP/" (any case) later on
+ * the first line? For a CONNECT tunnel's first flight: what is shaped so
+ * is served as HTTP and parsed strictly (a malformed one is refused, never
+ * relayed as another protocol), so the test leans towards HTTP: a token
+ * and a space with no end of line within HTTP_SNIFF_MAX bytes counts too.
+ * Returns HTTP_OK (HTTP), HTTP_BAD (something else: TLS, SSH, a binary
+ * protocol, a text protocol whose first line has no "HTTP/") or
+ * HTTP_INCOMPLETE (more bytes are needed; never once @len reaches
+ * HTTP_SNIFF_MAX). Prefix-consistent like the parsers. */
+enum http_result http_sniff_request(const char *buf, size_t len);
 
 /* Index of the first header at index >= @from whose name equals @name
  * (ASCII case-insensitive), or -1. Iterate all with

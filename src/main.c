@@ -41,6 +41,8 @@ static const struct command commands[] = {
 	  "render receipt streams as one self-contained HTML page" },
 	{ "export", cmd_export, cmd_export_help,
 	  "convert receipts to OCSF JSON Lines for a SIEM" },
+	{ "spend", cmd_spend, cmd_spend_help,
+	  "show the spend ledger, change a session's cap" },
 };
 
 static void usage(FILE *out)

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * proxy.h - the egress proxy (SPEC §3.2, §3.3, §5; docs/PROXY.md): one
- * epoll loop, a connection state machine, splice() relay.
+ * proxy.h - the egress proxy (docs/PROXY.md): one epoll loop per worker,
+ * a connection state table, splice() relay, an HTTP exchange with filter
+ * hooks. N workers may serve one listening socket (EPOLLEXCLUSIVE), their
+ * shared state (connection counts per client) in a struct proxy_shared
+ * created before they are forked.
  */
 #ifndef AIRLOCK_PROXY_H
 #define AIRLOCK_PROXY_H
@@ -31,17 +34,56 @@ struct proxy_timeouts {
 	unsigned int idle_ms;        /* tunnel / keep-alive idle: 300000 */
 };
 
+struct proxy_shared;
+struct filter_reg;
+
+#define PROXY_CLIENT_LIMIT_NONE UINT32_MAX
+
 struct proxy_opts {
-	int listen_fd;               /* listening socket; the proxy owns it */
-	const struct policy *policy; /* borrowed until proxy_set_policy */
+	int listen_fd;               /* listening socket; the proxy owns it
+					(each worker its own copy of it) */
+	const struct policy *policy; /* borrowed; must stay valid until
+					proxy_free(): requests decided under
+					it keep using it after a reload */
 	proxy_record_fn record;
 	void *record_arg;
 	int signal_fd;               /* a signalfd to watch, or -1 */
 	proxy_signal_fn on_signal;
 	void *signal_arg;
 	struct proxy_timeouts timeouts; /* zero fields take the defaults */
-	unsigned int max_conns;      /* 0: 16384 */
+	unsigned int max_conns;      /* 0: 16384 (in all workers); never
+					more than the descriptors allow */
+	unsigned int client_limit;   /* connections one client address may
+					hold; 0: a quarter of the limit;
+					PROXY_CLIENT_LIMIT_NONE: no limit of
+					its own (one client: a sandbox) */
+	struct proxy_shared *shared; /* NULL: a private one (one worker) */
+	unsigned int worker;         /* this worker's index in @shared */
+	const struct filter_reg *filters; /* NULL: none; see filter.h */
+	size_t nfilters;             /* at most FILTER_MAX */
 };
+
+/* State the workers of one proxy share: per-client connection counts and
+ * the total, in MAP_SHARED memory. Create it before forking the workers
+ * (after raising RLIMIT_NOFILE, which the connection limit follows) and
+ * pass it to each worker's proxy_new(); @max_conns and @client_limit as
+ * in struct proxy_opts (the ones given here win). Returns NULL with a
+ * reason in @err. */
+struct proxy_shared *proxy_shared_new(unsigned int workers,
+				      unsigned int max_conns,
+				      unsigned int client_limit, char *err,
+				      size_t errlen);
+
+/* Worker @worker ended: the connections it held are gone, release their
+ * counts (the parent calls this after reaping it, before starting a
+ * replacement). */
+void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker);
+
+/* The limits in force: connections in all workers, and per client. */
+unsigned int proxy_shared_max_conns(const struct proxy_shared *s);
+unsigned int proxy_shared_client_limit(const struct proxy_shared *s);
+
+void proxy_shared_free(struct proxy_shared *s);
 
 struct proxy;
 
@@ -64,5 +106,22 @@ int proxy_set_policy(struct proxy *p, const struct policy *policy, char *err,
 		     size_t errlen);
 
 void proxy_free(struct proxy *p);
+
+/* A filter hook that answered FILTER_PENDING is resumed: @r is
+ * FILTER_CONTINUE (go on) or FILTER_VERDICT (apply *@v, whose extra is
+ * consumed). Call it from the proxy's loop (a proxy_watch() callback).
+ * Returns 0, or -ESTALE when that exchange is gone (nothing happens). */
+struct filter_ref;
+struct verdict;
+int proxy_resume(struct proxy *p, const struct filter_ref *ref, int r,
+		 struct verdict *v);
+
+/* Lets a filter watch its own descriptor in the proxy's loop: @fn runs
+ * with the epoll events whenever @fd is ready (level-triggered), until
+ * proxy_unwatch(). Returns 0 or -errno. */
+typedef void (*proxy_watch_fn)(void *arg, int fd, uint32_t events);
+int proxy_watch(struct proxy *p, int fd, uint32_t events, proxy_watch_fn fn,
+		void *arg);
+void proxy_unwatch(struct proxy *p, int fd);
 
 #endif /* AIRLOCK_PROXY_H */

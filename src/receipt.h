@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * receipt.h - the signed, hash-chained event stream (SPEC §6).
+ * receipt.h - the signed, hash-chained event stream (docs/RECEIPTS.md):
+ * lines (receipt_line.c), keys (receipt_key.c), the writer
+ * (receipt_writer.c) and the verifier (receipt_verify.c).
  */
 #ifndef AIRLOCK_RECEIPT_H
 #define AIRLOCK_RECEIPT_H
@@ -99,8 +101,14 @@ int receipt_set_policy(struct receipt_writer *w, const char *policy_digest);
 /* Writes session.end with {"exit": @exit_status, "counts": {...}} (counts
  * include session.start and this line, keys sorted), fsyncs the stream
  * (EINVAL/EROFS/ENOTSUP from a pipe or tty are not errors), closes it if
- * the writer opened it, and frees @w. Returns 0 or -1 on I/O failure. */
+ * the writer opened it, and frees @w. Returns 0, or -1 with errno set on
+ * an I/O failure (also when an earlier append had broken the stream). */
 int receipt_close(struct receipt_writer *w, int exit_status);
+
+/* 0 while the stream is intact; the errno of the write that broke it (and
+ * made every later append fail) otherwise. Tells a line that was too long
+ * (append returned -1, the stream goes on) from a stream that is over. */
+int receipt_error(const struct receipt_writer *w);
 
 /* Frees @w without writing session.end (for a stream that is abandoned). */
 void receipt_abort(struct receipt_writer *w);
@@ -116,7 +124,7 @@ struct receipt_verify_result {
 				  keys sorted (owned) */
 };
 
-/* Verifies a stream (SPEC §6). A file may hold several session streams one
+/* Verifies a stream (docs/RECEIPTS.md). A file may hold several session streams one
  * after the other (the events path is appended to); each must be complete:
  * a new stream starts with a seq 0 session.start right after a session.end.
  * @pubkey (NULL: trust each stream's session.start pubkey) must have signed

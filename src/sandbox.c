@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * sandbox.c - namespaces, filesystem view, privileges, seccomp and Landlock
- * for the agent (SPEC §4).
+ * for the agent.
  *
  * DOC: Theory of Operation
  *
@@ -12,8 +12,13 @@
  *
  * The supervisor clone()s init into new user, mount, PID, network, IPC and
  * UTS namespaces, writes init's uid/gid maps (the caller's own ids, mapped
- * to themselves) and only then lets it go on, over a pipe. Init:
+ * to themselves) and only then lets it go on, over a pipe. Before that,
+ * the supervisor plans the filesystem view (view.c: paths resolved,
+ * errors reported as one line). Init:
  *
+ *   0. wipes the secrets in its copy of memory and takes the agent's
+ *      descriptors 0-2 (pipes, where the caller's are files: stdio_relay.c)
+ *      in place of the caller's own;
  *   1. asks to be SIGKILLed when the supervisor dies (PR_SET_PDEATHSIG) and
  *      then checks the supervisor is still there: if it died first, the
  *      sync pipe gives EOF and init exits; the death of PID 1 kills every
@@ -24,27 +29,37 @@
  *      so the proxy is served from outside: the agent can reach the proxy
  *      and nothing else;
  *   3. builds the filesystem view on a tmpfs (as bubblewrap does): the host
- *      root bound read-only (recursively, with mount_setattr), a private
- *      /tmp, a fresh /proc for the new PID namespace, a minimal /dev, the
- *      workspace and fs.rw bound writable, fs.hide and the files airlock
- *      must keep from the agent masked; then pivot_root into it and detach
- *      the old root;
- *   4. forks the agent and waits, reaping every orphan; when the agent ends
- *      init exits with its status, which takes the whole namespace down.
+ *      root bound read-only (recursively, with mount_setattr), a fresh
+ *      /proc for the new PID namespace, a minimal /dev, then the plan of
+ *      view.c: the caller's credentials hidden, private /tmp, /var/tmp and
+ *      $HOME, the workspace and fs.rw bound writable, fs.ro read-only, the
+ *      workspace's .git/config, hooks, info and fs.protect read-only,
+ *      fs.hide and the files airlock must keep from the agent masked; then
+ *      pivot_root into it and detach the old root;
+ *   4. forks the agent, receives its seccomp listener and serves the
+ *      unix-socket gate (src/usock.c) while it waits, reaping every orphan;
+ *      when the agent ends init exits with its status, which takes the
+ *      whole namespace down.
  *
  * The agent, before exec: setsid (no TIOCSTI into the caller's terminal),
  * every descriptor but 0-2 closed on exec, Landlock limiting writes to the
  * writable paths, every capability dropped (bounding, ambient, effective,
  * permitted, inheritable; securebits locked), no_new_privs, and a seccomp
  * filter that fails dangerous calls with EPERM (so tools print errors
- * instead of dying mysteriously). Calls from another architecture's ABI
- * kill the process: their numbers would bypass the filter.
+ * instead of dying mysteriously) and turns every call that can name a
+ * socket address (connect, sendto with one, sendmsg, sendmmsg) into a
+ * notification that init serves: no host unix socket can be reached.
+ * Calls from another architecture's ABI kill the process: their numbers
+ * would bypass the filter.
  *
- * Should: see the host read-only, write its workspace, /tmp and fs.rw,
- * reach 127.0.0.1:PORT. Mustn't: see airlock's own files (policy, key,
- * secret files, events file), see or signal the supervisor, create
- * namespaces or mounts, open raw/packet sockets, use io_uring, bpf, perf,
- * keyrings or process_vm_*, outlive the session.
+ * Should: see the host read-only, write its workspace, /tmp, /var/tmp, its
+ * $HOME and fs.rw, reach 127.0.0.1:PORT. Mustn't: see airlock's own files
+ * (policy, key, secret files, events file) or the caller's credentials,
+ * change what the host runs later (.git/config, hooks), hold the caller's
+ * descriptors to files, see or signal the supervisor, create namespaces or
+ * mounts, open raw/packet sockets, reach a unix socket the host bound
+ * (outside fs.rw), use io_uring, bpf, perf, keyrings or process_vm_*,
+ * outlive the session.
  *
  * Setup failures inside init travel to the supervisor as one line of text
  * over the socket pair; the supervisor reports it and exits 125.
@@ -56,11 +71,12 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,6 +85,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -76,13 +93,22 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox_filter.h"
+#include "usock.h"
 #include "util.h"
+#include "view.h"
 
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
 #endif
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -105,6 +131,8 @@ struct init_ctx {
 	int sync_fd;   /* read end: the supervisor has written our id maps */
 	int ctl_fd;    /* socket pair end: listening fd or an error line */
 	int exec_fd;   /* write end: errno of a failed exec */
+	const struct view_plan *view; /* the filesystem view (view.c) */
+	int gate_fd;   /* agent's end of the listener hand-off (usock.h) */
 	uid_t uid;
 	gid_t gid;
 };
@@ -202,92 +230,6 @@ static void hand_over_proxy_socket(const struct init_ctx *c)
 	close(fd);
 }
 
-/* mkdir -p for a mount point under NEW; existing components are fine. */
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	char *p;
-
-	if (!util_strlcpy(buf, path, sizeof(buf)))
-		return -ENAMETOOLONG;
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static void path_join(const struct init_ctx *c, char *out, size_t len,
-		      const char *prefix, const char *path)
-{
-	if ((size_t)snprintf(out, len, "%s%s", prefix, path) >= len)
-		init_fail(c, "path too long: %s", path);
-}
-
-/* Binds host @path (seen at OLD/@path) writable at NEW/@path. */
-static void bind_writable(const struct init_ctx *c, const char *path)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	struct mount_attr attr;
-	struct stat st;
-
-	path_join(c, src, sizeof(src), OLD, path);
-	path_join(c, dst, sizeof(dst), NEW, path);
-	if (stat(src, &st) < 0)
-		init_fail(c, "writable path %s", path);
-	if (S_ISDIR(st.st_mode)) {
-		if (mkdir_p(dst, 0755) < 0)
-			init_fail(c, "mount point for %s", path);
-	} else if (access(dst, F_OK) < 0) {
-		init_fail(c, "writable path %s must be a directory or an existing file",
-			  path);
-	}
-	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-		init_fail(c, "binding %s writable", path);
-	/* Writable, but no setuid file or device node the agent leaves
-	 * behind may work here: not for it, not for the host later. */
-	memset(&attr, 0, sizeof(attr));
-	attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	if (mount_setattr(AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
-		init_fail(c, "making %s nosuid and nodev", path);
-}
-
-/* Masks NEW/@path: an empty unreadable directory or file takes its place.
- * A path the view does not show (e.g. under the private /tmp) needs no
- * mask. Symlinks are never followed into place. */
-static void hide_path(const struct init_ctx *c, const char *path)
-{
-	char dst[PATH_MAX];
-	struct stat st;
-
-	if (path[0] != '/') {
-		errno = 0;
-		init_fail(c, "hiding %s: not an absolute path", path);
-	}
-	path_join(c, dst, sizeof(dst), NEW, path);
-	if (lstat(dst, &st) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return;
-		init_fail(c, "hiding %s", path);
-	}
-	if (S_ISLNK(st.st_mode))
-		init_fail(c, "hiding %s: it is a symbolic link in the sandbox view", path);
-	if (S_ISDIR(st.st_mode)) {
-		if (mount("airlock-hidden", dst, "tmpfs", MS_RDONLY | MS_NOSUID |
-			  MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
-			init_fail(c, "hiding directory %s", path);
-	} else if (mount("/hidden", dst, NULL, MS_BIND, NULL) < 0 ||
-		   mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
-		init_fail(c, "hiding file %s", path);
-	}
-}
-
 static void bind_dev_node(const struct init_ctx *c, const char *name)
 {
 	char src[64], dst[64];
@@ -356,9 +298,8 @@ static void proc_read_only(const struct init_ctx *c)
 
 static void build_root(const struct init_ctx *c)
 {
-	const struct sandbox_config *cfg = c->cfg;
 	struct mount_attr attr;
-	size_t i;
+	char msg[512];
 	int fd;
 
 	/* Nothing we mount may propagate back to the host. */
@@ -389,26 +330,17 @@ static void build_root(const struct init_ctx *c)
 	if (mount_setattr(AT_FDCWD, NEW, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
 		init_fail(c, "making the host root read-only");
 
-	if (mount("airlock-tmp", NEW "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-		  "mode=01777") < 0)
-		init_fail(c, "mounting the private /tmp");
 	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		init_fail(c, "mounting /proc");
 	proc_read_only(c);
 	make_dev(c);
-	/* Host daemons listen on pathname sockets under /run (D-Bus,
-	 * systemd, docker, the user's agents): a read-only mount does not
-	 * stop connect(), so /run is an empty tmpfs. (/var/run is a link
-	 * to it.) */
-	if (mount("airlock-run", NEW "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "mode=0755") < 0 && errno != ENOENT)
-		init_fail(c, "masking /run");
-
-	bind_writable(c, cfg->workspace);
-	for (i = 0; i < cfg->nrw; i++)
-		bind_writable(c, cfg->rw[i]);
-	for (i = 0; i < cfg->nhide; i++)
-		hide_path(c, cfg->hide[i]);
+	/* The rest: hidden paths, private /tmp, /var/tmp and $HOME, the
+	 * workspace, fs.* and the protected repository files, airlock's own
+	 * files (view.c). */
+	if (view_apply(c->view, NEW, OLD, "/hidden", msg, sizeof(msg)) < 0) {
+		errno = 0;
+		init_fail(c, "%s", msg);
+	}
 
 	/* Enter the view and drop the host root and the staging tmpfs. */
 	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
@@ -416,15 +348,25 @@ static void build_root(const struct init_ctx *c)
 		init_fail(c, "entering the sandbox root");
 }
 
-/* Landlock: writes only beneath the writable paths. Reads are left to the
- * read-only mounts. Returns the ABI applied (0: kernel without Landlock). */
-static int apply_landlock(const struct sandbox_config *cfg)
+/* struct landlock_ruleset_attr as of ABI 6, whatever the headers have. */
+struct ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
+/* Landlock: writes only beneath the writable paths of the view and /dev.
+ * Reads are left to the read-only mounts. From ABI 6 the agent is also
+ * scoped: no signal to a process outside its domain (init, the gate's
+ * workers) and no abstract unix socket made outside it. Returns the ABI
+ * applied (0: kernel without Landlock). */
+static int apply_landlock(const struct view_plan *view)
 {
-	struct landlock_ruleset_attr ra;
+	struct ruleset_attr ra;
 	struct landlock_path_beneath_attr pb;
-	const char *fixed[] = { "/tmp", "/dev" };
+	const char **paths;
+	size_t i, n;
 	long abi;
-	size_t i;
 	int rfd;
 
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
@@ -446,16 +388,22 @@ static int apply_landlock(const struct sandbox_config *cfg)
 		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
 	if (abi >= 3)
 		ra.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	/* The network namespace stands in for Landlock's network rights. */
+	ra.handled_access_net = 0;
+	if (abi >= 6)
+		ra.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra,
+			   abi >= 6 ? sizeof(ra) : abi >= 4 ? 2 * sizeof(uint64_t)
+							 : sizeof(uint64_t), 0);
 	if (rfd < 0)
 		return -errno;
 	pb.allowed_access = ra.handled_access_fs;
-	for (i = 0; i < ARRAY_SIZE(fixed) + 1 + cfg->nrw; i++) {
-		const char *p = i < ARRAY_SIZE(fixed) ? fixed[i]
-				: i == ARRAY_SIZE(fixed) ? cfg->workspace
-				: cfg->rw[i - ARRAY_SIZE(fixed) - 1];
-
-		int fd = open(p, O_PATH | O_CLOEXEC);
+	n = view_writable(view, NULL, 0);
+	paths = util_xcalloc(n + 1, sizeof(*paths));
+	paths[0] = "/dev";
+	view_writable(view, paths + 1, n);
+	for (i = 0; i < n + 1; i++) {
+		int fd = open(paths[i], O_PATH | O_CLOEXEC);
 
 		if (fd < 0)
 			continue;
@@ -472,6 +420,7 @@ static int apply_landlock(const struct sandbox_config *cfg)
 		}
 		close(fd);
 	}
+	free(paths);
 	if (syscall(SYS_landlock_restrict_self, rfd, 0) < 0) {
 		int err = errno;
 
@@ -506,87 +455,30 @@ static int drop_capabilities(void)
 	return 0;
 }
 
-static int deny(scmp_filter_ctx ctx, int sys)
+/* Once the gate holds a call, only a fatal signal may interrupt the
+ * caller (WAIT_KILLABLE_RECV, Linux 5.19): a call the gate performed is
+ * never restarted and performed again. Older kernels load without it. */
+int sandbox_filter_load(void)
 {
-	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 0);
-}
+	struct sock_fprog prog = {
+		.len = sandbox_filter_len,
+		.filter = (struct sock_filter *)sandbox_filter,
+	};
+	long fd;
 
-/* The seccomp filter of SPEC §4 and docs/SANDBOX.md. */
-static int load_seccomp(void)
-{
-	static const int denied[] = {
-		SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
-		SCMP_SYS(io_uring_register), SCMP_SYS(keyctl), SCMP_SYS(add_key),
-		SCMP_SYS(request_key), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-		SCMP_SYS(userfaultfd), SCMP_SYS(kexec_load),
-		SCMP_SYS(kexec_file_load), SCMP_SYS(init_module),
-		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(mount),
-		SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(move_mount),
-		SCMP_SYS(open_tree), SCMP_SYS(fsopen), SCMP_SYS(fsmount),
-		SCMP_SYS(fsconfig), SCMP_SYS(fspick), SCMP_SYS(mount_setattr),
-		SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(process_vm_readv),
-		SCMP_SYS(process_vm_writev), SCMP_SYS(open_by_handle_at),
-		SCMP_SYS(reboot), SCMP_SYS(swapon), SCMP_SYS(swapoff),
-		SCMP_SYS(syslog), SCMP_SYS(acct), SCMP_SYS(quotactl),
-		SCMP_SYS(personality), SCMP_SYS(chroot),
-	};
-	/* Address families other than unix, IPv4, IPv6 and netlink. */
-	static const int families[] = { 0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15 };
-	static const int raw_kinds[][2] = {
-		{ AF_INET, SOCK_RAW }, { AF_INET6, SOCK_RAW },
-		{ AF_INET, SOCK_PACKET }, { AF_INET6, SOCK_PACKET },
-	};
-	static const unsigned long ns_flags[] = {
-		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
-		CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME,
-	};
-	scmp_filter_ctx ctx;
-	size_t i;
-	int r = 0;
-
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return -ENOMEM;
-	/* A syscall through another ABI (int 0x80, x32) is killed. */
-	r |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (i = 0; i < ARRAY_SIZE(denied); i++)
-		r |= deny(ctx, denied[i]);
-	/* clone3 passes its flags in memory, out of the filter's reach:
-	 * ENOSYS makes libc fall back to clone, whose flags we can see. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	for (i = 0; i < ARRAY_SIZE(ns_flags); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	for (i = 0; i < ARRAY_SIZE(families); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-			      SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
-	/* Raw and packet-type sockets of IPv4 and IPv6 (the type's low bits;
-	 * SOCK_CLOEXEC and SOCK_NONBLOCK live above them). */
-	for (i = 0; i < ARRAY_SIZE(raw_kinds); i++)
-		r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)raw_kinds[i][0]),
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
-					      (scmp_datum_t)raw_kinds[i][1]));
-	/* Netlink: only NETLINK_ROUTE, which libc uses for getifaddrs. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-			      SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-			      SCMP_A2(SCMP_CMP_NE, 0));
-	/* Terminal injection, matched on the 32 bits the kernel reads. */
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
-	r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
-	if (r == 0)
-		r = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return r;
+	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		     SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+		     &prog);
+	if (fd < 0 && errno == EINVAL)
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	return fd < 0 ? -errno : (int)fd;
 }
 
 __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 {
 	extern char **environ;
+	struct usock_handoff handoff;
 	int err, r;
 
 	if (setsid() < 0)
@@ -596,7 +488,7 @@ __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 		goto fail;
 	if (chdir(c->cfg->workspace) < 0)
 		goto fail;
-	r = apply_landlock(c->cfg);
+	r = apply_landlock(c->view);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
@@ -608,11 +500,17 @@ __attribute__((noreturn)) static void exec_agent(const struct init_ctx *c)
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
-	r = load_seccomp();
+	r = usock_handoff_start(&handoff, c->gate_fd);
 	if (r < 0) {
 		errno = -r;
 		goto fail;
 	}
+	r = usock_handoff_finish(&handoff, sandbox_filter_load());
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	close(c->gate_fd);
 	/* execvp searches the PATH of environ: make it the agent's. */
 	environ = c->cfg->envp;
 	execvp(c->cfg->argv[0], c->cfg->argv);
@@ -622,41 +520,90 @@ fail:
 	_exit(EXIT_CANNOT_EXEC);
 }
 
-/* PID 1: waits for the agent, reaps orphans, forwards termination signals,
- * and exits with the agent's status (which kills the namespace). */
-__attribute__((noreturn)) static void init_loop(pid_t agent)
+/* PID 1: serves the unix-socket gate, waits for the agent, reaps orphans
+ * (and the gate's workers), forwards termination signals, and exits with
+ * the agent's status (which kills the namespace). @sfd reads the session
+ * signals; @gate is NULL if the agent ended before loading its filter. */
+__attribute__((noreturn)) static void init_loop(pid_t agent, int sfd,
+						struct usock_gate *gate)
 {
-	sigset_t set;
+	struct pollfd p[2];
 	int status = 0;
 
-	util_session_sigset(&set);
+	p[0].fd = sfd;
+	p[0].events = POLLIN;
+	p[1].fd = gate ? usock_gate_fd(gate) : -1;
+	p[1].events = POLLIN;
 	for (;;) {
-		siginfo_t si;
+		struct signalfd_siginfo si;
 		pid_t pid;
-		int sig = sigwaitinfo(&set, &si);
 
-		if (sig < 0)
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			util_die_errno(EXIT_AIRLOCK_FAILURE, "sandbox init: poll");
+		}
+		if (p[1].revents & POLLIN) {
+			int r = usock_gate_serve(gate);
+
+			if (r < 0) {
+				/* The agent's calls would hang: end the session. */
+				kill(agent, SIGKILL);
+				util_die(EXIT_AIRLOCK_FAILURE, "sandbox: the unix-socket gate "
+					 "failed: %s", strerror(-r));
+			}
+		} else if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+			p[1].fd = -1; /* no process is left under the filter */
+		}
+		if (!(p[0].revents & POLLIN))
 			continue;
-		if (sig != SIGCHLD) {
-			kill(agent, sig);
+		if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+			continue;
+		if (si.ssi_signo != SIGCHLD) {
+			kill(agent, (int)si.ssi_signo);
 			continue;
 		}
 		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-			if (pid != agent)
-				continue;
-			_exit(util_wait_status(status));
+			if (pid == agent)
+				_exit(util_wait_status(status));
+			if (gate)
+				(void)usock_gate_reaped(gate, pid, status);
 		}
+	}
+}
+
+/* The agent's descriptors 0-2 (pipes where the caller's are files) take
+ * the place of the caller's own here already, so that no process of the
+ * sandbox ever holds those. */
+static void take_stdio(const struct init_ctx *c)
+{
+	const int *fds = c->cfg->stdio;
+	int i, j;
+
+	for (i = 0; i < 3; i++) {
+		ASSERT(fds[i] == -1 || fds[i] > 2);
+		if (fds[i] >= 0 && dup2(fds[i], i) < 0)
+			init_fail(c, "replacing descriptor %d", i);
+	}
+	for (i = 0; i < 3; i++) {
+		for (j = 0; j < i && fds[j] != fds[i]; j++)
+			;
+		if (fds[i] >= 0 && j == i)
+			close(fds[i]);
 	}
 }
 
 __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 {
+	struct usock_gate *gate = NULL;
+	int sfd, gate_pair[2], listener;
 	sigset_t set;
 	char go;
 	pid_t agent;
 
 	if (c->cfg->scrub)
 		c->cfg->scrub(c->cfg->scrub_arg);
+	take_stdio(c);
 	/* The supervisor is not dumpable, so neither is this copy of it, and
 	 * the /proc files of a non-dumpable process belong to root: an
 	 * unprivileged supervisor could not write our id maps. Nothing secret
@@ -684,18 +631,43 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 	util_session_sigset(&set);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		init_fail(c, "sigprocmask");
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sfd < 0)
+		init_fail(c, "signalfd");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate_pair) < 0)
+		init_fail(c, "creating the gate's channel");
 	agent = fork();
 	if (agent < 0)
 		init_fail(c, "fork");
 	if (agent == 0) {
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		close(sfd);
+		close(gate_pair[0]);
 		close(c->ctl_fd);
+		c->gate_fd = gate_pair[1];
 		exec_agent(c);
+	}
+	close(gate_pair[1]);
+	/* The agent hands over its filter's listener just before exec; EOF
+	 * means it failed before (it reports why over the exec pipe). */
+	listener = usock_handoff_receive(gate_pair[0]);
+	close(gate_pair[0]);
+	if (listener >= 0) {
+		char err[256];
+
+		gate = usock_gate_new(listener, c->cfg->rw, c->cfg->nrw, err, sizeof(err));
+		if (!gate) {
+			errno = 0;
+			init_fail(c, "%s", err);
+		}
+	} else if (listener != -EPIPE) {
+		errno = -listener;
+		init_fail(c, "receiving the seccomp listener");
 	}
 	/* Setup is over: closing the control socket tells the supervisor. */
 	close(c->ctl_fd);
 	close(c->exec_fd);
-	init_loop(agent);
+	init_loop(agent, sfd, gate);
 }
 
 static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errlen)
@@ -803,6 +775,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 		  char *err, size_t errlen)
 {
 	int sync[2] = { -1, -1 }, ctl[2] = { -1, -1 }, ex[2] = { -1, -1 };
+	struct view_plan view;
 	struct init_ctx c;
 	pid_t pid;
 	int ret = -1;
@@ -811,6 +784,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	sb->init_pid = -1;
 	sb->proxy_fd = -1;
 	sb->exec_err_fd = -1;
+	if (view_plan_build(cfg, &view, err, errlen) < 0)
+		goto out;
 	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		snprintf(err, errlen, "creating sandbox channels: %s", strerror(errno));
@@ -820,6 +795,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	c.sync_fd = sync[0];
 	c.ctl_fd = ctl[1];
 	c.exec_fd = ex[1];
+	c.view = &view;
 	c.uid = getuid();
 	c.gid = getgid();
 
@@ -882,6 +858,7 @@ out:
 		close(ex[0]);
 	if (ex[1] >= 0)
 		close(ex[1]);
+	view_plan_free(&view);
 	return ret;
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * sandbox.h - the agent's sandbox (SPEC §4, §3.6): namespaces, filesystem
+ * sandbox.h - the agent's sandbox: namespaces, filesystem
  * view, privileges, seccomp, Landlock and the proxy socket hand-off.
  */
 #ifndef AIRLOCK_SANDBOX_H
@@ -14,10 +14,24 @@
 
 struct sandbox_config {
 	const char *workspace; /* absolute, symlink-free */
-	char **rw;             /* extra writable paths (absolute, resolved) */
+	char **rw;             /* fs.rw: writable host paths (absolute, resolved) */
 	size_t nrw;
-	char **hide;           /* masked paths (absolute, resolved) */
+	char **ro;             /* fs.ro: host paths shown read-only, even where
+				  the view hides them (absolute, resolved) */
+	size_t nro;
+	char **hide;           /* fs.hide: masked paths (absolute, resolved) */
 	size_t nhide;
+	char **protect;        /* fs.protect: read-only paths in the workspace,
+				  relative to it (cleaned, no "..") */
+	size_t nprotect;
+	char **mask;           /* airlock's own files (policy, key, events,
+				  secret files): masked after everything else */
+	size_t nmask;
+	const char *home;      /* the caller's $HOME, replaced by a private empty
+				  one at the same path; NULL: the password
+				  database's home directory */
+	int stdio[3];          /* the agent's descriptors 0-2, or -1 for the
+				  caller's own (a terminal or a pipe) */
 	char **argv;           /* the agent command */
 	char **envp;           /* its complete environment */
 	uint16_t proxy_port;   /* 127.0.0.1:PORT inside the sandbox */
@@ -36,12 +50,16 @@ struct sandbox {
 
 /* Builds the sandbox and starts argv[0] in it. On success returns 0 and
  * fills @sb; the agent is running. On failure returns -1 with one line in
- * @err saying what failed; nothing is left running. */
+ * @err saying what failed; nothing is left running. Before the sandbox
+ * exists, an existing repository's .git/hooks and .git/info are created
+ * empty in the workspace when missing, and .git/config as an empty file,
+ * so that they can be kept read-only; nothing else on the host changes.
+ * The caller keeps ownership of cfg->stdio (the sandbox holds copies). */
 int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 		  char *err, size_t errlen);
 
 /* After the init process has been reaped with wait status @wstatus:
- * the session's exit status (SPEC §2), or 126/127 if the agent could not be
+ * the session's exit status (see util_wait_status()), or 126/127 if the agent could not be
  * executed (read from exec_err_fd; *exec_errno receives the errno, else 0). */
 int sandbox_exit_status(struct sandbox *sb, int wstatus, int *exec_errno);
 

@@ -3,7 +3,9 @@
  */
 #include "session.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "util.h"
 
@@ -36,102 +38,151 @@ void session_die_invalid_policy(const char *path, const struct policy_errors *er
 		 path);
 }
 
-static EVP_PKEY *signing_key(const char *path)
-{
-	char err[256];
-	EVP_PKEY *k;
-
-	if (!path) {
-		k = receipt_key_generate();
-		if (!k)
-			util_die(EXIT_AIRLOCK_FAILURE, "cannot generate a signing key");
-		return k;
-	}
-	k = receipt_key_load(path, err, sizeof(err));
-	if (!k)
-		util_die(EXIT_AIRLOCK_FAILURE, "--signing-key %s: %s", path, err);
-	return k;
-}
-
-void session_open(struct session *s, const char *events, const char *signing_key_path,
+void session_open(struct session *s, const char *events, const char *signing_key,
 		  const struct policy *p, const char *id, const char *argv0)
 {
-	char err[256];
-	EVP_PKEY *key;
+	struct keeper_config kc;
+	char err[512];
 
 	memset(s, 0, sizeof(*s));
 	s->events = events;
 	s->p = p;
 	s->id = id;
 	s->argv0 = argv0;
+	s->k.pid = -1;
+	s->k.link.fd = -1;
+	if (events) {
+		kc.events = events;
+		kc.signing_key = signing_key;
+		kc.session = id;
+		kc.policy_digest = p->digest;
+		if (keeper_start(&kc, &s->k, err, sizeof(err)) < 0)
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+		s->open = true;
+	}
+	/* The key holder loads the key and opens the stream meanwhile. */
 	doctor_probe(&s->caps);
-	if (!events)
-		return;
-	key = signing_key(signing_key_path);
-	if (!receipt_pubkey_b64(key, s->pubkey, sizeof(s->pubkey)))
-		util_die(EXIT_AIRLOCK_FAILURE, "cannot encode the signing public key");
-	s->w = receipt_open(events, key, id, p->digest, err, sizeof(err));
-	EVP_PKEY_free(key);
-	if (!s->w)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: %s", events, err);
+	if (s->open && keeper_wait_ready(&s->k, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 }
 
-int64_t session_record(struct session *s, const char *type,
-		       enum receipt_decision d, enum receipt_point point,
-		       const char *rule, json_t *subject, const char *reason)
+__attribute__((noreturn)) static void channel_failed(struct session *s, int r);
+
+int session_worker_channel(struct session *s)
 {
-	int64_t seq = session_record_borrowed(s, type, d, point, rule, subject, reason);
+	int fd, r;
 
-	json_decref(subject);
-	return seq;
-}
-
-int64_t session_record_borrowed(void *arg, const char *type,
-				enum receipt_decision d, enum receipt_point point,
-				const char *rule, json_t *subject, const char *reason)
-{
-	struct session *s = arg;
-	int64_t seq;
-
-	if (!s->w)
+	if (!s->open)
 		return -1;
-	seq = receipt_append(s->w, type, d, point, rule, subject, reason);
-	if (seq < 0)
-		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot write a receipt",
-			 s->events);
-	return seq;
+	r = keeper_new_channel(&s->k, &fd);
+	if (r < 0)
+		channel_failed(s, r);
+	return fd;
+}
+
+int session_fd(const struct session *s)
+{
+	return s->open ? s->k.link.fd : -1;
+}
+
+void session_forget(struct session *s)
+{
+	if (s->open)
+		keeper_link_close(&s->k.link);
+	s->open = false;
+}
+
+/* The key holder's channel failed with @r (a send or receive failed: the
+ * key holder is exiting): say why, as well as we can. */
+__attribute__((noreturn)) static void channel_failed(struct session *s, int r)
+{
+	char why[512];
+	int ws = 0;
+
+	/* The key holder closes its end of the channel only by exiting. */
+	if (s->k.pid > 0) {
+		while (waitpid(s->k.pid, &ws, 0) < 0 && errno == EINTR)
+			;
+		session_lost(s, ws);
+	}
+	(void)snprintf(why, sizeof(why), "%s", strerror(-r));
+	util_die(EXIT_AIRLOCK_FAILURE, "--events %s: cannot record the session: the "
+		 "key holder's channel failed: %s", s->events, why);
+}
+
+void session_record(struct session *s, const char *type, enum receipt_decision d,
+		    enum receipt_point point, const char *rule, json_t *subject,
+		    const char *reason)
+{
+	if (s->open) {
+		int64_t seq;
+		int r = keeper_record(&s->k.link, false, type, d, point, rule, subject,
+				  reason, &seq);
+		if (r < 0)
+			channel_failed(s, r);
+	}
+	json_decref(subject);
 }
 
 void session_begin(struct session *s, const char *type, enum receipt_decision d,
 		   const char *rule, const char *reason)
 {
-	json_t *subject = json_pack("{s:s, s:o, s:s, s:s}", "mode",
-				    policy_mode_to_string(s->p->mode), "capabilities",
-				    doctor_caps_json(&s->caps), "pubkey", s->pubkey,
-				    "argv0", s->argv0);
+	json_t *subject;
+	int64_t seq;
+	int r;
 
+	if (!s->open)
+		return;
+	subject = json_pack("{s:s, s:o, s:s, s:s}", "mode",
+			    policy_mode_to_string(s->p->mode), "capabilities",
+			    doctor_caps_json(&s->caps), "pubkey", s->k.pubkey,
+			    "argv0", s->argv0);
 	ASSERT(subject);
-	session_record(s, type, d, RECEIPT_POINT_SUPERVISOR, rule, subject, reason);
+	/* Awaited: nothing starts before the stream's first line is written. */
+	r = keeper_record(&s->k.link, true, type, d, RECEIPT_POINT_SUPERVISOR, rule,
+			  subject, reason, &seq);
+	json_decref(subject);
+	if (r < 0)
+		channel_failed(s, r);
+	if (seq != 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "--events %s: the key holder did not write %s",
+			 s->events, type);
 }
 
 void session_reload(struct session *s, const struct policy *p)
 {
-	const char *previous = s->p->digest;
+	json_t *subject = json_pack("{s:s, s:s}", "previous", s->p->digest, "mode",
+				    policy_mode_to_string(p->mode));
+	ASSERT(subject);
+	if (s->open) {
+		int r = keeper_set_policy(&s->k, p->digest, subject, "policy reloaded");
 
-	if (s->w && receipt_set_policy(s->w, p->digest) < 0)
-		util_die(EXIT_AIRLOCK_FAILURE, "internal error: bad policy digest");
-	session_record(s, "policy.reload", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
-		       "policy", json_pack("{s:s, s:s}", "previous", previous, "mode",
-					   policy_mode_to_string(p->mode)),
-		       "policy reloaded");
+		if (r < 0)
+			channel_failed(s, r);
+	}
+	json_decref(subject);
 	s->p = p;
 }
 
 void session_end(struct session *s, int status)
 {
-	if (s->w && receipt_close(s->w, status) < 0)
-		util_warn("--events %s: cannot write session.end", s->events);
-	s->w = NULL;
+	char err[512];
+
+	if (s->open && keeper_end(&s->k, status, err, sizeof(err)) < 0)
+		util_warn("--events %s: cannot write session.end: %s", s->events, err);
+	if (s->open)
+		keeper_release(&s->k);
+	s->open = false;
+}
+
+void session_lost(struct session *s, int wstatus)
+{
+	char why[512];
+
+	keeper_reaped(&s->k, wstatus);
+	keeper_describe_exit(&s->k, why, sizeof(why));
+	util_die(EXIT_AIRLOCK_FAILURE, "%s: the session cannot be recorded, so it "
+		 "was stopped", why);
 }
 
 void session_refuse(struct session *s, const char *rule, const char *msg)

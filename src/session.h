@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * session.h - a session's receipt stream as `airlock run` and `airlock
  * proxy` write it: session.start (or session.refused), the decisions,
- * session.end.
+ * session.end. The supervisor's side: every line is written by the key
+ * holder (keeper.c), which session_open() starts.
  */
 #ifndef AIRLOCK_SESSION_H
 #define AIRLOCK_SESSION_H
@@ -10,14 +11,15 @@
 #include <stdint.h>
 
 #include "doctor.h"
+#include "keeper.h"
 #include "policy.h"
 #include "receipt.h"
 
 struct session {
 	const char *events;        /* --events DEST, or NULL: no stream */
 	const struct policy *p;
-	struct receipt_writer *w;  /* NULL without --events */
-	char pubkey[64];
+	bool open;                 /* the key holder runs: a stream is written */
+	struct keeper k;           /* valid while open */
 	struct doctor_caps caps;   /* probed once, at open */
 	const char *id;
 	const char *argv0;
@@ -30,38 +32,59 @@ char *session_choose_id(const char *given, const struct policy *p,
 			const char *prefix);
 
 /* Exits 125 with one line naming the first error of the invalid policy
- * @path and how many more `airlock check` would list (SPEC §2: every 125
- * is one clear line). */
+ * @path and how many more `airlock check` would list (every 125 is one
+ * clear line). */
 __attribute__((noreturn)) void session_die_invalid_policy(const char *path,
 							  const struct policy_errors *errs);
 
-/* Probes the host and opens the stream (when @events is not NULL), signed
- * with @signing_key or a fresh key. Dies with 125 on failure. */
+/* Starts the key holder, which opens the stream (when @events is not
+ * NULL) signed with @signing_key or a fresh key, and probes the host
+ * meanwhile. The supervisor never reads @signing_key: only the key
+ * holder does. Call it before any secret is read, so that the key holder,
+ * a fork of the caller, never holds one. Dies with 125 on failure. */
 void session_open(struct session *s, const char *events, const char *signing_key,
 		  const struct policy *p, const char *id, const char *argv0);
+
+/* A new channel to the key holder for a proxy worker (see
+ * keeper_new_channel()), or -1 without a stream. Dies with 125 on
+ * failure. */
+int session_worker_channel(struct session *s);
+
+/* The descriptor of the supervisor's channel, or -1: readable when the
+ * key holder has something to say (its last words) or has ended. */
+int session_fd(const struct session *s);
+
+/* In a process forked or cloned from the supervisor that must not speak
+ * for it (the sandbox's init): closes the supervisor's channel there. */
+void session_forget(struct session *s);
 
 /* Writes session.start (or session.refused): subject mode, capabilities,
  * pubkey, argv0. */
 void session_begin(struct session *s, const char *type, enum receipt_decision d,
 		   const char *rule, const char *reason);
 
-/* Appends a receipt; takes @subject's reference. Returns the seq, or -1
- * without a stream. Dies with 125 if the stream cannot be written: a
- * session whose decisions cannot be recorded does not go on. */
-int64_t session_record(struct session *s, const char *type,
-		       enum receipt_decision d, enum receipt_point point,
-		       const char *rule, json_t *subject, const char *reason);
-
-/* The same, borrowing @subject: the signature of proxy_record_fn. */
-int64_t session_record_borrowed(void *s, const char *type,
-				enum receipt_decision d, enum receipt_point point,
-				const char *rule, json_t *subject, const char *reason);
+/* Asks the key holder for a receipt and goes on without waiting for it
+ * (lines are written in the order asked); takes @subject's reference.
+ * Does nothing without a stream. Dies with 125 when the key holder is
+ * gone: a session whose decisions cannot be recorded does not go on (a
+ * stream that breaks later makes the key holder exit, which the
+ * supervisor's loop sees). */
+void session_record(struct session *s, const char *type, enum receipt_decision d,
+		    enum receipt_point point, const char *rule, json_t *subject,
+		    const char *reason);
 
 /* Switches to @p (a reload) and writes policy.reload. */
 void session_reload(struct session *s, const struct policy *p);
 
-/* Writes session.end with @status and closes the stream. */
+/* Writes session.end with @status and waits for the key holder to exit;
+ * a failure is one warning on stderr. */
 void session_end(struct session *s, int status);
+
+/* The key holder was reaped with @wstatus (by the caller's wait loop):
+ * the session cannot be recorded any more. Exits 125 with one line saying
+ * why (the stream is left without session.end, which verify reports as
+ * truncated). */
+__attribute__((noreturn)) void session_lost(struct session *s, int wstatus);
 
 /* Refuses to start: session.refused (block) instead of session.start,
  * session.end with 125, @msg on stderr, exit 125. */

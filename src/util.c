@@ -15,6 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
+uint64_t util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 void util_assert_fail(const char *expr, const char *file, int line)
 {
 	fprintf(stderr, "airlock: internal error: assertion '%s' failed at %s:%d\n",

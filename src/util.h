@@ -13,7 +13,7 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Exit statuses of `airlock run` (SPEC §2). */
+/* Exit statuses of `airlock run` (man/airlock.1). */
 #define EXIT_AIRLOCK_FAILURE 125
 #define EXIT_CANNOT_EXEC 126
 #define EXIT_NOT_FOUND 127
@@ -71,16 +71,56 @@ void util_rfc3339_now(char out[25]);
 /* Fills @buf with @len bytes from the kernel CSPRNG; aborts on failure. */
 void util_random(void *buf, size_t len);
 
-/* SPEC §2's exit status of a command: its own, or 128+N if it was killed
+/* The exit status `airlock run` gives for a command: its own, or 128+N if it was killed
  * by signal N. */
 int util_wait_status(int wstatus);
 
-/* SPEC §2's exit status when exec failed with @err: 127 not found, else 126. */
+/* The exit status of `airlock run` when exec failed with @err: 127 not found, else 126. */
 int util_exec_status(int err);
 
 /* SIGCHLD and the signals a session forwards to its command (SIGINT,
  * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2), in an emptied @set. */
 void util_session_sigset(sigset_t *set);
+
+/* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
+uint64_t util_now_ms(void);
+
+/* ASCII character classes, independent of the locale (a name's meaning
+ * must not depend on LC_CTYPE, and <ctype.h> is undefined for negative
+ * chars). Every parser uses these. */
+static inline bool util_is_digit(int c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static inline bool util_is_alpha(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static inline bool util_is_alnum(int c)
+{
+	return util_is_digit(c) || util_is_alpha(c);
+}
+
+/* 0..15 for a hex digit of either case, else -1. */
+static inline int util_hex_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static inline char util_ascii_lower(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return (char)(c - 'A' + 'a');
+	return c;
+}
 
 /* Parses a decimal integer in [min, max] with no sign, spaces or junk. */
 bool util_parse_uint(const char *s, unsigned long min, unsigned long max,

@@ -22,7 +22,12 @@
  *    hostname_normalise() makes of it, a DNS name and not an address, and
  *    the stored ALPN names are well-formed;
  *  - differential: when OpenSSL's server also accepts the same bytes far
- *    enough to run its servername callback, it sees the same SNI (or none).
+ *    enough to run its servername callback, it sees the same SNI (or none);
+ *  - the same bytes as a server's first flight (serverhello_watch): the
+ *    same kind whole, in two pieces and one byte at a time, final once
+ *    known; as the client's bytes after a HelloRetryRequest
+ *    (clienthello_next_hello): prefix consistent, the offset of an answer
+ *    inside the buffer.
  */
 #include <openssl/ssl.h>
 #include <stdint.h>
@@ -268,6 +273,34 @@ static size_t frame(const uint8_t *msg, size_t n, uint32_t seed)
 	return o;
 }
 
+static void check_after_hello(const uint8_t *data, size_t size, uint32_t seed)
+{
+	struct serverhello_watch a, b, c;
+	enum serverhello_kind ka, kb = SERVERHELLO_MORE, kc = SERVERHELLO_MORE;
+	size_t cut = size ? seed % size : 0, i, off = 0, poff = 0;
+	int r, rp;
+
+	serverhello_watch_init(&a);
+	serverhello_watch_init(&b);
+	serverhello_watch_init(&c);
+	ka = serverhello_watch_feed(&a, data, size);
+	CHECK((unsigned int)ka < SERVERHELLO_KIND_COUNT);
+	kb = serverhello_watch_feed(&b, data, cut);
+	kb = serverhello_watch_feed(&b, data + cut, size - cut);
+	for (i = 0; i < size; i++)
+		kc = serverhello_watch_feed(&c, data + i, 1);
+	CHECK(ka == kb && ka == kc);
+	if (ka != SERVERHELLO_MORE)
+		CHECK(serverhello_watch_feed(&a, data, size) == ka);
+
+	r = clienthello_next_hello(data, size, &off);
+	CHECK(r >= -1 && r <= 1);
+	if (r != 0)
+		CHECK(off + 5 <= size);
+	rp = clienthello_next_hello(data, cut, &poff);
+	CHECK(rp == 0 || (rp == r && poff == off));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t msg[CLIENTHELLO_MAX_RECORD * 2];
@@ -287,6 +320,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* 1. The whole first flight. */
 	check_buffer(data, size, seed);
+	check_after_hello(data, size, seed);
 
 	/* A CLIENTHELLO_FLIGHT_MAX buffer always gets a final answer. */
 	memset(flight, 0, sizeof(flight));

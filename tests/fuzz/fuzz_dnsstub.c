@@ -165,7 +165,7 @@ static void one(struct dnsstub *s, struct dnsstub_table *t, int m,
 	CHECK(!res.would_block || policies[m]->mode == POLICY_MODE_SHADOW);
 	if (res.outcome == DNSSTUB_NXDOMAIN_POLICY) {
 		struct host_target ht;
-		struct egress_verdict v;
+		struct verdict v;
 
 		CHECK(policies[m]->mode == POLICY_MODE_ENFORCE);
 		CHECK(hostname_normalise(res.display, strlen(res.display), &ht) ==

@@ -22,6 +22,10 @@
  *  - prefix consistency: a prefix (at a few cut points chosen from the
  *    input) gives INCOMPLETE or the whole buffer's very result, reason,
  *    offset and fields (compared as offsets into the buffer);
+ *  - the first-flight sniff (http_sniff_request): in range, prefix
+ *    consistent, never INCOMPLETE at HTTP_SNIFF_MAX bytes, and every head
+ *    the strict parser accepts is sniffed as HTTP (so that nothing the
+ *    parser would take can pass a tunnel as another protocol);
  *  - chunked: feeding in one piece, in two or three pieces and one byte at
  *    a time gives the same result, payload, consumed count, reason and
  *    error offset; MORE consumes everything it is given; payload slices lie
@@ -521,6 +525,29 @@ static void check_response(const uint8_t *data, size_t size,
 	free(buf);
 }
 
+static void check_sniff(const uint8_t *data, size_t size, const size_t *cuts,
+			size_t ncuts)
+{
+	static struct http_request req;
+	char *buf = copy_exact(data, size);
+	enum http_result r = http_sniff_request(buf, size), p;
+	size_t i;
+
+	CHECK(r == HTTP_OK || r == HTTP_BAD || r == HTTP_INCOMPLETE);
+	CHECK(http_sniff_request(buf, size) == r);
+	if (size >= HTTP_SNIFF_MAX)
+		CHECK(r != HTTP_INCOMPLETE);
+	for (i = 0; i < ncuts; i++) {
+		if (cuts[i] > size)
+			continue;
+		p = http_sniff_request(buf, cuts[i]);
+		CHECK(p == HTTP_INCOMPLETE || p == r);
+	}
+	if (http_parse_request(buf, size, &req, NULL) == HTTP_OK)
+		CHECK(r == HTTP_OK);
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t cuts[4], seed = 0, i;
@@ -534,6 +561,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cuts[2] = size ? size - 1 : 0;
 	cuts[3] = size ? (seed / 7) % size : 0;
 
+	check_sniff(data, size, cuts, 4);
 	check_request(data, size, NULL, cuts, 4);
 	check_request(data, size, &small_limits, cuts, 4);
 	check_response(data, size, NULL, false, cuts, 4);

@@ -9,6 +9,7 @@ TLS certificates are made with the openssl command.
   testnet.py --config FILE      serve until SIGTERM/SIGINT or the lifetime
   testnet.py send ADDR:PORT ... a raw TCP client (see send --help)
   testnet.py hello ...          writes a TLS ClientHello (see hello --help)
+  testnet.py hrr-client ...     a second ClientHello after a HelloRetryRequest
 
 The config is a JSON object; every key is optional except "log":
 
@@ -25,7 +26,8 @@ The config is a JSON object; every key is optional except "log":
         "c.test":   {"CNAME": "a.test"},
         "r.test":   {"seq": [{"A": ["198.18.0.10"]}, {"A": ["127.0.0.1"]}]},
         "f.test":   {"rcode": "SERVFAIL"},
-        "d.test":   {"drop": true}
+        "d.test":   {"drop": true},
+        "s.test":   {"delay": 2, "A": ["198.18.0.10"]}
       }
     },
     "http": ["198.18.0.10:80", "[fd00::1]:80"],
@@ -38,7 +40,8 @@ DNS: answers are authoritative with TTL 0. An unknown name is NXDOMAIN; a
 known name without records of the asked type is NOERROR with no answer. A
 "seq" entry answers its first element to the first query of a (name, type),
 its second to the second, and the last one to every later query (so
-[{X}, {Y}] is "X first, Y afterwards": DNS rebinding). CNAMEs are followed
+[{X}, {Y}] is "X first, Y afterwards": DNS rebinding). "delay" answers
+(over UDP) that many seconds late. CNAMEs are followed
 within the zone. An answer over 512 bytes is sent over UDP truncated (TC
 set, no records; EDNS is ignored), so the client must ask over TCP. Every
 query is logged with the answer given.
@@ -48,9 +51,12 @@ names the server, e.g.
   hello from 198.18.0.10:80 method=POST path=/x host=a.test body-length=5
 followed by the request body as received (Content-Length or chunked,
 de-chunked). GET /bytes/N answers N bytes (byte i is i % 251),
-GET /chunked answers "hello from ..." in chunked encoding, and
-GET /evil/KEY answers one of the canned answers of EVIL and closes. Each
-connection and each request (line, headers, body length) is logged.
+GET /chunked answers "hello from ..." in chunked encoding, GET
+/sse?n=N&gap=S streams N events ("data: I") S seconds apart (chunked),
+GET /ws with "Upgrade: websocket" answers 101 and then echoes every byte
+it gets, and GET /evil/KEY answers one of the canned answers of EVIL and
+closes. Each connection and each request (line, headers, body length) is
+logged.
 
 TLS: on first start it makes a CA (DIR/ca.pem) and a leaf for the names
 (DIR/leaf.pem, DIR/leaf.key) with the openssl command, then serves the
@@ -59,8 +65,14 @@ same HTTP over TLS; it logs each connection, the SNI the client sent
 
 sink: accepts, logs the connection and its first bytes, closes. A test
 proves that a target was never reached by finding no sink line for it.
+
+hrr: a TLS 1.3 server's first move only: reads a ClientHello (logs its
+SNI, event "hello"), answers a HelloRetryRequest, then reads the next
+ClientHello (after change_cipher_spec records) and logs its SNI (event
+"hello2"; sni null and eof true when none came), and closes.
 """
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -140,6 +152,10 @@ class Zone:
         self.counts = {}
         self.lock = threading.Lock()
 
+    def delay(self, name):
+        spec = self.zone.get(norm_name(name))
+        return float(spec.get("delay", 0)) if isinstance(spec, dict) else 0.0
+
     def records(self, name, qtype):
         """(rcode, drop, [(owner, type, rdata-text)]) for one query."""
         name = norm_name(name)
@@ -180,6 +196,15 @@ def encode_name(name):
         raw = label.encode("ascii")
         b += bytes([len(raw)]) + raw
     return b + b"\0"
+
+
+def query_name(msg):
+    """The first question's name of a DNS message ("" if unreadable)."""
+    pos, labels = 12, []
+    while pos < len(msg) and msg[pos] != 0 and not msg[pos] & 0xC0:
+        labels.append(msg[pos + 1:pos + 1 + msg[pos]].decode("latin-1"))
+        pos += 1 + msg[pos]
+    return ".".join(labels)
 
 
 def dns_answer(zone, msg, proto, peer):
@@ -361,6 +386,44 @@ def serve_http(conn, peer, name, kind):
                     for k, v in headers)
         first = ("hello from %s method=%s path=%s host=%s body-length=%d\n"
                  % (name, method, target, host, len(body))).encode()
+        if target.startswith("/ws") and any(
+                k.lower() == "upgrade" and v.lower() == "websocket" for k, v in headers):
+            key = ",".join(v for k, v in headers if k.lower() == "sec-websocket-key")
+            acc = base64.b64encode(hashlib.sha1(
+                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+            try:
+                conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n"
+                              % acc).encode())
+                echoed = 0
+                if rd.buf:
+                    conn.sendall(rd.buf)
+                    echoed += len(rd.buf)
+                while True:
+                    d = conn.recv(65536)
+                    if not d:
+                        break
+                    conn.sendall(d)
+                    echoed += len(d)
+            except OSError:
+                pass
+            log(srv=kind, listen=name, event="upgrade", peer=peer, echoed=echoed)
+            return
+        if target.startswith("/sse"):
+            q = dict(p.split("=", 1) for p in target.partition("?")[2].split("&") if "=" in p)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                for i in range(int(q.get("n", "3"))):
+                    time.sleep(float(q.get("gap", "0.5")))
+                    ev = b"data: %d\n\n" % i
+                    conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+                conn.sendall(b"0\r\n\r\n")
+            except OSError:
+                return
+            if close:
+                return
+            continue
         if target.startswith("/evil/"):
             canned = EVIL.get(target[6:])
             if canned is not None:
@@ -416,6 +479,11 @@ EVIL = {
     "interim": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
                b"HTTP/1.1 200 OK\r\nContent-Length: 14\r\nConnection: close\r\n\r\n"
                b"after interim\n",
+    # big interim answers (4 x 20 KB), then a final head that is not HTTP
+    "bigearly": b"".join(b"HTTP/1.1 103 Early Hints\r\n" +
+                         b"".join(b"Link: <https://h.test/%02d/%s>\r\n" % (i, b"x" * 960)
+                                  for i in range(20)) + b"\r\n" for _ in range(4)) +
+                b"HTTP/1.1 2000 Bad\r\nContent-Length: 2\r\n\r\nhi",
 }
 
 
@@ -481,6 +549,72 @@ def sink_conn(conn, addr, name):
         data=data.decode("latin-1"))
 
 
+HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891"
+                           "c2a211167abb8c5e079e09e2c8a8339c")
+
+
+def hello_sni(hs):
+    """The server_name of a ClientHello handshake message (bytes from its
+    type byte), or None."""
+    try:
+        p = 4 + 2 + 32
+        p += 1 + hs[p]
+        p += 2 + int.from_bytes(hs[p:p + 2], "big")
+        p += 1 + hs[p]
+        end = p + 2 + int.from_bytes(hs[p:p + 2], "big")
+        p += 2
+        while p + 4 <= end:
+            t, ln = int.from_bytes(hs[p:p + 2], "big"), int.from_bytes(hs[p + 2:p + 4], "big")
+            if t == 0:
+                n = int.from_bytes(hs[p + 7:p + 9], "big")
+                return hs[p + 9:p + 9 + n].decode("latin-1")
+            p += 4 + ln
+    except IndexError:
+        pass
+    return None
+
+
+def read_handshake(conn):
+    """The next handshake record's payload (skipping change_cipher_spec),
+    or None at EOF."""
+    while True:
+        hdr = recv_exact(conn, 5)
+        if hdr is None:
+            return None
+        body = recv_exact(conn, int.from_bytes(hdr[3:5], "big"))
+        if body is None:
+            return None
+        if hdr[0] == 22:
+            return body
+
+
+def hrr_record():
+    body = (b"\x03\x03" + HRR_RANDOM + b"\x00" + b"\x13\x01" + b"\x00" +
+            b"\x00\x0c" + b"\x00\x2b\x00\x02\x03\x04" + b"\x00\x33\x00\x02\x00\x17")
+    hs = b"\x02" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x03" + len(hs).to_bytes(2, "big") + hs
+
+
+def hrr_conn(conn, addr, name):
+    peer = fmt_peer(addr)
+    log(srv="hrr", listen=name, event="connect", peer=peer)
+    try:
+        conn.settimeout(IO_TIMEOUT)
+        hs = read_handshake(conn)
+        log(srv="hrr", listen=name, event="hello", peer=peer,
+            sni=hello_sni(hs) if hs else None)
+        if hs is None:
+            return
+        conn.sendall(hrr_record())
+        hs = read_handshake(conn)
+        log(srv="hrr", listen=name, event="hello2", peer=peer,
+            sni=hello_sni(hs) if hs else None, eof=hs is None)
+    except OSError as e:
+        log(srv="hrr", listen=name, event="error", peer=peer, error=str(e))
+    finally:
+        conn.close()
+
+
 def make_certs(d, names):
     os.makedirs(d, exist_ok=True)
     ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
@@ -531,6 +665,8 @@ def serve(cfg):
             sel.register(bind(ep, socket.SOCK_STREAM), selectors.EVENT_READ, ("tls", ep))
     for ep in cfg.get("sink", []):
         sel.register(bind(ep, socket.SOCK_STREAM), selectors.EVENT_READ, ("sink", ep))
+    for ep in cfg.get("hrr", []):
+        sel.register(bind(ep, socket.SOCK_STREAM), selectors.EVENT_READ, ("hrr", ep))
 
     stop = {"now": False}
 
@@ -556,7 +692,12 @@ def serve(cfg):
                 if kind == "dnsu":
                     msg, peer = s.recvfrom(65535)
                     resp = dns_answer(zone, msg, "udp", peer)
-                    if resp is not None:
+                    delay = zone.delay(query_name(msg)) if len(msg) > 12 else 0
+                    if resp is not None and delay > 0:
+                        t = threading.Timer(delay, s.sendto, args=(udp_fit(resp), peer))
+                        t.daemon = True
+                        t.start()
+                    elif resp is not None:
                         s.sendto(udp_fit(resp), peer)
                     continue
                 conn, addr = s.accept()
@@ -568,6 +709,8 @@ def serve(cfg):
                 t = threading.Thread(target=http_conn, args=(conn, addr, ep))
             elif kind == "tls":
                 t = threading.Thread(target=tls_conn, args=(conn, addr, ep, ctx))
+            elif kind == "hrr":
+                t = threading.Thread(target=hrr_conn, args=(conn, addr, ep))
             else:
                 t = threading.Thread(target=sink_conn, args=(conn, addr, ep))
             t.daemon = True
@@ -671,9 +814,10 @@ def real_hello(sni):
     return out.read()
 
 
-def crafted_hello(names, dup):
+def crafted_hello(names, dup, tls13=False):
     """A minimal TLS 1.2 ClientHello with a server_name list of NAMES (in
-    one extension, or DUP extensions of one name each)."""
+    one extension, or DUP extensions of one name each); TLS13 adds
+    supported_versions offering TLS 1.3."""
     def vec(n, b):
         return len(b).to_bytes(n, "big") + b
 
@@ -684,7 +828,9 @@ def crafted_hello(names, dup):
     if dup:
         exts = b"".join(sni_ext([n]) for n in names)
     else:
-        exts = sni_ext(names)
+        exts = sni_ext(names) if names else b""
+    if tls13:
+        exts += b"\x00\x2b" + vec(2, vec(1, b"\x03\x04\x03\x03"))
     body = (b"\x03\x03" + os.urandom(32) + vec(1, b"") +
             vec(2, b"\x13\x01\x13\x02\xc0\x2f\x00\x2f") + vec(1, b"\x00") +
             vec(2, exts))
@@ -724,9 +870,58 @@ def hello(argv):
     return 0
 
 
+def hrr_client(argv):
+    ap = argparse.ArgumentParser(prog="testnet.py hrr-client", description=(
+        "Through the proxy PROXY: CONNECT TARGET, a TLS 1.3 ClientHello with "
+        "SNI --sni1, then (after the server's HelloRetryRequest) a second "
+        "one with SNI --sni2 (none: --sni2 ''). Writes a JSON report."))
+    ap.add_argument("proxy")
+    ap.add_argument("target")
+    ap.add_argument("--sni1", required=True)
+    ap.add_argument("--sni2", required=True)
+    ap.add_argument("--ccs", action="store_true",
+                    help="send change_cipher_spec before the second hello")
+    ap.add_argument("--report", required=True)
+    a = ap.parse_args(argv)
+    fam, host, port = parse_endpoint(a.proxy)
+    rep = {"status": None, "got_hrr": False, "closed_by_peer": False, "error": None}
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect((host, port))
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.target, a.target)).encode())
+        rd = Reader(s)
+        head = rd.until(b"\r\n\r\n", 4096)
+        rep["status"] = int(head.split(b" ")[1])
+        s.sendall(crafted_hello([a.sni1], False, tls13=True))
+        while len(rd.buf) < 5:
+            rd.fill()
+        rec = rd.exact(5 + int.from_bytes(rd.buf[3:5], "big"))
+        rep["got_hrr"] = rec[0] == 22 and rec[5] == 2 and rec[11:43] == HRR_RANDOM
+        if a.ccs:
+            s.sendall(b"\x14\x03\x03\x00\x01\x01")
+        s.sendall(crafted_hello([a.sni2] if a.sni2 else [], False, tls13=True))
+        s.settimeout(2)
+        try:
+            rep["closed_by_peer"] = s.recv(100) == b""
+        except socket.timeout:
+            pass
+    except (OSError, EOFError, ValueError, IndexError) as e:
+        rep["error"] = str(e) or type(e).__name__
+        if isinstance(e, (ConnectionResetError, BrokenPipeError, EOFError)):
+            rep["closed_by_peer"] = True
+    finally:
+        s.close()
+    with open(a.report, "w") as f:
+        json.dump(rep, f)
+    return 0
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "send":
         return send(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "hrr-client":
+        return hrr_client(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "hello":
         return hello(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

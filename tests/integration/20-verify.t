@@ -1,5 +1,5 @@
 #!/bin/sh
-# airlock keygen and airlock verify (SPEC §2, §6): keys, the events file
+# airlock keygen and airlock verify (docs/RECEIPTS.md): keys, the events file
 # mode, a clean verify, every kind of tampering failing with the line named,
 # --json, and an independent check of the chain and signatures with
 # sha256sum and openssl alone.

@@ -1,14 +1,15 @@
 #!/bin/sh
-# Brokered secrets in the sandbox (SPEC §3.4, §3.6, §4): the real value of a
+# Brokered secrets in the sandbox: the real value of a
 # from_env or from_file secret never enters the sandbox — not its
 # environment, /proc, the policy file, the secret file or the events file —
 # and the agent holds a per-session placeholder instead.
 . "$(dirname "$0")/lib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
 
-# Files outside /tmp (the sandbox has a private /tmp, which would hide
-# them for free): the host root is visible read-only inside, so these must
-# be masked by airlock itself.
+# airlock's files in a directory the sandbox shows (read-only, fs.ro): the
+# private /tmp and /var/tmp would hide them for free, and the workspace and
+# fs.rw paths may not hold them (48-sandbox-files.t), so here they must be
+# masked by airlock itself.
 V=$(mktemp -d /var/tmp/airlock-test40.XXXXXX)
 trap 'rm -rf "$T" "$V"' EXIT
 
@@ -28,13 +29,11 @@ FVALUE="$FA$FB"
 printf '%s\n' "$FVALUE" > "$V/secret.txt"
 chmod 600 "$V/secret.txt"
 
-# The policy and the events file live in the workspace, the one place the
-# agent can certainly see (and write).
-POL="$WS/policy.json"
-EV="$WS/events.jsonl"
+POL="$V/policy.json"
+EV="$V/events.jsonl"
 write_policy() {
 	cat > "$POL" <<EOF
-{"version": 1, "mode": "enforce",
+{"version": 1, "mode": "enforce", "fs": {"ro": ["$V"]},
  "secrets": {
    "tok":  {"from_env": "MY_TOKEN",  "env": "MY_TOKEN",    "hosts": ["api.example.test"]},
    "alt":  {"from_env": "SRC_TOKEN", "env": "AGENT_TOKEN", "hosts": ["api.example.test"]},
@@ -148,10 +147,10 @@ write_policy # should the checks above have failed, the rest still runs
 
 # --- the signing key ---------------------------------------------------------
 
-"$AIRLOCK" keygen --out "$WS/key.pem" >/dev/null
-ok $? "keygen writes a signing key into the workspace"
+"$AIRLOCK" keygen --out "$V/key.pem" >/dev/null
+ok $? "keygen writes a signing key"
 MY_TOKEN="$VALUE" SRC_TOKEN="$VALUE2" "$AIRLOCK" run --policy "$POL" --workspace "$WS" \
-	--signing-key "$WS/key.pem" --events "$T/signed.jsonl" -- cat "$WS/key.pem" \
+	--signing-key "$V/key.pem" --events "$T/signed.jsonl" -- cat "$V/key.pem" \
 	>"$T/out" 2>&1 </dev/null
 fails $? "the --signing-key file is unreadable in the sandbox"
 if grep -q "PRIVATE KEY" "$T/out"; then ok 1 "no key material shows"; else ok 0 "no key material shows"; fi

@@ -1,16 +1,17 @@
 #!/bin/sh
-# The sandbox's network (SPEC §4, §5.2): only loopback, with the proxy at
+# The sandbox's network: only loopback, with the proxy at
 # 127.0.0.1:3128 served from outside. Listeners on the loopback OUTSIDE the
 # sandbox (this test's own network namespace) must never hear from it,
 # whatever protocol or socket family the agent tries.
 . "$(dirname "$0")/lib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 
 WS="$T/ws"
 EV="$T/events.jsonl"
 LOG="$T/listener.log"
 mkdir "$WS"
+# The helpers run inside, which sees the workspace but maybe not the checkout.
+PROBE="$(helpers_in "$WS")/probe"
 : > "$LOG"
 
 # --- listeners outside --------------------------------------------------------

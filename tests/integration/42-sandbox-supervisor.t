@@ -1,6 +1,6 @@
 #!/bin/sh
-# The sandbox cannot reach the supervisor or the host's processes (SPEC §1,
-# §4): own PID namespace, no signals, ptrace or process_vm_* across it, no
+# The sandbox cannot reach the supervisor or the host's processes: own PID
+# namespace, no signals, ptrace or process_vm_* across it, no
 # abstract unix sockets of the host, no terminal injection, and the seccomp
 # filter refuses namespace, mount, keyring, bpf, perf and userfaultfd calls.
 #
@@ -9,15 +9,17 @@
 # /tmp. Only the harmless TIOCSTI on /dev/null is tried outside.
 . "$(dirname "$0")/lib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 
 WS="$T/ws"
 mkdir "$WS"
+# The helpers run inside, which sees the workspace but maybe not the checkout.
+PROBE="$(helpers_in "$WS")/probe"
 
 # sandbox ARGS...: runs ARGS in the sandbox (enforce), stdout and stderr
 # in $T/out, stdin from /dev/null; returns airlock's status.
 sandbox() {
-	"$AIRLOCK" run --enforce --workspace "$WS" -- "$@" >"$T/out" 2>&1 </dev/null
+	"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/ev.jsonl" -- "$@" \
+		>"$T/out" 2>&1 </dev/null
 }
 out() {
 	cat "$T/out"
@@ -60,8 +62,8 @@ ok $? "the host's sleep is still alive"
 
 # The supervisor: airlock's own pid (the shell's $$ before it execs).
 sup() {
-	sh -c 'exec "$0" run --enforce --workspace "$1" -- "$2" "$3" $$' \
-		"$AIRLOCK" "$WS" "$PROBE" "$1" >"$T/out" 2>&1 </dev/null
+	sh -c 'exec "$0" run --enforce --workspace "$1" --events "$4" -- "$2" "$3" $$' \
+		"$AIRLOCK" "$WS" "$PROBE" "$1" "$T/ev.jsonl" >"$T/out" 2>&1 </dev/null
 }
 sup kill
 like "$(out)" '^denied: (ESRCH|EPERM)$' "kill(supervisor, 0) fails"
@@ -99,9 +101,11 @@ is "$st" "CapInh: 0000000000000000;CapPrm: 0000000000000000;CapEff: 000000000000
 
 # Descriptors the caller (or airlock) holds do not reach the agent.
 exec 7</etc/hostname 8>"$T/fd8"
-sandbox sh -c 'ls "/proc/$$/fd" | tr "\n" " "'
+# (No pipeline: ls would race with sh closing the pipeline's own pipes;
+# "; true" keeps sh from exec-ing ls, which would list its own.)
+sandbox sh -c 'ls "/proc/$$/fd"; true'
 exec 7<&- 8>&-
-is "$(out)" "0 1 2 " "the agent holds descriptors 0-2 only"
+is "$(out | tr '\n' ' ')" "0 1 2 " "the agent holds descriptors 0-2 only"
 
 # --- abstract unix sockets -----------------------------------------------------
 
@@ -135,7 +139,7 @@ if command -v script >/dev/null 2>&1; then
 	script -qec "\"$AIRLOCK\" run --enforce --workspace \"$WS\" -- \"$PROBE\" tiocsti-high" /dev/null \
 		</dev/null >"$T/out" 2>&1
 	like "$(out | tr -d '\r')" "denied: EPERM" "TIOCSTI (high bits) on a pty (under script): EPERM"
-	script -qec "\"$AIRLOCK\" run --enforce --workspace \"$WS\" -- sh -c 'tty; ps -o sid=,tty= -p \$\$'" /dev/null \
+	script -qec "\"$AIRLOCK\" run --enforce --workspace \"$WS\" --events \"$T/ev.jsonl\" -- sh -c 'tty; ps -o sid=,tty= -p \$\$'" /dev/null \
 		</dev/null >"$T/out" 2>&1
 	like "$(out | tr -d '\r' | tail -n 1)" '^ *2 +\?$' "on a pty, the agent leads its own session without a controlling terminal"
 else

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Session lifetime (SPEC §2, §4, §6): no agent process outlives the session
+# Session lifetime: no agent process outlives the session
 # — not a daemonised one, not when the supervisor is SIGKILLed —, signals
 # reach the command, exit statuses pass through, and the receipt stream
 # records how it ended.
@@ -61,7 +61,7 @@ is "$?" 1 "it is gone when airlock run returns"
 # A background child that keeps stdout open must not keep the caller
 # waiting either.
 start=$(date +%s)
-out=$(timeout 30 "$AIRLOCK" run --enforce --workspace "$WS" -- \
+out=$(timeout 30 "$AIRLOCK" run --enforce --workspace "$WS" --events "$T/misc.jsonl" -- \
 	sh -c 'sleep "$1" & echo bye' sh "$N6" </dev/null)
 st=$?
 end=$(date +%s)
@@ -110,7 +110,7 @@ alive "$N4"
 is "$?" 1 "the command is gone"
 
 # A command that handles SIGTERM decides its own exit status.
-"$AIRLOCK" run --enforce --workspace "$WS" -- \
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/trap.jsonl" -- \
 	sh -c 'trap "echo got-term; exit 3" TERM; sleep "$1" & wait' sh "$N5" \
 	</dev/null >"$T/out" 2>&1 &
 apid=$!
@@ -124,13 +124,13 @@ ok $? "its background sleep is gone too"
 
 # --- exit statuses -------------------------------------------------------------------
 
-"$AIRLOCK" run --enforce --workspace "$WS" -- sh -c 'exit 7' </dev/null
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/misc.jsonl" -- sh -c 'exit 7' </dev/null
 is "$?" 7 "exit status passes through"
-"$AIRLOCK" run --enforce --workspace "$WS" -- true </dev/null
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/misc.jsonl" -- true </dev/null
 is "$?" 0 "exit 0 passes through"
-"$AIRLOCK" run --enforce --workspace "$WS" -- sh -c 'kill -TERM $$' </dev/null
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/misc.jsonl" -- sh -c 'kill -TERM $$' </dev/null
 is "$?" 143 "a command killed by SIGTERM gives 143"
-"$AIRLOCK" run --enforce --workspace "$WS" -- sh -c 'kill -KILL $$' </dev/null
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/misc.jsonl" -- sh -c 'kill -KILL $$' </dev/null
 is "$?" 137 "a command killed by SIGKILL gives 137"
 
 "$AIRLOCK" run --enforce --workspace "$WS" --events "$T/nf.jsonl" -- \
@@ -151,7 +151,8 @@ chmod 0644 "$WS/noexec"
 "$AIRLOCK" run --enforce --workspace "$WS" -- "$WS/noexec" </dev/null 2>"$T/err"
 is "$?" 126 "a non-executable command gives 126"
 like "$(cat "$T/err")" "cannot execute: Permission denied" "and says why"
-"$AIRLOCK" run --enforce --workspace "$WS" -- sh -c 'exit 127' </dev/null 2>"$T/err"
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/own127.jsonl" -- sh -c 'exit 127' \
+	</dev/null 2>"$T/err"
 is "$?" 127 "a command's own 127 passes through"
 is "$(cat "$T/err")" "" "without a 'not found' message"
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The agent's environment (SPEC §3.1, §3.6, §6): enforce passes only
+# The agent's environment: enforce passes only
 # env.pass, env.set, placeholders and airlock's proxy variables, and records
 # every dropped variable by name (env.drop, block); shadow passes it and
 # records would_block. When the sandbox cannot be built (here: user
@@ -19,7 +19,7 @@ EOF
 "$AIRLOCK" check "$POL" >/dev/null
 ok $? "the test policy is valid"
 
-# The variables airlock may add for TLS interception (SPEC §5.3); they are
+# The variables airlock may add for TLS interception; they are
 # left out of the exact comparisons below.
 CA_VARS='^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO)$'
 
@@ -89,7 +89,8 @@ is "$?" 0 "the stream verifies"
 
 # The default env.pass (PATH, HOME, LANG, TERM) without a policy file.
 env -i PATH="$PATH" HOME="$HOME" LANG=C.UTF-8 TERM=dumb AIRLOCK_T_DROP="$DROPV" LC_ALL=C \
-	"$AIRLOCK" run --enforce --workspace "$WS" -- env >"$T/out" 2>&1 </dev/null
+	"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/default.jsonl" -- env \
+	>"$T/out" 2>&1 </dev/null
 names=$(sed 's/=.*//' "$T/out" | grep -Ev "$CA_VARS" | sort | tr '\n' ' ')
 is "$names" "ALL_PROXY HOME HTTPS_PROXY HTTP_PROXY LANG NO_PROXY PATH TERM all_proxy http_proxy https_proxy no_proxy " \
 	"the default policy passes PATH HOME LANG TERM and the proxy variables only"

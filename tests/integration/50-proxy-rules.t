@@ -1,5 +1,5 @@
 #!/bin/sh
-# The egress proxy's host rules (SPEC §3.2, §3.3, docs/PROXY.md): what a
+# The egress proxy's host rules (docs/PROXY.md): what a
 # policy allows goes through byte for byte; everything else is answered
 # 403 with the rule that decided, the receipt that names it, and no
 # connection (and no DNS query) for the denied target. SIGHUP reloads the

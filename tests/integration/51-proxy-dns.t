@@ -1,5 +1,5 @@
 #!/bin/sh
-# The egress proxy and DNS (SPEC §3.3, docs/PROXY.md): the proxy resolves
+# The egress proxy and DNS (docs/PROXY.md): the proxy resolves
 # names itself with egress.resolver, classifies every answer (one
 # special-purpose answer denies the name), connects only to an address it
 # checked and never looks the name up a second time (DNS rebinding), and

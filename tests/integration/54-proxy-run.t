@@ -1,15 +1,16 @@
 #!/bin/sh
-# The egress proxy inside `airlock run` (SPEC §4, §5): the agent's tools
+# The egress proxy inside `airlock run` (docs/SANDBOX.md, docs/PROXY.md): the agent's tools
 # (curl, git, Python's urllib) honour the proxy variables airlock sets and
 # reach the allowed hosts through the proxy the supervisor serves; denied
 # hosts get 403 with a receipt; a direct connection still has no route.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 
 WS="$T/ws"
 mkdir "$WS"
+# The helpers run inside, which sees the workspace but maybe not the checkout.
+PROBE="$(helpers_in "$WS")/probe"
 PL_SINK=$(printf '%s' "$PL_SINK" | sed 's/198\.18\.0\.13:80//')
 PL_HTTP="$PL_HTTP 198.18.0.13:80"
 pl_start_net

@@ -25,7 +25,7 @@ pl_start_proxy_ok
 
 # cpu_ms: the proxy's user+system CPU time so far, in ms.
 cpu_ms() {
-	awk '{ printf "%d\n", ($14 + $15) * 1000 / 100 }' "/proc/$PL_PROXY_PID/stat"
+	echo $(($(pl_proxy_cpu_ticks) * 1000 / $(getconf CLK_TCK)))
 }
 
 # Clients that vanish: reset mid-tunnel, reset while an answer is awaited,

@@ -1,16 +1,44 @@
 # lib.sh - TAP helpers for the shell integration tests. Source it; it sets
-# up $T (a scratch directory removed at exit) and checks $AIRLOCK.
+# up $T (a scratch directory removed at exit), checks $AIRLOCK, and gives
+# the test a home of its own: HOME=$T/home and no XDG_STATE_HOME, so that a
+# session run without --events records into $T/home/.local/state/airlock/
+# and never into the home of whoever runs the tests.
 #   ok COND-EXIT-STATUS "description"   (use: cmd; ok $? "...")
 #   is GOT WANT "description"
 #   like GOT REGEX "description"
+#   diag TEXT...           a diagnostic line on stderr, which prove shows
+#                          (a failed ok/is/like says why there too)
+#   diag_file FILE         the first lines of FILE as diagnostics
+#   helpers_in DIR         copies the test helpers ($AIRLOCK_HELPERS) to
+#                          DIR/.airlock-helpers and prints that directory:
+#                          the sandbox hides /root, /srv, /home and the
+#                          host's /tmp, where a checkout may be, so what a
+#                          test runs inside must lie in a path it shows
+#                          (the workspace)
 #   done_testing
 set -u
 : "${AIRLOCK:?AIRLOCK must name the airlock binary (make check sets it)}"
 : "${AIRLOCK_SRC:=$(cd "$(dirname "$0")/../.." && pwd)}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/airlock-test.XXXXXX")
 trap 'rm -rf "$T"' EXIT
+mkdir "$T/home"
+HOME="$T/home"
+export HOME
+unset XDG_STATE_HOME
 tap_n=0
 tap_failed=0
+
+diag() {
+	printf '# %s\n' "$*" >&2
+}
+
+diag_file() {
+	if [ -f "$1" ]; then
+		head -n 20 "$1" | sed 's/^/#   /' >&2
+	else
+		diag "  ($1 does not exist)"
+	fi
+}
 
 ok() {
 	tap_n=$((tap_n + 1))
@@ -18,6 +46,7 @@ ok() {
 		echo "ok $tap_n - $2"
 	else
 		echo "not ok $tap_n - $2"
+		diag "Failed test $tap_n in $(basename "$0"): $2"
 		tap_failed=$((tap_failed + 1))
 	fi
 }
@@ -27,7 +56,7 @@ is() {
 		ok 0 "$3"
 	else
 		ok 1 "$3"
-		printf '#   got:  %s\n#   want: %s\n' "$1" "$2"
+		printf '#   got:  %s\n#   want: %s\n' "$1" "$2" >&2
 	fi
 }
 
@@ -36,8 +65,16 @@ like() {
 		ok 0 "$3"
 	else
 		ok 1 "$3"
-		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2"
+		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2" >&2
 	fi
+}
+
+helpers_in() {
+	: "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
+	mkdir -p "$1/.airlock-helpers" &&
+		cp "$AIRLOCK_HELPERS"/* "$1/.airlock-helpers/" &&
+		chmod -R a+rX "$1/.airlock-helpers" &&
+		printf '%s\n' "$1/.airlock-helpers"
 }
 
 done_testing() {

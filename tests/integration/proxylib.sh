@@ -18,8 +18,9 @@
 #
 # A sink logs every connection: a test proves that a denied target was
 # never reached by finding no sink line for it (net_count). 10.0.0.1
-# appears in DNS answers only; it is never added anywhere and must never be
-# connected to.
+# appears in DNS answers only, and so does 10.1.2.3; they are never added
+# anywhere and must never be connected to. PL_HRR lists "hrr" listeners
+# (testnet.py: a server that answers a HelloRetryRequest).
 #
 # Functions (each bounded in time):
 #   pl_start_net                  start testnet.py ($PL_HTTP, $PL_TLS, $PL_SINK)
@@ -28,6 +29,9 @@
 #                                 (with ulimit -n $PL_ULIMIT_N if set)
 #   pl_start_proxy_ok [ARGS]      the same as a test; bails out on failure
 #   pl_stop_proxy                 SIGTERM, wait (10 s), returns its status
+#   pl_proxy_pids                 the proxy's processes: the supervisor and
+#                                 its workers (one event loop each)
+#   pl_proxy_cpu_ticks            their user+system CPU time, in clock ticks
 #   req URL [CURL ARGS]           curl through the proxy: $CODE, $T/h, $T/b
 #   raw DATA [SEND ARGS]          raw bytes to the proxy: $CODE, $T/h, $T/b
 #   raw_file FILE [SEND ARGS]     the same with the bytes of FILE
@@ -84,6 +88,12 @@ pl_cleanup() {
 	for p in $PL_EXTRA_PIDS; do
 		kill -TERM "$p" 2>/dev/null
 	done
+	# testnet.py may still be logging: let it go before removing $T
+	i=0
+	while [ -n "$PL_NET_PID" ] && kill -0 "$PL_NET_PID" 2>/dev/null && [ $i -lt 30 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	rm -rf "$T"
 }
 PL_EXTRA_PIDS=""
@@ -115,6 +125,7 @@ if [ "$PL_V6" = yes ]; then
 [64:ff9b::a9fe:a9fe]:80 [64:ff9b::a9fe:a9fe]:443
 [2002:a9fe:a9fe::]:80 [2002:a9fe:a9fe::]:443 [::a9fe:a9fe]:80 [::a9fe:a9fe]:443"
 fi
+PL_HRR=""
 PL_TLS_NAMES="api.airlock.test git.airlock.test www.airlock.test other.airlock.test rebind443.airlock.test"
 
 # The DNS zone (TTL 0 everywhere; unknown names are NXDOMAIN).
@@ -165,7 +176,11 @@ PL_ZONE='{
   "servfail.airlock.test": {"rcode": "SERVFAIL"},
   "slow.airlock.test": {"drop": true},
   "closed.airlock.test": ["198.18.0.14"],
-  "rebindka.airlock.test": {"seq": [{"A": ["198.18.0.10"]}, {"A": ["127.0.0.1"]}]}
+  "rebindka.airlock.test": {"seq": [{"A": ["198.18.0.10"]}, {"A": ["127.0.0.1"]}]},
+  "slowok.airlock.test": {"delay": 2, "A": ["198.18.0.10"]},
+  "selfif.airlock.test": ["198.18.0.10"],
+  "dnsdeny.airlock.test": ["10.1.2.3"],
+  "dnsdenyport.airlock.test": ["198.18.0.11"]
 }'
 
 # Lists of endpoints -> JSON arrays.
@@ -183,7 +198,8 @@ pl_start_net() {
   "http": $(pl_json_list "$PL_HTTP"),
   "tls": {"dir": "$T/tls", "names": $(pl_json_list "$PL_TLS_NAMES"),
           "listen": $(pl_json_list "$PL_TLS")},
-  "sink": $(pl_json_list "$PL_SINK")
+  "sink": $(pl_json_list "$PL_SINK"),
+  "hrr": $(pl_json_list "$PL_HRR")
 }
 EOF
 	python3 "$TESTNET" --config "$T/net.json" >"$T/net.out" 2>&1 &
@@ -269,6 +285,21 @@ pl_stop_proxy() {
 		return 99
 	fi
 	return $st
+}
+
+# pl_proxy_pids: $PL_PROXY_PID and its proxy workers (named airlock-proxy),
+# which serve the connections.
+pl_proxy_pids() {
+	echo "$PL_PROXY_PID"
+	pgrep -P "$PL_PROXY_PID" -x airlock-proxy
+}
+
+pl_proxy_cpu_ticks() {
+	_t=0
+	for _p in $(pl_proxy_pids); do
+		_t=$((_t + $(awk '{ print $14 + $15 }' "/proc/$_p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$_t"
 }
 
 # --- requests ---------------------------------------------------------------------

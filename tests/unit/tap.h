@@ -3,6 +3,9 @@
  *
  *	tap_ok(cond, "what %s", ...);  tap_is_int(got, want, "...");
  *	tap_is_str(got, want, "...");  return tap_done();
+ *
+ * Diagnostics (a failure, got and want, tap_diag) go to stderr, which prove
+ * shows without -v: a failed run says why.
  */
 #ifndef AIRLOCK_TAP_H
 #define AIRLOCK_TAP_H
@@ -25,9 +28,15 @@ tap_ok(bool cond, const char *fmt, ...)
 	vprintf(fmt, ap);
 	va_end(ap);
 	putchar('\n');
-	if (!cond)
-		tap_failed++;
 	fflush(stdout);
+	if (!cond) {
+		tap_failed++;
+		fprintf(stderr, "# Failed test %d: ", tap_n);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
 	return cond;
 }
 
@@ -35,7 +44,7 @@ tap_ok(bool cond, const char *fmt, ...)
 	do {                                                                \
 		long long tap_g_ = (long long)(got), tap_w_ = (long long)(want); \
 		if (!tap_ok(tap_g_ == tap_w_, __VA_ARGS__))                 \
-			printf("#   got %lld, want %lld\n", tap_g_, tap_w_);   \
+			fprintf(stderr, "#   got %lld, want %lld\n", tap_g_, tap_w_); \
 	} while (0)
 
 #define tap_is_str(got, want, ...)                                          \
@@ -44,7 +53,7 @@ tap_ok(bool cond, const char *fmt, ...)
 		bool tap_eq_ = (tap_g_ && tap_w_) ? strcmp(tap_g_, tap_w_) == 0 \
 						  : tap_g_ == tap_w_;       \
 		if (!tap_ok(tap_eq_, __VA_ARGS__))                          \
-			printf("#   got '%s', want '%s'\n",                   \
+			fprintf(stderr, "#   got '%s', want '%s'\n",          \
 			       tap_g_ ? tap_g_ : "(null)",                  \
 			       tap_w_ ? tap_w_ : "(null)");                 \
 	} while (0)
@@ -54,11 +63,11 @@ tap_diag(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("# ", stdout);
+	fputs("# ", stderr);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	fputc('\n', stderr);
 }
 
 /* Prints the plan and returns the process exit status. */

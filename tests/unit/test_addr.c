@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "addr.h"
 #include "tap.h"
@@ -670,9 +671,52 @@ static void test_misc(void)
 	tap_ok(!addr_equal(&a, &c), "different IPv4 addresses");
 }
 
+struct sockaddr_case {
+	const char *addr;
+	uint16_t port;
+	int family;
+	unsigned int len;
+};
+
+static const struct sockaddr_case sockaddr_cases[] = {
+	{ "198.18.0.10", 8080, AF_INET, sizeof(struct sockaddr_in) },
+	{ "0.0.0.0", 1, AF_INET, sizeof(struct sockaddr_in) },
+	{ "2001:db8::1", 443, AF_INET6, sizeof(struct sockaddr_in6) },
+	{ "::ffff:127.0.0.1", 65535, AF_INET6, sizeof(struct sockaddr_in6) },
+};
+
+static void test_sockaddr(void)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_un un;
+	struct addr a, back;
+	uint16_t port = 0;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(sockaddr_cases); i++) {
+		const struct sockaddr_case *sc = &sockaddr_cases[i];
+		unsigned int len;
+
+		ASSERT(addr_parse(sc->addr, &a));
+		len = addr_to_sockaddr(&a, sc->port, &ss);
+		tap_ok(len == sc->len && ss.ss_family == sc->family,
+		       "%s: a sockaddr of its family and size", sc->addr);
+		tap_ok(addr_from_sockaddr((struct sockaddr *)&ss, len, &back, &port) &&
+			       addr_equal(&a, &back) && port == sc->port,
+		       "%s port %u: back unchanged", sc->addr, sc->port);
+		tap_ok(!addr_from_sockaddr((struct sockaddr *)&ss, len - 1, &back, NULL),
+		       "%s: a short length is refused", sc->addr);
+	}
+	memset(&un, 0, sizeof(un));
+	un.sun_family = AF_UNIX;
+	tap_ok(!addr_from_sockaddr((struct sockaddr *)&un, sizeof(un), &back, NULL),
+	       "an AF_UNIX address is not an IP address");
+}
+
 int main(void)
 {
 	test_classify();
+	test_sockaddr();
 	test_parse();
 	test_parse_any();
 	test_cidr();

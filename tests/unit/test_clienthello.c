@@ -1155,10 +1155,120 @@ static void test_misc(void)
 	       "NULL, 0: INCOMPLETE, need 1");
 }
 
+/* A server's first flight: one handshake record holding a ServerHello
+ * (legacy_version 0x0303) with @random. */
+static size_t server_hello(uint8_t *out, const uint8_t *random)
+{
+	static const uint8_t tail[] = { 0x00, 0x13, 0x01, 0x00, 0x00, 0x06,
+					0x00, 0x2b, 0x00, 0x02, 0x03, 0x04 };
+	size_t body = 2 + 32 + sizeof(tail), n = 0;
+
+	out[n++] = 22;
+	out[n++] = 3;
+	out[n++] = 3;
+	out[n++] = (uint8_t)((4 + body) >> 8);
+	out[n++] = (uint8_t)(4 + body);
+	out[n++] = 2;
+	out[n++] = 0;
+	out[n++] = (uint8_t)(body >> 8);
+	out[n++] = (uint8_t)body;
+	out[n++] = 3;
+	out[n++] = 3;
+	memcpy(out + n, random, 32);
+	n += 32;
+	memcpy(out + n, tail, sizeof(tail));
+	return n + sizeof(tail);
+}
+
+static enum serverhello_kind feed_split(const uint8_t *d, size_t n, size_t step)
+{
+	struct serverhello_watch w;
+	enum serverhello_kind k = SERVERHELLO_MORE;
+	size_t i;
+
+	serverhello_watch_init(&w);
+	for (i = 0; i < n; i += step)
+		k = serverhello_watch_feed(&w, d + i, n - i < step ? n - i : step);
+	return k;
+}
+
+static void test_server_hello(void)
+{
+	static const uint8_t hrr[32] = {
+		0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c,
+		0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
+		0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+	};
+	uint8_t other[32], sh[256], frag[512];
+	struct serverhello_watch w;
+	size_t n, i, m;
+	int r;
+
+	memset(other, 0x5a, sizeof(other));
+	n = server_hello(sh, hrr);
+	tap_ok(feed_split(sh, n, n) == SERVERHELLO_RETRY, "a HelloRetryRequest in one read");
+	tap_ok(feed_split(sh, n, 1) == SERVERHELLO_RETRY, "... one byte per read");
+	tap_ok(feed_split(sh, 42, 42) == SERVERHELLO_MORE &&
+		       feed_split(sh, 43, 43) == SERVERHELLO_RETRY,
+	       "known after exactly 5 + 38 bytes, not before");
+	n = server_hello(sh, other);
+	tap_ok(feed_split(sh, n, 1) == SERVERHELLO_OTHER, "a ServerHello: other");
+	/* the same HelloRetryRequest cut into records of 3 bytes each */
+	n = server_hello(sh, hrr);
+	for (i = 5, m = 0; i < n; i += 3) {
+		size_t k = n - i < 3 ? n - i : 3;
+
+		frag[m++] = 22;
+		frag[m++] = 3;
+		frag[m++] = 3;
+		frag[m++] = 0;
+		frag[m++] = (uint8_t)k;
+		memcpy(frag + m, sh + i, k);
+		m += k;
+	}
+	tap_ok(feed_split(frag, m, 7) == SERVERHELLO_RETRY,
+	       "a HelloRetryRequest spread over 3-byte records");
+	sh[0] = 21; /* an alert first */
+	tap_ok(feed_split(sh, 5, 5) == SERVERHELLO_OTHER, "an alert first: other");
+	n = server_hello(sh, hrr);
+	sh[5] = 1; /* not a ServerHello */
+	tap_ok(feed_split(sh, n, n) == SERVERHELLO_OTHER, "another handshake message: other");
+	/* 65 empty handshake records: over the bound */
+	for (i = 0; i < 65; i++)
+		memcpy(frag + 5 * i, "\x16\x03\x03\x00\x00", 5);
+	tap_ok(feed_split(frag, 5 * 64, 5) == SERVERHELLO_MORE &&
+		       feed_split(frag, 5 * 65, 5) == SERVERHELLO_OTHER,
+	       "more than %d records before the hello: other", SERVERHELLO_RECORDS_MAX);
+	serverhello_watch_init(&w);
+	n = server_hello(sh, hrr);
+	(void)serverhello_watch_feed(&w, sh, n);
+	tap_ok(serverhello_watch_feed(&w, sh, n) == SERVERHELLO_RETRY &&
+		       serverhello_watch_feed(&w, NULL, 0) == SERVERHELLO_RETRY,
+	       "the answer is final");
+	tap_is_str(serverhello_kind_to_string(SERVERHELLO_RETRY), "hello-retry-request",
+		   "kind name");
+
+	/* the client's side: records to skip before the second hello */
+	memcpy(sh, "\x14\x03\x03\x00\x01\x01", 6);      /* change_cipher_spec */
+	memcpy(sh + 6, "\x17\x03\x03\x00\x02" "ab", 7);     /* early data */
+	memcpy(sh + 13, "\x16\x03\x01\x00\x04", 5);      /* a handshake record */
+	r = clienthello_next_hello(sh, 18, &n);
+	tap_ok(r == 1 && n == 13, "CCS and early data skipped: the hello is at 13 (%d, %zu)", r,
+	       n);
+	r = clienthello_next_hello(sh, 16, &n);
+	tap_ok(r == 0, "its record header not whole yet: more");
+	r = clienthello_next_hello(sh, 3, &n);
+	tap_ok(r == 0, "a CCS record not whole yet: more");
+	sh[13] = 21;
+	r = clienthello_next_hello(sh, 18, &n);
+	tap_ok(r == -1 && n == 13, "an alert instead: no second hello");
+}
+
 int main(void)
 {
 	size_t i;
 
+	test_server_hello();
 	for (i = 0; i < ARRAY_SIZE(cases); i++)
 		check_case(&cases[i]);
 	tap_diag("%zu table cases", ARRAY_SIZE(cases));

@@ -666,7 +666,7 @@ static void test_allowable(void)
 		char json[1024];
 		struct policy *p;
 		struct host_target t;
-		struct egress_verdict v;
+		struct verdict v;
 		bool got;
 
 		snprintf(json, sizeof(json), "{\"version\":1,\"egress\":{%s}%s%s%s}",
@@ -679,7 +679,7 @@ static void test_allowable(void)
 		tap_ok(got == c->allowable, "%s: %s is %sallowable", c->what, c->host,
 		       c->allowable ? "" : "not ");
 		if (!c->allowable)
-			tap_is_str(v.rule_id, c->rule_id, "%s: explained by its rule", c->what);
+			tap_is_str(v.rule, c->rule_id, "%s: explained by its rule", c->what);
 		policy_free(p);
 	}
 }

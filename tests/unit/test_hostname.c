@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_hostname.c - table tests of hostname.c: target normalisation (every
- * trick of SPEC §3.2), CONNECT authorities, host rule parsing and
+ * trick of docs/POLICY.md), CONNECT authorities, host rule parsing and
  * formatting, and the allow/deny decision.
  */
 #include <stdio.h>

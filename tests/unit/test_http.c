@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * test_http.c - table tests of http.c: every strictness rule of SPEC §5.1
+ * test_http.c - table tests of http.c: every strictness rule of docs/PROXY.md
  * with a valid and an invalid form, the request-smuggling classics (CL.TE,
  * TE.CL, TE.TE obfuscations), Host/target agreement, response framing,
  * the chunked decoder, and prefix consistency at every split position.
@@ -1360,10 +1360,74 @@ static void test_chunked_sticky(void)
 		   "chunked: empty feed is MORE");
 }
 
+struct sniff_case {
+	const char *in;
+	enum http_result want;
+};
+
+static const struct sniff_case sniff_cases[] = {
+	{ "GET / HTTP/1.1\r\n", HTTP_OK },
+	{ "GET / HTTP/1.0\r\n", HTTP_OK },
+	{ "POST http://x/ HTTP/1.1", HTTP_OK },
+	{ "get / http/1.1\r\n", HTTP_OK },           /* any case: then refused strictly */
+	{ "GET  / HTTP/1.1\r\n", HTTP_OK },          /* two spaces: HTTP, refused */
+	{ "GET / HTTP", HTTP_INCOMPLETE },             /* "HTTP/" not whole yet */
+	{ "GET / HT", HTTP_INCOMPLETE },
+	{ "GET", HTTP_INCOMPLETE },
+	{ "G", HTTP_INCOMPLETE },
+	{ "", HTTP_INCOMPLETE },
+	{ "GET /\r\n", HTTP_BAD },                   /* HTTP/0.9: no version */
+	{ "GET /\n", HTTP_BAD },
+	{ "SSH-2.0-OpenSSH_9.2\r\n", HTTP_BAD },      /* no space after a token */
+	{ "SET key HTTP/1.1\r\n", HTTP_OK },         /* leans towards HTTP */
+	{ "SET key value\r\n", HTTP_BAD },           /* redis inline command */
+	{ "*1\r\n$4\r\nPING\r\n", HTTP_BAD },          /* redis RESP */
+	{ "R 0000000000000400 00000400     \n", HTTP_BAD }, /* the bench's protocol */
+	{ "\x16\x03\x01\x02\x00", HTTP_BAD },          /* TLS */
+	{ " GET / HTTP/1.1", HTTP_BAD },               /* no token first */
+	{ "GE\tT / HTTP/1.1", HTTP_BAD },
+};
+
+static void test_sniff(void)
+{
+	char *big;
+	size_t i, j;
+
+	for (i = 0; i < ARRAY_SIZE(sniff_cases); i++) {
+		const struct sniff_case *sc = &sniff_cases[i];
+		size_t len = strlen(sc->in);
+		enum http_result r = http_sniff_request(sc->in, len);
+		bool prefixes = true;
+
+		if (strcmp(sc->in, "\x16\x03\x01\x02\x00") == 0)
+			len = 5;
+		r = http_sniff_request(sc->in, len);
+		tap_ok(r == sc->want, "sniff '%.20s': %s (got %s)", sc->in,
+		       http_result_to_string(sc->want), http_result_to_string(r));
+		for (j = 0; j < len; j++) {
+			enum http_result p = http_sniff_request(sc->in, j);
+
+			if (p != HTTP_INCOMPLETE && p != r)
+				prefixes = false;
+		}
+		tap_ok(prefixes, "sniff '%.20s': every prefix is INCOMPLETE or the same", sc->in);
+	}
+	big = util_xmalloc(HTTP_SNIFF_MAX + 10);
+	memset(big, 'a', HTTP_SNIFF_MAX + 10);
+	tap_ok(http_sniff_request(big, HTTP_SNIFF_MAX) == HTTP_BAD,
+	       "a token of HTTP_SNIFF_MAX bytes: not HTTP");
+	big[3] = ' ';
+	tap_ok(http_sniff_request(big, HTTP_SNIFF_MAX - 1) == HTTP_INCOMPLETE &&
+		       http_sniff_request(big, HTTP_SNIFF_MAX) == HTTP_OK,
+	       "a token, a space and no end of line in HTTP_SNIFF_MAX bytes: HTTP (fail closed)");
+	free(big);
+}
+
 int main(void)
 {
 	size_t i;
 
+	test_sniff();
 	for (i = 0; i < ARRAY_SIZE(rq_cases); i++)
 		check_rq_case(&rq_cases[i]);
 	test_incremental();

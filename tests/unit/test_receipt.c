@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_receipt.c - the receipt stream: writing real streams, then tampering
- * with them every way SPEC §6 names and checking that verification fails at
- * the right line. Lines are re-sealed (re-chained and re-signed) by an
- * implementation independent of receipt.c, so the checks behind the
- * signature (formats, counts, session binding) are exercised too.
+ * with them every way the format rules out and checking that verification
+ * fails at the right line. Lines are re-sealed (re-chained and re-signed)
+ * by an implementation independent of the receipt modules, so the checks
+ * behind the signature (formats, counts, session binding) are exercised
+ * too.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -489,7 +490,7 @@ static void test_written_format(const struct lines *l)
 		json_decref(obj);
 	}
 	EVP_PKEY_free(pub);
-	tap_ok(order, "every line has the 13 members in SPEC order");
+	tap_ok(order, "every line has the 13 members in the format's order");
 	tap_ok(compact, "lines are compact JSON");
 	tap_ok(!strncmp(l->v[0], "{\"v\":1,\"seq\":0,\"ts\":\"", 21),
 	       "line 1 starts {\"v\":1,\"seq\":0,\"ts\":\"");

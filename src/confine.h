@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * confine.h - the seccomp filters airlock puts on its own helper
+ * processes: the key holder and the proxy workers.
+ */
+#ifndef AIRLOCK_CONFINE_H
+#define AIRLOCK_CONFINE_H
+
+#include <stddef.h>
+
+enum confine_profile {
+	/* The key holder: its channels, its stream, nothing else. */
+	CONFINE_KEEPER = 0,
+	/* A proxy worker: the keeper's calls plus TCP/UDP over IPv4 and
+	 * IPv6 (connect, accept, splice), and no more. */
+	CONFINE_WORKER,
+	CONFINE_PROFILE_COUNT
+};
+
+const char *confine_profile_to_string(enum confine_profile p);
+
+/* Confines the calling process, which must have no other threads, for
+ * good: drops every capability, sets no_new_privs, limits with Landlock
+ * (where the kernel has it) what can be opened to reading the @nread
+ * paths of @read_paths (a file, or a directory and everything below it;
+ * paths that do not exist are skipped), and loads the seccomp filter of
+ * @p. Every system call the profile does not list fails with EPERM (so a
+ * library's unexpected call is an error it reports, not a crash); a call
+ * from another architecture's ABI kills the process. Read-only opens of
+ * the listed paths still work, so what a library reads lazily (resolv.conf
+ * on a reload, OpenSSL's configuration) still loads. Returns 0, or -1
+ * with a reason in @err. */
+int confine_self(enum confine_profile p, const char *const *read_paths,
+		 size_t nread, char *err, size_t errlen);
+
+/* Closes every descriptor of the calling process but the @n of @keep
+ * (entries < 0 are ignored). For a process just forked from the
+ * supervisor: it keeps what its job needs and nothing the supervisor
+ * happened to hold. */
+void confine_close_fds(const int *keep, size_t n);
+
+/* Wipes the bytes of every environment string (they may hold secret
+ * values the supervisor was given) and empties the environment. */
+void confine_wipe_environment(void);
+
+#endif /* AIRLOCK_CONFINE_H */

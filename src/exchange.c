@@ -1,0 +1,1205 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * exchange.c - the HTTP exchange: request head, filters, bodies both ways,
+ * response head, keep-alive.
+ *
+ * DOC: Theory of Operation
+ *
+ * One module serves HTTP wherever the proxy speaks it:
+ *
+ *  - the proxy's own requests: absolute-form http:// (any method), each
+ *    decided on its own (upstream.c) and sent over a new upstream
+ *    connection with "Connection: close"; origin-form is refused there;
+ *  - "inner" connections: HTTP inside a CONNECT tunnel (its first flight
+ *    was HTTP/1.x; later a TLS-intercepted tunnel), where the target is
+ *    fixed to the CONNECT host and port, already checked. Requests are
+ *    origin-form; every one must carry a Host naming that host (and that
+ *    port, when it names one), else 403 egress.host_mismatch: a tunnel
+ *    approved for one name never reaches another virtual host of a
+ *    shared front end. The upstream connection is kept between requests
+ *    while both sides keep it; Upgrade: websocket is passed, and after
+ *    the upstream's 101 the bytes are relayed untouched (tunnel.c).
+ *
+ * Heads are parsed strictly (http.c) and their fields copied out
+ * (struct filter_request, struct filter_response) before the head is
+ * consumed: every decision reads the copies. Requests are written
+ * upstream from the copies: hop-by-hop headers dropped, Host from the
+ * checked target, framing written from the parsed values so that proxy
+ * and upstream cannot disagree where a message ends. Response framing is
+ * rewritten the same way; a response whose body a filter transforms is
+ * re-framed as chunked (HTTP/1.1 client) or delimited by close.
+ *
+ * Filters (filter.h) are called in their table order at the request
+ * head, on each decoded body slice (or once with the whole body, which
+ * a filter may replace: Content-Length is then the new length), at the
+ * response head and on each decoded response slice, and hear the
+ * outcome when the exchange ends. A filter may pend: the connection
+ * then reads nothing until proxy_resume().
+ *
+ * Bodies stream both ways with bounded buffers: a side is read only while
+ * the other has room (BUF_HIGH), interim 1xx answers only as fast as the
+ * client takes them, and no total time limit applies while bytes move
+ * (server-sent events). An error in a body that is already being
+ * forwarded closes both sides with a proxy.error receipt; an error before
+ * any of the response is written is answered (400, 502).
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "http.h"
+#include "util.h"
+
+#define HEAD_MAX (8192 + 32768 + 16)
+#define BUF_HIGH ((size_t)64 * 1024) /* stop reading while this much is queued */
+#define WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
+
+struct attached {
+	const struct filter_ops *ops;
+	void *st;
+};
+
+struct exchange {
+	uint32_t seq;                /* requests served on this connection */
+	bool active;                 /* a request is in progress */
+	/* the request, copied */
+	struct filter_request rq;
+	char *method, *path, *query;
+	struct host_target host;     /* as the request named it */
+	bool port_explicit;
+	int version_minor;
+	bool keep_alive, head_only, ws, expect_continue;
+	enum http_body req_body;
+	uint64_t req_left;
+	struct http_chunked req_ch;
+	bool req_done;               /* the whole request body is in */
+	bool head_sent;              /* the request head went upstream */
+	bool collecting;             /* reading the whole body first */
+	uint64_t whole_max;
+	struct buf whole;
+	/* filters */
+	struct attached f[FILTER_MAX];
+	size_t nf, next;
+	/* the response */
+	struct filter_response rs;
+	char *reason;                /* the final response's reason phrase */
+	char *resp_te;               /* Transfer-Encoding as validated */
+	enum http_body resp_body;
+	uint64_t resp_left;
+	struct http_chunked resp_ch;
+	bool resp_open;              /* its head is queued, its end is not */
+	bool resp_keep_alive;
+	bool upstream_keep_alive;
+	bool transform;
+	bool rechunk;                /* transformed output goes out chunked */
+	uint64_t bytes_up, bytes_down;
+	enum filter_outcome outcome;
+	bool outcome_set;
+};
+
+static void step_head(struct conn *c, bool upstream, uint32_t events);
+static void step_body(struct conn *c, bool upstream, uint32_t events);
+static void run_filters(struct conn *c);
+
+static void set_outcome(struct exchange *x, enum filter_outcome o)
+{
+	if (!x->outcome_set) {
+		x->outcome = o;
+		x->outcome_set = true;
+	}
+}
+
+/* Ends the current request's filters and copies: @outcome unless one
+ * was set on the way. */
+static void request_reset(struct exchange *x, enum filter_outcome outcome)
+{
+	if (x->active) {
+		struct filter_stats st;
+		size_t i;
+
+		set_outcome(x, outcome);
+		st.status = x->rs.status;
+		st.bytes_up = x->bytes_up;
+		st.bytes_down = x->bytes_down;
+		for (i = 0; i < x->nf; i++)
+			if (x->f[i].ops->done)
+				x->f[i].ops->done(x->f[i].st, x->outcome, &st);
+	}
+	free(x->method);
+	free(x->path);
+	free(x->query);
+	free(x->resp_te);
+	free(x->reason);
+	filter_headers_free(&x->rq.headers);
+	filter_headers_free(&x->rs.headers);
+	buf_free(&x->whole);
+	{
+		uint32_t seq = x->seq;
+
+		memset(x, 0, sizeof(*x));
+		x->seq = seq;
+	}
+}
+
+void exchange_free(struct conn *c, enum filter_outcome outcome)
+{
+	struct exchange *x = c->x;
+
+	if (!x)
+		return;
+	c->x = NULL; /* before the hooks: they may not re-enter */
+	request_reset(x, outcome);
+	free(x);
+}
+
+bool exchange_response_open(const struct conn *c)
+{
+	return c->x && c->x->resp_open;
+}
+
+void exchange_begin(struct conn *c, bool inner)
+{
+	c->inner = inner;
+	c->tunnel = false;
+	conn_enter(c, CONN_HEAD);
+	if (inner) /* the first flight is in cin */
+		step_head(c, false, 0);
+}
+
+/* --- failing -------------------------------------------------------------- */
+
+static void fail(struct conn *c, int status, const char *rule, const char *reason,
+		 enum filter_outcome outcome)
+{
+	struct verdict v;
+
+	if (c->x)
+		set_outcome(c->x, outcome);
+	verdict_set(&v, VERDICT_FAIL, status, rule, reason);
+	(void)verdict_apply(c, &v);
+}
+
+/* --- the request head ------------------------------------------------------- */
+
+static bool is_framing(struct http_slice name)
+{
+	return http_slice_eq_ci(name, "content-length") ||
+	       http_slice_eq_ci(name, "transfer-encoding");
+}
+
+static char *slice_dup(struct http_slice s)
+{
+	return util_xstrndup(s.ptr ? s.ptr : "", s.len);
+}
+
+static bool lists_token(const struct http_headers *hs, const char *name,
+			const char *token)
+{
+	int i;
+
+	for (i = http_header_find(hs, name, 0); i >= 0;
+	     i = http_header_find(hs, name, (size_t)i + 1)) {
+		const char *v = hs->h[i].value.ptr;
+		size_t len = hs->h[i].value.len, p = 0, tl = strlen(token);
+
+		while (p < len) {
+			size_t q = p;
+
+			while (q < len && v[q] != ',')
+				q++;
+			{
+				size_t a = p, b = q;
+
+				while (a < b && (v[a] == ' ' || v[a] == '\t'))
+					a++;
+				while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+					b--;
+				if (b - a == tl && strncasecmp(v + a, token, tl) == 0)
+					return true;
+			}
+			p = q + 1;
+		}
+	}
+	return false;
+}
+
+/* Copies what later steps decide on out of the parsed head. */
+static void copy_request(struct exchange *x, const struct http_request *req)
+{
+	size_t i;
+
+	x->active = true;
+	x->seq++;
+	x->method = slice_dup(req->method);
+	x->path = req->path.len ? slice_dup(req->path) : util_xstrdup("/");
+	x->query = req->has_query ? slice_dup(req->query) : NULL;
+	x->host = req->host;
+	x->port_explicit = req->port_explicit;
+	x->version_minor = req->version_minor;
+	x->keep_alive = req->keep_alive;
+	x->head_only = strcmp(x->method, "HEAD") == 0;
+	x->req_body = req->body;
+	x->req_left = req->content_length;
+	x->req_done = req->body == HTTP_BODY_NONE ||
+		      (req->body == HTTP_BODY_LENGTH && req->content_length == 0);
+	if (req->body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&x->req_ch, NULL);
+	{
+		int e = http_header_find(&req->headers, "expect", 0);
+
+		x->expect_continue = e >= 0 &&
+				     http_slice_eq_ci(req->headers.h[e].value, "100-continue");
+	}
+	for (i = 0; i < req->headers.count; i++) {
+		const struct http_header *h = &req->headers.h[i];
+		char *name, *value;
+
+		if (http_slice_eq_ci(h->name, "host") || is_framing(h->name) ||
+		    http_is_hop_by_hop(&req->headers, h->name))
+			continue;
+		name = slice_dup(h->name);
+		value = slice_dup(h->value);
+		filter_headers_add(&x->rq.headers, name, value);
+		free(name);
+		free(value);
+	}
+	x->rq.method = x->method;
+	x->rq.host = &x->host;
+	x->rq.port = req->port;
+	x->rq.path = x->path;
+	x->rq.query = x->query;
+	x->rq.body = req->body;
+	x->rq.content_length = req->content_length;
+}
+
+/* Inside a tunnel: does the request name the tunnel's host (and port)? */
+static bool host_matches(const struct conn *c, const struct http_request *req)
+{
+	if (!req->has_host || req->host.is_addr != c->target.is_addr ||
+	    strcmp(req->host.name, c->target.name) != 0)
+		return false;
+	return !req->port_explicit || req->port == c->port;
+}
+
+static void parse_head(struct conn *c)
+{
+	struct http_request req;
+	enum http_result r = http_parse_request(c->cin.data, c->cin.len, &req, NULL);
+	struct exchange *x;
+
+	if (r == HTTP_INCOMPLETE) {
+		if (c->cin.len >= HEAD_MAX) {
+			c->target_known = c->inner;
+			fail(c, 400, "http.too-large", "request head too large",
+			     FILTER_OUTCOME_REFUSED);
+		} else if (c->client_eof) {
+			conn_close(c); /* gone before its request was whole */
+		}
+		return;
+	}
+	if (r != HTTP_OK) {
+		char why[VERDICT_REASON_MAX];
+
+		snprintf(why, sizeof(why), "malformed request: %s%s%s",
+			 req.error ? req.error : "malformed",
+			 req.error_detail ? ": " : "",
+			 req.error_detail ? req.error_detail : "");
+		c->target_known = false;
+		fail(c, 400, r == HTTP_TOO_LARGE ? "http.too-large" : "http.malformed",
+		     why, FILTER_OUTCOME_REFUSED);
+		return;
+	}
+	c->requests++;
+	/* Inside a tunnel the connection stays the CONNECT's (its receipts
+	 * name the tunnel); a request's own method is in the exchange. */
+	if (!c->inner) {
+		size_t mlen = req.method.len < sizeof(c->method) - 1 ? req.method.len
+								     : sizeof(c->method) - 1;
+
+		memcpy(c->method, req.method.ptr, mlen);
+		c->method[mlen] = '\0';
+	}
+	if (req.is_connect) {
+		if (c->inner) {
+			c->target_known = true;
+			fail(c, 400, "http.form", "CONNECT inside a tunnel is not accepted",
+			     FILTER_OUTCOME_REFUSED);
+			return;
+		}
+		c->target = req.host;
+		c->port = req.port;
+		c->target_known = true;
+		/* What follows the head is the tunnel's first flight. */
+		buf_consume(&c->cin, req.head_len);
+		exchange_free(c, FILTER_OUTCOME_COMPLETE);
+		tunnel_begin(c);
+		return;
+	}
+	if (!c->inner) {
+		c->target = req.host;
+		c->port = req.port;
+		c->target_known = req.has_host;
+		if (req.form == HTTP_FORM_ORIGIN || !req.has_host) {
+			fail(c, 400, "http.form",
+			     "origin-form requests are not accepted by a forward proxy",
+			     FILTER_OUTCOME_REFUSED);
+			return;
+		}
+	}
+	if (!c->x)
+		c->x = util_xcalloc(1, sizeof(*c->x));
+	x = c->x;
+	copy_request(x, &req);
+	x->rq.inner = c->inner;
+	x->rq.client_tls = !endpoint_plain(&c->client);
+	x->ws = c->inner && lists_token(&req.headers, "upgrade", "websocket") &&
+		lists_token(&req.headers, "connection", "upgrade");
+	/* From here on only the copies are read: the head is consumed. */
+	buf_consume(&c->cin, req.head_len);
+	if (!c->inner) {
+		upstream_decide(c);
+		return;
+	}
+	c->target_known = true;
+	if (!host_matches(c, &req)) {
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 403, "egress.host_mismatch",
+			    "the request's Host is not the tunnel's host");
+		v.extra = json_pack("{s:s, s:s?}", "request_method", x->method,
+				    "request_host", x->host.name[0] ? x->host.name : NULL);
+		set_outcome(x, FILTER_OUTCOME_REFUSED);
+		if (!verdict_apply(c, &v))
+			return;
+		x->outcome_set = false;
+	}
+	run_filters(c);
+}
+
+/* --- filters ---------------------------------------------------------------- */
+
+static struct filter_ref ref_of(const struct conn *c)
+{
+	struct filter_ref r = { c->index, c->gen, c->x ? c->x->seq : 0 };
+
+	return r;
+}
+
+static void pend(struct conn *c,
+		 void (*resume)(struct conn *c, enum filter_result r, struct verdict *v))
+{
+	c->on_resume = resume;
+	conn_enter(c, CONN_PENDING);
+	conn_watch(c, false, c->cout.len ? EPOLLOUT : 0);
+	conn_watch(c, true, 0);
+}
+
+/* The verdict of a filter; true when the exchange goes on. */
+static bool filter_verdict(struct conn *c, struct verdict *v)
+{
+	if (v->action == VERDICT_ALLOW) {
+		verdict_clear(v);
+		return true;
+	}
+	set_outcome(c->x, FILTER_OUTCOME_REFUSED);
+	if (!verdict_apply(c, v))
+		return false;
+	c->x->outcome_set = false;
+	return true;
+}
+
+static void proceed(struct conn *c);
+static void send_head(struct conn *c);
+
+static void resume_head(struct conn *c, enum filter_result r, struct verdict *v)
+{
+	if (r == FILTER_VERDICT && !filter_verdict(c, v))
+		return;
+	c->x->next++;
+	run_filters(c);
+}
+
+static void run_filters(struct conn *c)
+{
+	struct exchange *x = c->x;
+	struct proxy *p = c->p;
+
+	if (x->next == 0 && x->nf == 0) {
+		size_t i;
+
+		for (i = 0; i < p->nfilters; i++) {
+			void *st = p->filters[i].ops->attach
+					   ? p->filters[i].ops->attach(p->filters[i].arg, &x->rq)
+					   : NULL;
+
+			if (!st)
+				continue;
+			x->f[x->nf].ops = p->filters[i].ops;
+			x->f[x->nf].st = st;
+			x->nf++;
+		}
+	}
+	for (; x->next < x->nf; x->next++) {
+		struct attached *a = &x->f[x->next];
+		struct filter_asks asks = { false, 0 };
+		struct verdict v;
+		enum filter_result r;
+
+		if (!a->ops->request_head)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = a->ops->request_head(a->st, &x->rq, &asks, ref_of(c), &v);
+		if (asks.whole_body && x->req_body != HTTP_BODY_NONE) {
+			uint64_t max = asks.max_body ? asks.max_body : WHOLE_BODY_DEFAULT;
+
+			x->collecting = true;
+			if (!x->whole_max || max < x->whole_max)
+				x->whole_max = max;
+		}
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			pend(c, resume_head);
+			return;
+		}
+		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+			return;
+		verdict_clear(&v);
+	}
+	x->next = 0;
+	if (x->collecting) {
+		if (x->req_body == HTTP_BODY_LENGTH && x->req_left > x->whole_max) {
+			fail(c, 413, "http.body-too-large",
+			     "the request body is larger than a filter reads",
+			     FILTER_OUTCOME_REFUSED);
+			return;
+		}
+		/* The client waits for a 100 before it sends the body: the
+		 * upstream sees the request only once it is whole. */
+		if (x->expect_continue) {
+			buf_puts(&c->cout, "HTTP/1.1 100 Continue\r\n\r\n");
+			filter_headers_remove(&x->rq.headers, "expect");
+		}
+		conn_enter(c, CONN_REQ_BODY);
+		step_body(c, false, 0);
+		return;
+	}
+	proceed(c);
+}
+
+static void resume_whole(struct conn *c, enum filter_result r, struct verdict *v);
+
+/* The whole body is in x->whole: every filter sees it, in order. */
+static void run_whole(struct conn *c)
+{
+	struct exchange *x = c->x;
+
+	for (; x->next < x->nf; x->next++) {
+		struct attached *a = &x->f[x->next];
+		struct verdict v;
+		enum filter_result r;
+
+		if (!a->ops->request_body)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = a->ops->request_body(a->st, NULL, 0, true, &x->whole, ref_of(c), &v);
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			pend(c, resume_whole);
+			return;
+		}
+		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+			return;
+		verdict_clear(&v);
+	}
+	x->next = 0;
+	proceed(c);
+}
+
+static void resume_whole(struct conn *c, enum filter_result r, struct verdict *v)
+{
+	if (r == FILTER_VERDICT && !filter_verdict(c, v))
+		return;
+	c->x->next++;
+	run_whole(c);
+}
+
+/* A streamed request body slice (read-only for the filters). */
+static bool filter_request_slice(struct conn *c, const char *d, size_t n, bool last)
+{
+	struct exchange *x = c->x;
+	size_t i;
+
+	for (i = 0; i < x->nf; i++) {
+		struct verdict v;
+		enum filter_result r;
+
+		if (!x->f[i].ops->request_body)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = x->f[i].ops->request_body(x->f[i].st, d, n, last, NULL, ref_of(c), &v);
+		if (r == FILTER_PENDING) {
+			/* only a whole body can wait */
+			verdict_clear(&v);
+			fail(c, 502, "proxy.filter",
+			     "a filter cannot wait in the middle of a body",
+			     FILTER_OUTCOME_REFUSED);
+			return false;
+		}
+		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+			return false;
+		verdict_clear(&v);
+	}
+	return true;
+}
+
+/* The request goes upstream: over the open connection (inner), or a new
+ * one. */
+static void proceed(struct conn *c)
+{
+	if (c->inner && endpoint_open(&c->upstream)) {
+		send_head(c);
+		return;
+	}
+	upstream_connect(c);
+}
+
+void exchange_addressed(struct conn *c)
+{
+	run_filters(c);
+}
+
+void exchange_connected(struct conn *c)
+{
+	if (c->inner)
+		verdict_record_allow(c, json_pack("{s:b}", "tls", 0));
+	else
+		verdict_record_allow(c, NULL);
+	send_head(c);
+}
+
+static void put_host(struct buf *b, const struct host_target *h, bool explicit_port,
+		     uint16_t port)
+{
+	if (h->is_addr && h->addr.family == AF_INET6)
+		buf_printf(b, "Host: [%s]", h->name);
+	else
+		buf_printf(b, "Host: %s", h->name);
+	if (explicit_port)
+		buf_printf(b, ":%u", port);
+	buf_puts(b, "\r\n");
+}
+
+static void send_head(struct conn *c)
+{
+	struct exchange *x = c->x;
+	struct buf *b = &c->uout;
+	size_t i;
+
+	buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", x->method, x->path,
+		   x->query ? "?" : "", x->query ? x->query : "");
+	put_host(b, &x->host, x->port_explicit, x->rq.port);
+	for (i = 0; i < x->rq.headers.count; i++)
+		buf_printf(b, "%s: %s\r\n", x->rq.headers.h[i].name,
+			   x->rq.headers.h[i].value);
+	if (x->collecting)
+		buf_printf(b, "Content-Length: %zu\r\n", x->whole.len);
+	else if (x->req_body == HTTP_BODY_LENGTH)
+		buf_printf(b, "Content-Length: %llu\r\n",
+			   (unsigned long long)x->req_left);
+	else if (x->req_body == HTTP_BODY_CHUNKED)
+		buf_puts(b, "Transfer-Encoding: chunked\r\n");
+	if (x->ws)
+		buf_puts(b, "Connection: upgrade\r\nUpgrade: websocket\r\n");
+	else if (!c->inner || !x->keep_alive)
+		buf_puts(b, "Connection: close\r\n");
+	buf_puts(b, "\r\n");
+	if (x->collecting) {
+		buf_append(b, x->whole.data, x->whole.len);
+		x->bytes_up += x->whole.len;
+		buf_free(&x->whole);
+		x->req_done = true;
+	}
+	x->head_sent = true;
+	conn_enter(c, x->req_done ? CONN_RESP_HEAD : CONN_REQ_BODY);
+	step_body(c, false, 0);
+}
+
+/* --- the request body ---------------------------------------------------------- */
+
+/* Moves request body bytes from cin on: to uout as they are framed
+ * (streaming) or, decoded, to x->whole (collecting). Returns false when
+ * @c was closed or answered. */
+static bool pump_request(struct conn *c)
+{
+	struct exchange *x = c->x;
+
+	while (!x->req_done && c->cin.len > 0) {
+		struct http_slice data = { NULL, 0 };
+		size_t used;
+
+		if (x->req_body == HTTP_BODY_LENGTH) {
+			used = c->cin.len < x->req_left ? c->cin.len : (size_t)x->req_left;
+			data.ptr = c->cin.data;
+			data.len = used;
+			x->req_left -= used;
+			x->req_done = x->req_left == 0;
+		} else {
+			enum http_chunked_result r =
+				http_chunked_feed(&x->req_ch, c->cin.data, c->cin.len,
+						  &used, &data);
+
+			if (r == HTTP_CHUNKED_BAD) {
+				/* Once the head is upstream nothing can be
+				 * answered: both sides close. */
+				fail(c, x->head_sent ? 0 : 400, "http.malformed",
+				     x->req_ch.error, FILTER_OUTCOME_REFUSED);
+				return false;
+			}
+			x->req_done = r == HTTP_CHUNKED_DONE;
+		}
+		if (x->collecting) {
+			if (data.len > x->whole_max - x->whole.len) {
+				fail(c, 413, "http.body-too-large",
+				     "the request body is larger than a filter reads",
+				     FILTER_OUTCOME_REFUSED);
+				return false;
+			}
+			buf_append(&x->whole, data.ptr, data.len);
+		} else {
+			if (data.len && !filter_request_slice(c, data.ptr, data.len, false))
+				return false;
+			buf_append(&c->uout, c->cin.data, used);
+			x->bytes_up += data.len;
+		}
+		buf_consume(&c->cin, used);
+	}
+	if (x->req_done && !x->collecting && x->nf &&
+	    !filter_request_slice(c, NULL, 0, true))
+		return false;
+	return true;
+}
+
+/* --- the response ------------------------------------------------------------- */
+
+static void copy_response_headers(struct exchange *x, const struct http_response *resp)
+{
+	size_t i;
+
+	filter_headers_free(&x->rs.headers);
+	for (i = 0; i < resp->headers.count; i++) {
+		const struct http_header *h = &resp->headers.h[i];
+		char *name, *value;
+
+		if (is_framing(h->name) || http_is_hop_by_hop(&resp->headers, h->name))
+			continue;
+		name = slice_dup(h->name);
+		value = slice_dup(h->value);
+		filter_headers_add(&x->rs.headers, name, value);
+		free(name);
+		free(value);
+	}
+}
+
+static void write_headers(struct buf *b, const struct filter_headers *hs)
+{
+	size_t i;
+
+	for (i = 0; i < hs->count; i++)
+		buf_printf(b, "%s: %s\r\n", hs->h[i].name, hs->h[i].value);
+}
+
+/* Parses the response heads in uin: interim ones are relayed, a 101
+ * switches an inner websocket exchange to a tunnel, the final one is
+ * written with its framing and moves to RESP_BODY. Returns false when
+ * @c left the exchange (closed, answered, tunnel). */
+static bool response_head(struct conn *c)
+{
+	struct exchange *x = c->x;
+	struct http_response resp;
+	size_t i;
+
+	for (;;) {
+		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp,
+							 NULL, x->head_only);
+
+		if (r == HTTP_INCOMPLETE)
+			return true;
+		if (r != HTTP_OK) {
+			fail(c, 502, "upstream.malformed",
+			     resp.error ? resp.error : "malformed response",
+			     FILTER_OUTCOME_UPSTREAM_ERROR);
+			return false;
+		}
+		if (resp.status == 101) {
+			if (!x->ws || c->state != CONN_RESP_HEAD) {
+				fail(c, 502, "upstream.malformed",
+				     "the upstream switched protocols without being asked",
+				     FILTER_OUTCOME_UPSTREAM_ERROR);
+				return false;
+			}
+			/* The upstream agreed: its head as it is, then
+			 * whatever each side sends, untouched. */
+			x->rs.status = 101;
+			buf_append(&c->cout, c->uin.data, c->uin.len);
+			buf_free(&c->uin);
+			set_outcome(x, FILTER_OUTCOME_COMPLETE);
+			exchange_free(c, FILTER_OUTCOME_COMPLETE);
+			tunnel_from_exchange(c);
+			return false;
+		}
+		if (resp.status < 200) {
+			char *reason = slice_dup(resp.reason_phrase);
+
+			buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", resp.status, reason);
+			free(reason);
+			/* interim: the final head follows */
+			for (i = 0; i < resp.headers.count; i++) {
+				const struct http_header *h = &resp.headers.h[i];
+
+				if (is_framing(h->name) ||
+				    http_is_hop_by_hop(&resp.headers, h->name))
+					continue;
+				buf_append(&c->cout, h->name.ptr, h->name.len);
+				buf_puts(&c->cout, ": ");
+				buf_append(&c->cout, h->value.ptr, h->value.len);
+				buf_puts(&c->cout, "\r\n");
+			}
+			buf_puts(&c->cout, "\r\n");
+			buf_consume(&c->uin, resp.head_len);
+			continue;
+		}
+		break;
+	}
+	x->rs.status = resp.status;
+	x->reason = slice_dup(resp.reason_phrase);
+	x->rs.body = resp.body;
+	x->rs.content_length = resp.content_length;
+	x->resp_body = resp.body;
+	x->resp_left = resp.content_length;
+	x->upstream_keep_alive = resp.keep_alive;
+	copy_response_headers(x, &resp);
+	if (resp.body == HTTP_BODY_CHUNKED) {
+		/* The codings before "chunked" (gzip, ...) are the body's:
+		 * pass the list on as the parser validated it. */
+		int te = http_header_find(&resp.headers, "transfer-encoding", 0);
+
+		x->resp_te = te >= 0 ? slice_dup(resp.headers.h[te].value)
+				     : util_xstrdup("chunked");
+		http_chunked_init(&x->resp_ch, NULL);
+	}
+	/* the head is copied: from here on only the copies count */
+	buf_consume(&c->uin, resp.head_len);
+	/* An early answer (the request body not yet sent): the rest of the
+	 * request is never sent and the connection ends with it. */
+	x->resp_keep_alive = x->keep_alive && c->state == CONN_RESP_HEAD &&
+			     resp.body != HTTP_BODY_UNTIL_CLOSE &&
+			     (!c->inner || x->upstream_keep_alive);
+	for (i = 0; i < x->nf; i++) {
+		struct filter_transform tf = { false };
+		struct verdict v;
+		enum filter_result r;
+
+		if (!x->f[i].ops->response_head)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = x->f[i].ops->response_head(x->f[i].st, &x->rs, &tf, &v);
+		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+			return false;
+		verdict_clear(&v);
+		if (tf.enabled && x->resp_body != HTTP_BODY_NONE)
+			x->transform = true;
+	}
+	/* the head, from the copies */
+	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
+	write_headers(&c->cout, &x->rs.headers);
+	if (x->transform) {
+		x->rechunk = x->version_minor >= 1;
+		if (x->rechunk)
+			buf_puts(&c->cout, "Transfer-Encoding: chunked\r\n");
+		else
+			x->resp_keep_alive = false; /* delimited by close */
+	} else if (resp.body == HTTP_BODY_LENGTH) {
+		buf_printf(&c->cout, "Content-Length: %llu\r\n",
+			   (unsigned long long)resp.content_length);
+	} else if (resp.body == HTTP_BODY_CHUNKED) {
+		buf_printf(&c->cout, "Transfer-Encoding: %s\r\n", x->resp_te);
+	}
+	buf_printf(&c->cout, "Connection: %s\r\n\r\n",
+		   x->resp_keep_alive ? "keep-alive" : "close");
+	x->resp_open = true;
+	conn_enter(c, CONN_RESP_BODY);
+	return true;
+}
+
+/* One decoded response slice: through the transform, or observed. */
+static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
+{
+	struct exchange *x = c->x;
+	struct buf out = { 0 };
+	size_t i;
+	bool ok = true;
+
+	for (i = 0; i < x->nf && ok; i++) {
+		if (!x->f[i].ops->response_body)
+			continue;
+		if (x->f[i].ops->response_body(x->f[i].st, d, n, last,
+					       x->transform ? &out : NULL) < 0)
+			ok = false;
+	}
+	if (ok && x->transform && out.len) {
+		if (x->rechunk)
+			buf_printf(&c->cout, "%zx\r\n", out.len);
+		buf_append(&c->cout, out.data, out.len);
+		if (x->rechunk)
+			buf_puts(&c->cout, "\r\n");
+		x->bytes_down += out.len;
+	}
+	if (ok && x->transform && last && x->rechunk)
+		buf_puts(&c->cout, "0\r\n\r\n");
+	buf_free(&out);
+	if (!ok) {
+		/* a filter cut it: the client sees a truncated response */
+		set_outcome(x, FILTER_OUTCOME_CUT);
+		conn_close(c);
+	}
+	return ok;
+}
+
+/* Moves response body bytes from uin to cout. Returns 1 when the
+ * response is complete, 0 when more is to come, -1 when @c was closed. */
+static int pump_response(struct conn *c, bool eof)
+{
+	struct exchange *x = c->x;
+
+	if (x->resp_body == HTTP_BODY_NONE)
+		return response_slice(c, NULL, 0, true) ? 1 : -1;
+	while (c->uin.len > 0) {
+		struct http_slice data = { NULL, 0 };
+		size_t used;
+		bool done = false;
+
+		if (x->resp_body == HTTP_BODY_UNTIL_CLOSE) {
+			used = c->uin.len;
+			data.ptr = c->uin.data;
+			data.len = used;
+		} else if (x->resp_body == HTTP_BODY_LENGTH) {
+			used = c->uin.len < x->resp_left ? c->uin.len : (size_t)x->resp_left;
+			data.ptr = c->uin.data;
+			data.len = used;
+			x->resp_left -= used;
+			done = x->resp_left == 0;
+		} else {
+			enum http_chunked_result r =
+				http_chunked_feed(&x->resp_ch, c->uin.data, c->uin.len,
+						  &used, &data);
+
+			if (r == HTTP_CHUNKED_BAD) {
+				fail(c, 0, "upstream.malformed", x->resp_ch.error,
+				     FILTER_OUTCOME_CUT);
+				return -1;
+			}
+			done = r == HTTP_CHUNKED_DONE;
+		}
+		if (!x->transform) {
+			buf_append(&c->cout, c->uin.data, used);
+			x->bytes_down += data.len;
+		}
+		if ((data.len || done) && x->nf &&
+		    !response_slice(c, data.ptr, data.len, done))
+			return -1;
+		buf_consume(&c->uin, used);
+		if (done)
+			return 1;
+	}
+	if (eof && x->resp_body == HTTP_BODY_UNTIL_CLOSE) {
+		if (x->nf && !response_slice(c, NULL, 0, true))
+			return -1;
+		return 1;
+	}
+	return 0;
+}
+
+static void record_request(struct conn *c)
+{
+	struct exchange *x = c->x;
+	json_t *s;
+
+	if (!c->inner)
+		return;
+	s = conn_subject(c);
+	json_object_set_new(s, "method", json_string(x->method));
+	json_object_set_new(s, "path", json_string(x->path));
+	json_object_set_new(s, "status", json_integer(x->rs.status));
+	json_object_set_new(s, "bytes_up", json_integer((json_int_t)x->bytes_up));
+	json_object_set_new(s, "bytes_down", json_integer((json_int_t)x->bytes_down));
+	conn_record(c, "http.request", RECEIPT_ALLOW, c->rule_id, s, "relayed");
+}
+
+/* The response is relayed: keep the client for its next request, or end. */
+static void response_done(struct conn *c)
+{
+	struct exchange *x = c->x;
+	bool keep = x->resp_keep_alive;
+
+	x->resp_open = false;
+	record_request(c);
+	request_reset(x, FILTER_OUTCOME_COMPLETE);
+	if (!c->inner || !keep)
+		conn_drop_upstream(c);
+	else
+		conn_watch(c, true, EPOLLIN | EPOLLRDHUP); /* notice its close */
+	if (!keep || c->client_eof) {
+		/* the answer's end, our FIN, then a short linger */
+		exchange_free(c, FILTER_OUTCOME_COMPLETE);
+		conn_finish(c);
+		return;
+	}
+	conn_enter(c, CONN_HEAD);
+	step_head(c, false, 0);
+}
+
+/* Reads the upstream (bounded by what the client has still to take)
+ * and parses what came. */
+static void step_body(struct conn *c, bool upstream, uint32_t events)
+{
+	struct exchange *x = c->x;
+	bool hangup = upstream && (events & (EPOLLHUP | EPOLLERR));
+	bool up_ready = upstream && (events & (c->upstream.rd_need | EPOLLRDHUP |
+						 EPOLLHUP | EPOLLERR));
+	bool cl_ready = !upstream && (events & (c->client.rd_need | EPOLLRDHUP));
+	bool moved = false;
+	int r;
+
+	/* the request side */
+	if ((cl_ready || endpoint_pending(&c->client)) && c->state == CONN_REQ_BODY &&
+	    c->uout.len < BUF_HIGH) {
+		ssize_t n = endpoint_read_buf(&c->client, &c->cin, c->cin.len + 16384);
+
+		if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS)) {
+			set_outcome(x, FILTER_OUTCOME_CLIENT_GONE);
+			conn_close(c);
+			return;
+		}
+		moved = n > 0;
+	}
+	if (c->state == CONN_REQ_BODY) {
+		if (!pump_request(c))
+			return;
+		if (x->req_done) {
+			if (x->collecting && !x->head_sent) {
+				x->next = 0;
+				run_whole(c);
+				return;
+			}
+			conn_enter(c, CONN_RESP_HEAD);
+		}
+	}
+	if (x->head_sent) {
+		size_t before = c->uout.len;
+
+		r = endpoint_flush(&c->upstream, &c->uout);
+		if (r < 0 && r != -EAGAIN) {
+			fail(c, exchange_response_open(c) ? 0 : 502, "upstream.write",
+			     strerror(-r), FILTER_OUTCOME_UPSTREAM_ERROR);
+			return;
+		}
+		moved = moved || c->uout.len < before;
+	}
+	/* the response side: an interim answer or an early final one may
+	 * come while the body is still going up; not while the client lags
+	 * behind (interim answers must not pile up), unless the upstream
+	 * hung up (its last bytes are bounded by its socket buffer). */
+	if (x->head_sent && (up_ready || endpoint_pending(&c->upstream)) &&
+	    (c->cout.len < BUF_HIGH || hangup)) {
+		bool eof = false;
+
+		for (;;) {
+			ssize_t n = endpoint_read_buf(&c->upstream, &c->uin,
+						      c->uin.len + 16384);
+
+			if (n > 0) {
+				moved = true;
+				if (c->uin.len < BUF_HIGH && !hangup)
+					continue;
+				break;
+			}
+			/* EOF, or an error: either way no more bytes */
+			eof = n != -EAGAIN && n != -ENOBUFS;
+			break;
+		}
+		if (eof) {
+			if (c->state != CONN_RESP_BODY) {
+				if (c->uin.len && !response_head(c))
+					return;
+				if (c->state != CONN_RESP_BODY) {
+					fail(c, 502, "upstream.closed",
+					     "the upstream closed before a complete response",
+					     FILTER_OUTCOME_UPSTREAM_ERROR);
+					return;
+				}
+			}
+			r = pump_response(c, true);
+			if (r < 0)
+				return;
+			if (r == 0) {
+				/* truncated: the client sees it */
+				set_outcome(x, FILTER_OUTCOME_CUT);
+				conn_close(c);
+				return;
+			}
+			/* a response delimited by the close ends the
+			 * connection; after a complete one it is just gone */
+			if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+				x->resp_keep_alive = false;
+			conn_drop_upstream(c);
+			response_done(c);
+			return;
+		}
+	}
+	if (c->uin.len > 0 && (c->state == CONN_RESP_HEAD || c->state == CONN_REQ_BODY) &&
+	    !response_head(c))
+		return;
+	if (c->state == CONN_RESP_BODY) {
+		r = pump_response(c, false);
+		if (r < 0)
+			return;
+		if (r == 1) {
+			r = endpoint_flush(&c->client, &c->cout);
+			if (r < 0 && r != -EAGAIN) {
+				conn_close(c);
+				return;
+			}
+			conn_touch(c);
+			response_done(c);
+			return;
+		}
+	}
+	{
+		size_t before = c->cout.len;
+
+		r = endpoint_flush(&c->client, &c->cout);
+		if (r < 0 && r != -EAGAIN) {
+			set_outcome(x, FILTER_OUTCOME_CLIENT_GONE);
+			conn_close(c);
+			return;
+		}
+		moved = moved || c->cout.len < before;
+	}
+	if (moved)
+		conn_touch(c);
+	conn_watch(c, false,
+		   endpoint_events(&c->client,
+				   c->state == CONN_REQ_BODY && c->uout.len < BUF_HIGH,
+				   c->cout.len > 0) |
+			   (c->state == CONN_REQ_BODY ? EPOLLRDHUP : 0));
+	if (x->head_sent)
+		conn_watch(c, true, endpoint_events(&c->upstream, c->cout.len < BUF_HIGH,
+						    c->uout.len > 0));
+	else
+		conn_watch(c, true, 0);
+}
+
+/* --- between requests ------------------------------------------------------------ */
+
+static void step_head(struct conn *c, bool upstream, uint32_t events)
+{
+	if (upstream) {
+		/* An inner connection's idle upstream: bytes out of turn or
+		 * its close end the connection, as they would a tunnel. */
+		conn_close(c);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		size_t before = c->cin.len;
+		ssize_t n = endpoint_read_buf(&c->client, &c->cin, HEAD_MAX);
+
+		if (n == 0) {
+			c->client_eof = true;
+			if (c->cin.len == 0) {
+				conn_close(c);
+				return;
+			}
+		} else if (n < 0 && n != -EAGAIN && n != -ENOBUFS) {
+			conn_close(c);
+			return;
+		}
+		if (before == 0 && c->cin.len > 0)
+			conn_touch(c); /* the head timeout runs from its first byte */
+	}
+	if (c->cout.len > 0) { /* the end of a previous response */
+		int r = endpoint_flush(&c->client, &c->cout);
+		if (r < 0 && r != -EAGAIN) {
+			conn_close(c);
+			return;
+		}
+		if (c->cout.len > 0) {
+			conn_watch(c, false, endpoint_events(&c->client, false, true));
+			return;
+		}
+	}
+	if (c->client_eof && c->cin.len == 0) {
+		conn_close(c);
+		return;
+	}
+	conn_watch(c, false, c->client_eof ? 0 : EPOLLIN | EPOLLRDHUP);
+	if (c->cin.len > 0)
+		parse_head(c);
+}
+
+void exchange_step(struct conn *c, bool upstream, uint32_t events)
+{
+	switch (c->state) {
+	case CONN_HEAD:
+		step_head(c, upstream, events);
+		return;
+	case CONN_REQ_BODY:
+	case CONN_RESP_HEAD:
+	case CONN_RESP_BODY:
+		step_body(c, upstream, events);
+		return;
+	case CONN_PENDING:
+		if (!upstream && c->cout.len > 0) {
+			int r = endpoint_flush(&c->client, &c->cout);
+
+			if (r < 0 && r != -EAGAIN) {
+				conn_close(c);
+				return;
+			}
+			conn_watch(c, false, c->cout.len ? endpoint_events(&c->client, false, true)
+							  : 0);
+		}
+		return;
+	case CONN_RESOLVE:
+	case CONN_FIRST_FLIGHT:
+	case CONN_CONNECTING:
+	case CONN_TUNNEL:
+	case CONN_ANSWERING:
+	case CONN_LINGER:
+	case CONN_CLOSED:
+	case CONN_STATE_COUNT:
+	default:
+		return;
+	}
+}
+
+int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,
+		    struct verdict *v)
+{
+	void (*fn)(struct conn *, enum filter_result, struct verdict *);
+
+	if (c->state != CONN_PENDING || !c->x || c->x->seq != seq || !c->on_resume) {
+		verdict_clear(v);
+		return -ESTALE;
+	}
+	fn = c->on_resume;
+	c->on_resume = NULL;
+	/* Every path out of fn enters a state of its own (connecting, the
+	 * body, pending again, an answer). */
+	fn(c, r, v);
+	return 0;
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * filter.c - the editable header list of filter.h and the name tables.
+ */
+#include "filter.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "util.h"
+
+static const char *const result_names[] = {
+	[FILTER_CONTINUE] = "continue",
+	[FILTER_VERDICT] = "verdict",
+	[FILTER_PENDING] = "pending",
+};
+static_assert(ARRAY_SIZE(result_names) == FILTER_RESULT_COUNT,
+	      "result_names out of sync with enum filter_result");
+
+static const char *const outcome_names[] = {
+	[FILTER_OUTCOME_COMPLETE] = "complete",
+	[FILTER_OUTCOME_CUT] = "cut",
+	[FILTER_OUTCOME_UPSTREAM_ERROR] = "upstream-error",
+	[FILTER_OUTCOME_CLIENT_GONE] = "client-gone",
+	[FILTER_OUTCOME_REFUSED] = "refused",
+};
+static_assert(ARRAY_SIZE(outcome_names) == FILTER_OUTCOME_COUNT,
+	      "outcome_names out of sync with enum filter_outcome");
+
+const char *filter_result_to_string(enum filter_result r)
+{
+	return (unsigned int)r < FILTER_RESULT_COUNT ? result_names[r] : "unknown";
+}
+
+const char *filter_outcome_to_string(enum filter_outcome o)
+{
+	return (unsigned int)o < FILTER_OUTCOME_COUNT ? outcome_names[o] : "unknown";
+}
+
+int filter_headers_find(const struct filter_headers *hs, const char *name,
+			size_t from)
+{
+	size_t i;
+
+	for (i = from; i < hs->count; i++)
+		if (strcasecmp(hs->h[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+const char *filter_headers_get(const struct filter_headers *hs,
+			       const char *name)
+{
+	int i = filter_headers_find(hs, name, 0);
+
+	return i >= 0 ? hs->h[i].value : NULL;
+}
+
+void filter_headers_add(struct filter_headers *hs, const char *name,
+			const char *value)
+{
+	if (hs->count == hs->cap) {
+		hs->cap = hs->cap ? hs->cap * 2 : 16;
+		hs->h = util_xrealloc(hs->h, hs->cap * sizeof(*hs->h));
+	}
+	hs->h[hs->count].name = util_xstrdup(name);
+	hs->h[hs->count].value = util_xstrdup(value);
+	hs->count++;
+}
+
+void filter_headers_set(struct filter_headers *hs, const char *name,
+			const char *value)
+{
+	int first = filter_headers_find(hs, name, 0);
+	size_t i, j;
+
+	if (first < 0) {
+		filter_headers_add(hs, name, value);
+		return;
+	}
+	free(hs->h[first].value);
+	hs->h[first].value = util_xstrdup(value);
+	/* every later one goes; the order of the others is kept */
+	for (i = j = (size_t)first + 1; i < hs->count; i++) {
+		if (strcasecmp(hs->h[i].name, name) == 0) {
+			free(hs->h[i].name);
+			free(hs->h[i].value);
+			continue;
+		}
+		hs->h[j++] = hs->h[i];
+	}
+	hs->count = j;
+}
+
+size_t filter_headers_remove(struct filter_headers *hs, const char *name)
+{
+	size_t i = 0, j = 0, removed = 0;
+
+	for (i = 0; i < hs->count; i++) {
+		if (strcasecmp(hs->h[i].name, name) == 0) {
+			free(hs->h[i].name);
+			free(hs->h[i].value);
+			removed++;
+			continue;
+		}
+		hs->h[j++] = hs->h[i];
+	}
+	hs->count = j;
+	return removed;
+}
+
+void filter_headers_free(struct filter_headers *hs)
+{
+	size_t i;
+
+	for (i = 0; i < hs->count; i++) {
+		free(hs->h[i].name);
+		free(hs->h[i].value);
+	}
+	free(hs->h);
+	hs->h = NULL;
+	hs->count = hs->cap = 0;
+}

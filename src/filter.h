@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * filter.h - the hooks of the HTTP exchange: where secret substitution,
+ * git rules, spend metering and response scrubbing plug in.
+ *
+ * A filter is a table of operations (struct filter_ops). For every request
+ * the exchange asks each filter, in table order, whether it applies
+ * (attach); the ones that do see, in this order:
+ *
+ *   request_head   the parsed head, as copied fields with an editable
+ *                  header list; may rewrite headers, ask for the whole
+ *                  body before anything is forwarded, give a verdict, or
+ *                  answer FILTER_PENDING;
+ *   request_body   each decoded body slice (read-only), or, when a filter
+ *                  asked for it, the whole body once (replaceable: the
+ *                  exchange then rewrites the framing); may give a
+ *                  verdict or pend;
+ *   response_head  the parsed response head (editable headers); may
+ *                  install a body transform;
+ *   response_body  each decoded body slice; a transform writes the bytes
+ *                  to send instead (any length: the exchange re-frames
+ *                  the response, chunked to an HTTP/1.1 client, else
+ *                  delimited by close);
+ *   done           the exchange is over, with its outcome (so that
+ *                  metering can settle); the filter frees its state.
+ *
+ * Every pointer a hook receives is valid only during the call; fields are
+ * copies, never slices of a buffer that moves. Hooks run on the event
+ * loop and must not block: a hook that needs another process (a spend
+ * reservation, a leaf certificate) starts the request, keeps the
+ * struct filter_ref it was given, answers FILTER_PENDING, and later calls
+ * proxy_resume() with the result (from a callback of the same loop, see
+ * proxy_watch()). While it is pending the exchange reads nothing more.
+ */
+#ifndef AIRLOCK_FILTER_H
+#define AIRLOCK_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "hostname.h"
+#include "http.h"
+#include "verdict.h"
+
+/* Keep filter_result_to_string() in sync. */
+enum filter_result {
+	FILTER_CONTINUE = 0, /* go on with the next filter */
+	FILTER_VERDICT,      /* the verdict filled in is applied (a DENY in
+				shadow mode goes on as would_block) */
+	FILTER_PENDING,      /* wait for proxy_resume() */
+	FILTER_RESULT_COUNT
+};
+
+const char *filter_result_to_string(enum filter_result r);
+
+/* Keep filter_outcome_to_string() in sync. */
+enum filter_outcome {
+	FILTER_OUTCOME_COMPLETE = 0, /* the whole response reached the client */
+	FILTER_OUTCOME_CUT,          /* the response started but was cut */
+	FILTER_OUTCOME_UPSTREAM_ERROR, /* no (valid) response: an error answer
+					  or a close instead */
+	FILTER_OUTCOME_CLIENT_GONE,  /* the client left first */
+	FILTER_OUTCOME_REFUSED,      /* a verdict refused the request */
+	FILTER_OUTCOME_COUNT
+};
+
+const char *filter_outcome_to_string(enum filter_outcome o);
+
+/* An editable list of header fields (name and value are NUL-terminated
+ * copies owned by the list). The framing headers (Content-Length,
+ * Transfer-Encoding) and the hop-by-hop ones are not in it: the exchange
+ * writes those itself. */
+struct filter_header {
+	char *name;
+	char *value;
+};
+
+struct filter_headers {
+	size_t count, cap;
+	struct filter_header *h;
+};
+
+/* Index of the first header at index >= @from named @name
+ * (case-insensitive), or -1. */
+int filter_headers_find(const struct filter_headers *hs, const char *name,
+			size_t from);
+/* The value of the first @name, or NULL. */
+const char *filter_headers_get(const struct filter_headers *hs,
+			       const char *name);
+void filter_headers_add(struct filter_headers *hs, const char *name,
+			const char *value);
+/* Replaces every @name by one field @name: @value (added if absent). */
+void filter_headers_set(struct filter_headers *hs, const char *name,
+			const char *value);
+/* Removes every @name; returns how many. */
+size_t filter_headers_remove(struct filter_headers *hs, const char *name);
+void filter_headers_free(struct filter_headers *hs);
+
+struct filter_request {
+	const char *method;              /* as sent, case preserved */
+	const struct host_target *host;  /* the target (normalised) */
+	uint16_t port;
+	const char *path;                /* "/" at least */
+	const char *query;               /* after '?', or NULL: none */
+	struct filter_headers headers;   /* editable */
+	enum http_body body;             /* NONE, LENGTH or CHUNKED */
+	uint64_t content_length;         /* when LENGTH */
+	bool inner;                      /* origin-form inside a tunnel whose
+					    target is fixed (CONNECT host) */
+	bool client_tls;                 /* the client endpoint is TLS */
+};
+
+struct filter_response {
+	unsigned int status;
+	struct filter_headers headers;   /* editable */
+	enum http_body body;             /* as the upstream framed it */
+	uint64_t content_length;
+};
+
+/* What a request-head hook may ask of the exchange. */
+struct filter_asks {
+	bool whole_body;        /* deliver the whole request body to
+				   request_body once, before anything is
+				   forwarded */
+	uint64_t max_body;      /* its bound (0: 32 MiB); over it: 413 */
+};
+
+/* What a response-head hook may ask. */
+struct filter_transform {
+	bool enabled;           /* response_body writes the bytes to send */
+};
+
+/* Names one exchange for proxy_resume(). */
+struct filter_ref {
+	uint32_t index, gen, seq;
+};
+
+struct filter_stats {
+	unsigned int status;     /* the final status relayed (0: none) */
+	uint64_t bytes_up;       /* request body bytes forwarded */
+	uint64_t bytes_down;     /* response body bytes sent to the client */
+};
+
+struct filter_ops {
+	const char *name;
+	/* Returns the filter's state for this exchange, or NULL when it does
+	 * not apply. @arg is the filter's registration argument. */
+	void *(*attach)(void *arg, const struct filter_request *rq);
+	enum filter_result (*request_head)(void *st, struct filter_request *rq,
+					   struct filter_asks *asks,
+					   struct filter_ref ref,
+					   struct verdict *v);
+	/* Streaming: @data is one decoded slice, @last is true once (with
+	 * len 0 possible). Whole body (asks->whole_body): called once with
+	 * @body holding it all and @last true; the hook may rewrite @body. */
+	enum filter_result (*request_body)(void *st, const char *data, size_t len,
+					   bool last, struct buf *body,
+					   struct filter_ref ref,
+					   struct verdict *v);
+	enum filter_result (*response_head)(void *st,
+					    struct filter_response *rs,
+					    struct filter_transform *tf,
+					    struct verdict *v);
+	/* Decoded slice @data; with a transform the hook appends the bytes
+	 * to send to @out (@out is NULL without one). Returns 0, or -1 to
+	 * cut the response (the exchange closes). */
+	int (*response_body)(void *st, const char *data, size_t len, bool last,
+			     struct buf *out);
+	/* Always called once per attached state; frees it. */
+	void (*done)(void *st, enum filter_outcome outcome,
+		     const struct filter_stats *stats);
+};
+
+/* A filter as registered with the proxy. */
+struct filter_reg {
+	const struct filter_ops *ops;
+	void *arg;
+};
+
+#define FILTER_MAX 8 /* filters one proxy may have */
+
+#endif /* AIRLOCK_FILTER_H */

@@ -1,0 +1,1019 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gitrules.c - the git binding's decisions.
+ *
+ * DOC: Theory of Operation
+ *
+ * An SCM token is valid for every repository its owner can reach; the
+ * proxy is what binds it to the session's repository. It can only do so
+ * if it reads each request the way the server will: one request, one
+ * repository, one operation. So the rules accept few spellings and
+ * refuse the rest instead of repairing them:
+ *
+ * - The grammar is closed. An SCM path is OWNER/REPO followed by one of
+ *   the smart-HTTP or LFS operation paths, each with its method and query
+ *   fixed; whatever else reaches an SCM host (the web UI, the dumb HTTP
+ *   protocol, archive downloads, a different method) is refused. A server
+ *   that grows a new endpoint cannot leak through a rule written before.
+ * - Bytes are few. Only A-Z a-z 0-9 . _ - / may appear in an SCM path,
+ *   which refuses every percent-escape (%2e%2e, %2F, %00), backslash,
+ *   control and non-ASCII byte outright: none of them has one meaning on
+ *   every server and in every proxy in between. "." and ".." segments are
+ *   refused, never resolved (a server that resolves them would see
+ *   another repository than we decided on).
+ * - The two normalisations the contract asks for are made, then the
+ *   result is what is sent: empty segments are dropped ("//acme/api" is
+ *   acme/api), case is folded and one ".git" removed. The verdict carries
+ *   the canonical request-target ("/acme/api.git/info/refs?service=..."),
+ *   which the proxy forwards in place of the client's, so no server,
+ *   however it treats "//", case or ".git", reads another repository
+ *   than the one decided. A REPO that still ends in ".git" after one is
+ *   removed ("api.git.git") is refused: it names a repository "api.git"
+ *   that the policy cannot name.
+ * - Nested groups (GitLab's group/sub/repo) are refused: a policy names
+ *   OWNER/REPO, and reading the last two segments of a longer path as
+ *   the repository would hand group/sub/repo the rights of sub/repo.
+ * - LFS batch requests carry their operation in a JSON body: the path
+ *   alone decides only that the repository is in scope (NEED_BODY); the
+ *   body, read whole and bounded, decides download (fetch) or upload
+ *   (push). An unreadable body is refused, never guessed.
+ *
+ * On an API host the binding is by path: /repos/OWNER/REPO/... of a
+ * repository in scope, or a git.api_allow prefix. API paths carry file
+ * names and refs, so percent-escapes are allowed there, except those that
+ * could move the request to another path once a server decodes them
+ * (%2F, %5C, %2E, %25, control bytes), and none in "repos", OWNER or
+ * REPO; API paths are never rewritten, so every spelling that would need
+ * it is refused.
+ *
+ * SSH cannot be bound to a repository (the repository is inside the
+ * encrypted session), so port 22 is refused unless the policy says
+ * git.ssh, and then it reaches git.hosts only.
+ *
+ * Every function is pure; the verdict is a value the proxy records and
+ * applies (shadow mode included: a would_block request never gets the
+ * token).
+ */
+#include "gitrules.h"
+
+#include <assert.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+static const char *const decision_names[] = {
+	[GITRULES_DENY] = "deny",
+	[GITRULES_ALLOW] = "allow",
+	[GITRULES_NEED_BODY] = "need-body",
+};
+static_assert(ARRAY_SIZE(decision_names) == GITRULES_DECISION_COUNT,
+	      "decision_names");
+
+static const char *const op_names[] = {
+	[GITRULES_OP_NONE] = "none",
+	[GITRULES_OP_FETCH] = "fetch",
+	[GITRULES_OP_PUSH] = "push",
+	[GITRULES_OP_LFS_BATCH] = "lfs-batch",
+	[GITRULES_OP_LFS_DOWNLOAD] = "lfs-download",
+	[GITRULES_OP_LFS_UPLOAD] = "lfs-upload",
+	[GITRULES_OP_LFS_LOCKS] = "lfs-locks",
+	[GITRULES_OP_API] = "api",
+	[GITRULES_OP_SSH] = "ssh",
+};
+static_assert(ARRAY_SIZE(op_names) == GITRULES_OP_COUNT, "op_names");
+
+static const char *const rule_names[] = {
+	[GITRULES_RULE_SESSION_REPO] = "session.repo",
+	[GITRULES_RULE_REPOS] = "git.repos",
+	[GITRULES_RULE_API_ALLOW] = "git.api_allow",
+	[GITRULES_RULE_SSH] = "git.ssh",
+	[GITRULES_RULE_HOST] = "git.host",
+	[GITRULES_RULE_PATH] = "git.path",
+	[GITRULES_RULE_ENDPOINT] = "git.endpoint",
+	[GITRULES_RULE_REPO] = "git.repo",
+	[GITRULES_RULE_OPERATION] = "git.operation",
+	[GITRULES_RULE_LFS] = "git.lfs",
+	[GITRULES_RULE_API] = "git.api",
+};
+static_assert(ARRAY_SIZE(rule_names) == GITRULES_RULE_COUNT, "rule_names");
+
+const char *gitrules_decision_to_string(enum gitrules_decision d)
+{
+	return (unsigned int)d < GITRULES_DECISION_COUNT ? decision_names[d]
+							  : "?";
+}
+
+const char *gitrules_op_to_string(enum gitrules_op o)
+{
+	return (unsigned int)o < GITRULES_OP_COUNT ? op_names[o] : "?";
+}
+
+const char *gitrules_rule_to_string(enum gitrules_rule r)
+{
+	return (unsigned int)r < GITRULES_RULE_COUNT ? rule_names[r] : "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* Verdicts                                                           */
+/* ------------------------------------------------------------------ */
+
+static void verdict_init(struct gitrules_verdict *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->decision = GITRULES_DENY;
+	v->rule = GITRULES_RULE_ENDPOINT;
+	v->op = GITRULES_OP_NONE;
+}
+
+__attribute__((format(printf, 3, 4))) static void
+deny(struct gitrules_verdict *v, enum gitrules_rule rule, const char *fmt, ...)
+{
+	va_list ap;
+
+	v->decision = GITRULES_DENY;
+	v->rule = rule;
+	v->target[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(v->reason, sizeof(v->reason), fmt, ap);
+	va_end(ap);
+}
+
+/* Reasons name the repository cut to this many bytes (the receipt's
+ * subject carries it whole). */
+#define REPO_FMT "%.160s"
+
+static void deny_operation(struct gitrules_verdict *v)
+{
+	deny(v, GITRULES_RULE_OPERATION, REPO_FMT " may not be %s (git.repos allows %s only)",
+	     v->repo, v->need == POLICY_GIT_PUSH ? "pushed" : "fetched",
+	     v->allowed == POLICY_GIT_PUSH ? "push" : "fetch");
+}
+
+static void allow(struct gitrules_verdict *v)
+{
+	v->decision = GITRULES_ALLOW;
+	snprintf(v->reason, sizeof(v->reason), REPO_FMT " %s allowed by %s", v->repo,
+		 gitrules_op_to_string(v->op), gitrules_rule_to_string(v->rule));
+}
+
+/* ------------------------------------------------------------------ */
+/* Hosts and repositories                                             */
+/* ------------------------------------------------------------------ */
+
+/* @a equals the normalised name @b, ignoring case and one trailing dot
+ * of @a. */
+static bool name_eq(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (n > 0 && a[n - 1] == '.')
+		n--;
+	return n == strlen(b) && strncasecmp(a, b, n) == 0;
+}
+
+static bool in_list(char *const *list, size_t n, const char *host)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (name_eq(host, list[i]))
+			return true;
+	return false;
+}
+
+unsigned int gitrules_host_kind(const struct policy *p, const char *host)
+{
+	unsigned int k = 0;
+
+	if (in_list(p->git_hosts, p->ngit_hosts, host))
+		k |= GITRULES_HOST_SCM;
+	if (in_list(p->git_api_hosts, p->ngit_api_hosts, host))
+		k |= GITRULES_HOST_API;
+	return k;
+}
+
+/* Is owner/repo on @host the session's repository? (The allow receipt
+ * names session.repo or git.repos as its rule.) */
+static bool is_session_repo(const struct policy *p, const char *host,
+			    const char *owner_repo)
+{
+	const char *s = p->session_repo, *slash;
+	size_t hl, n = strlen(host);
+
+	if (!s)
+		return false;
+	slash = strchr(s, '/');
+	ASSERT(slash);
+	hl = (size_t)(slash - s);
+	if (n > 0 && host[n - 1] == '.')
+		n--;
+	return hl == n && strncasecmp(s, host, n) == 0 &&
+	       strcmp(slash + 1, owner_repo) == 0;
+}
+
+/* The rights on owner/repo and the verdict they give for @need. @owner
+ * and @repo are validated names; @repo has no ".git". */
+static void decide_repo(const struct policy *p, const char *host,
+			const char *owner, const char *repo, unsigned int need,
+			struct gitrules_verdict *v)
+{
+	v->allowed = policy_git_repo_ops(p, host, owner, repo);
+	if (v->allowed == 0) {
+		deny(v, GITRULES_RULE_REPO,
+		     REPO_FMT " is neither the session repository nor in git.repos",
+		     v->repo);
+		return;
+	}
+	if (need && !(v->allowed & need)) {
+		deny_operation(v);
+		return;
+	}
+	v->rule = is_session_repo(p, host, v->repo) ? GITRULES_RULE_SESSION_REPO
+						    : GITRULES_RULE_REPOS;
+	allow(v);
+}
+
+/* ------------------------------------------------------------------ */
+/* Paths                                                              */
+/* ------------------------------------------------------------------ */
+
+struct seg {
+	const char *p;
+	size_t n;
+};
+
+static bool seg_is(const struct seg *s, const char *lit)
+{
+	return s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
+}
+
+static bool is_name_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+/* Why byte @c may not appear in a path, or NULL if it may. */
+static const char *bad_byte(unsigned char c)
+{
+	if (c == '%')
+		return "a percent-escape";
+	if (c == '\\')
+		return "a backslash";
+	if (c < 0x20 || c == 0x7f)
+		return "a control byte";
+	if (c >= 0x80)
+		return "a non-ASCII byte";
+	return NULL;
+}
+
+/* Splits @path into non-empty segments. Returns the count, or -1 when
+ * there are more than GITRULES_SEGMENTS_MAX. *empty says whether the path
+ * holds "//" anywhere. */
+static int split(const char *path, size_t len, struct seg *segs, bool *empty)
+{
+	size_t i = 0;
+	int n = 0;
+
+	*empty = memmem(path, len, "//", 2) != NULL;
+	while (i < len) {
+		size_t start;
+
+		while (i < len && path[i] == '/')
+			i++;
+		if (i >= len)
+			break;
+		start = i;
+		while (i < len && path[i] != '/')
+			i++;
+		if (n == GITRULES_SEGMENTS_MAX)
+			return -1;
+		segs[n].p = path + start;
+		segs[n].n = i - start;
+		n++;
+	}
+	return n;
+}
+
+static bool is_dot_seg(const struct seg *s)
+{
+	return seg_is(s, ".") || seg_is(s, "..");
+}
+
+static bool ends_git(const char *s, size_t n)
+{
+	return n >= 4 && strncasecmp(s + n - 4, ".git", 4) == 0;
+}
+
+/* Copies the validated OWNER and REPO segments, lowercased, REPO without
+ * one ".git", into @owner / @repo and v->repo. Returns false with @v
+ * denied when either is no valid name. */
+static bool read_repo(const struct seg *os, const struct seg *rs,
+		      bool strip_git, char *owner, char *repo,
+		      struct gitrules_verdict *v)
+{
+	size_t rn = rs->n, i;
+
+	if (os->n > GITRULES_NAME_MAX || rs->n > GITRULES_NAME_MAX) {
+		deny(v, GITRULES_RULE_PATH, "OWNER or REPO is longer than %d bytes",
+		     GITRULES_NAME_MAX);
+		return false;
+	}
+	for (i = 0; i < os->n; i++)
+		if (!is_name_char((unsigned char)os->p[i]))
+			goto bad;
+	for (i = 0; i < rs->n; i++)
+		if (!is_name_char((unsigned char)rs->p[i]))
+			goto bad;
+	if (ends_git(rs->p, rn)) {
+		if (!strip_git) {
+			deny(v, GITRULES_RULE_PATH,
+			     "an API path names the repository without \".git\"");
+			return false;
+		}
+		rn -= 4;
+		if (rn == 0 || (rn == 1 && rs->p[0] == '.') ||
+		    (rn == 2 && rs->p[0] == '.' && rs->p[1] == '.')) {
+			deny(v, GITRULES_RULE_PATH,
+			     "REPO without \".git\" is empty, \".\" or \"..\"");
+			return false;
+		}
+		if (ends_git(rs->p, rn)) {
+			deny(v, GITRULES_RULE_PATH,
+			     "REPO ends in \".git\" twice: ambiguous");
+			return false;
+		}
+	}
+	for (i = 0; i < os->n; i++)
+		owner[i] = (char)(os->p[i] >= 'A' && os->p[i] <= 'Z' ? os->p[i] + 32 : os->p[i]);
+	owner[os->n] = '\0';
+	for (i = 0; i < rn; i++)
+		repo[i] = (char)(rs->p[i] >= 'A' && rs->p[i] <= 'Z' ? rs->p[i] + 32 : rs->p[i]);
+	repo[rn] = '\0';
+	snprintf(v->repo, sizeof(v->repo), "%s/%s", owner, repo);
+	return true;
+bad:
+	deny(v, GITRULES_RULE_PATH, "OWNER and REPO may hold only A-Z a-z 0-9 . _ -");
+	return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* SCM requests                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Operation paths after OWNER/REPO. "*" is a variable segment: an OID for
+ * objects, a lock id for unlock (checked by the entry's kind). */
+enum ep_kind {
+	EP_INFO_REFS,
+	EP_UPLOAD_PACK,
+	EP_RECEIVE_PACK,
+	EP_LFS_BATCH,
+	EP_LFS_OBJECT,
+	EP_LFS_VERIFY,
+	EP_LFS_LOCKS,
+	EP_LFS_LOCKS_VERIFY,
+	EP_LFS_UNLOCK,
+};
+
+struct endpoint {
+	const char *what; /* for reasons */
+	const char *segs[5];
+	enum ep_kind kind;
+	int nsegs;
+};
+
+static const struct endpoint endpoints[] = {
+	{ "info/refs", { "info", "refs" }, EP_INFO_REFS, 2 },
+	{ "git-upload-pack", { "git-upload-pack" }, EP_UPLOAD_PACK, 1 },
+	{ "git-receive-pack", { "git-receive-pack" }, EP_RECEIVE_PACK, 1 },
+	{ "the LFS batch API", { "info", "lfs", "objects", "batch" }, EP_LFS_BATCH, 4 },
+	{ "an LFS object", { "info", "lfs", "objects", "*" }, EP_LFS_OBJECT, 4 },
+	{ "LFS verify", { "info", "lfs", "verify" }, EP_LFS_VERIFY, 3 },
+	{ "the LFS locks API", { "info", "lfs", "locks" }, EP_LFS_LOCKS, 3 },
+	{ "LFS locks verify", { "info", "lfs", "locks", "verify" }, EP_LFS_LOCKS_VERIFY, 4 },
+	{ "LFS unlock", { "info", "lfs", "locks", "*", "unlock" }, EP_LFS_UNLOCK, 5 },
+};
+
+static bool is_oid(const struct seg *s)
+{
+	size_t i;
+
+	if (s->n != 64)
+		return false;
+	for (i = 0; i < s->n; i++)
+		if (!((s->p[i] >= '0' && s->p[i] <= '9') || (s->p[i] >= 'a' && s->p[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static bool is_lock_id(const struct seg *s)
+{
+	size_t i;
+
+	if (s->n == 0 || s->n > GITRULES_NAME_MAX || is_dot_seg(s))
+		return false;
+	for (i = 0; i < s->n; i++)
+		if (!is_name_char((unsigned char)s->p[i]))
+			return false;
+	return true;
+}
+
+/* Does @rest (n segments) match @e? */
+static bool ep_match(const struct endpoint *e, const struct seg *rest, int n)
+{
+	int i;
+
+	if (n != e->nsegs)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (strcmp(e->segs[i], "*") == 0) {
+			if (e->kind == EP_LFS_OBJECT ? !is_oid(&rest[i]) : !is_lock_id(&rest[i]))
+				return false;
+		} else if (!seg_is(&rest[i], e->segs[i])) {
+			return false;
+		}
+	}
+	/* "locks/verify" is not the lock "verify" being unlocked, and
+	 * "objects/batch" is no OID: the table order settles nothing, the
+	 * variable segments' own grammar does. */
+	return true;
+}
+
+static bool slice_is(struct http_slice s, const char *lit)
+{
+	return s.len == strlen(lit) && memcmp(s.ptr, lit, s.len) == 0;
+}
+
+/* Sets v->op and v->need for endpoint @e and the request's method and
+ * query; denies (git.endpoint) a method or query the operation does not
+ * use. */
+static bool endpoint_op(const struct endpoint *e, const struct gitrules_request *r,
+			struct gitrules_verdict *v)
+{
+	bool get = slice_is(r->method, "GET"), post = slice_is(r->method, "POST");
+
+	switch (e->kind) {
+	case EP_INFO_REFS:
+		if (!get)
+			break;
+		if (!r->has_query) {
+			deny(v, GITRULES_RULE_ENDPOINT,
+			     "info/refs without ?service= is the dumb HTTP protocol, not supported");
+			return false;
+		}
+		if (slice_is(r->query, "service=git-upload-pack")) {
+			v->op = GITRULES_OP_FETCH;
+			v->need = POLICY_GIT_FETCH;
+		} else if (slice_is(r->query, "service=git-receive-pack")) {
+			v->op = GITRULES_OP_PUSH;
+			v->need = POLICY_GIT_PUSH;
+		} else {
+			deny(v, GITRULES_RULE_ENDPOINT,
+			     "info/refs takes exactly ?service=git-upload-pack or ?service=git-receive-pack");
+			return false;
+		}
+		return true;
+	case EP_UPLOAD_PACK:
+		if (!post)
+			break;
+		v->op = GITRULES_OP_FETCH;
+		v->need = POLICY_GIT_FETCH;
+		goto no_query;
+	case EP_RECEIVE_PACK:
+		if (!post)
+			break;
+		v->op = GITRULES_OP_PUSH;
+		v->need = POLICY_GIT_PUSH;
+		goto no_query;
+	case EP_LFS_BATCH:
+		if (!post)
+			break;
+		v->op = GITRULES_OP_LFS_BATCH;
+		v->need = 0;
+		goto no_query;
+	case EP_LFS_OBJECT:
+		if (get || slice_is(r->method, "HEAD")) {
+			v->op = GITRULES_OP_LFS_DOWNLOAD;
+			v->need = POLICY_GIT_FETCH;
+		} else if (slice_is(r->method, "PUT")) {
+			v->op = GITRULES_OP_LFS_UPLOAD;
+			v->need = POLICY_GIT_PUSH;
+		} else {
+			break;
+		}
+		goto no_query;
+	case EP_LFS_VERIFY:
+		if (!post)
+			break;
+		v->op = GITRULES_OP_LFS_UPLOAD;
+		v->need = POLICY_GIT_PUSH;
+		goto no_query;
+	case EP_LFS_LOCKS:
+		v->op = GITRULES_OP_LFS_LOCKS;
+		if (get) {
+			/* The lock list takes filters (?path=, ?cursor=,
+			 * ?refspec=); they name no repository. */
+			v->need = POLICY_GIT_FETCH;
+			return true;
+		}
+		if (!post)
+			break;
+		v->need = POLICY_GIT_PUSH;
+		goto no_query;
+	case EP_LFS_LOCKS_VERIFY:
+	case EP_LFS_UNLOCK:
+		if (!post)
+			break;
+		v->op = GITRULES_OP_LFS_LOCKS;
+		v->need = POLICY_GIT_PUSH;
+		goto no_query;
+	}
+	v->op = GITRULES_OP_NONE;
+	v->need = 0;
+	deny(v, GITRULES_RULE_ENDPOINT, "%s does not take this method", e->what);
+	return false;
+no_query:
+	if (r->has_query) {
+		v->op = GITRULES_OP_NONE;
+		v->need = 0;
+		deny(v, GITRULES_RULE_ENDPOINT, "%s takes no query", e->what);
+		return false;
+	}
+	return true;
+}
+
+/* Appends @s to v->target; the buffer is sized for the longest path this
+ * file accepts, so running out is a bug. */
+static void target_add(struct gitrules_verdict *v, size_t *at, const char *s, size_t n)
+{
+	ASSERT(*at + n < sizeof(v->target));
+	memcpy(v->target + *at, s, n);
+	*at += n;
+	v->target[*at] = '\0';
+}
+
+static void build_target(const char *owner, const char *repo,
+			 const struct seg *rest, int nrest,
+			 const struct gitrules_request *r,
+			 struct gitrules_verdict *v)
+{
+	size_t at = 0;
+	int i;
+
+	target_add(v, &at, "/", 1);
+	target_add(v, &at, owner, strlen(owner));
+	target_add(v, &at, "/", 1);
+	target_add(v, &at, repo, strlen(repo));
+	target_add(v, &at, ".git", 4);
+	for (i = 0; i < nrest; i++) {
+		target_add(v, &at, "/", 1);
+		target_add(v, &at, rest[i].p, rest[i].n);
+	}
+	if (r->has_query) {
+		target_add(v, &at, "?", 1);
+		target_add(v, &at, r->query.ptr, r->query.len);
+	}
+}
+
+/* A query the lock list forwards: the HTTP parser admits only visible
+ * ASCII; '#' and '\\' are refused there too. Bounded like a path. */
+static bool query_ok(const struct gitrules_request *r)
+{
+	size_t i;
+
+	if (!r->has_query)
+		return true;
+	if (r->query.len > GITRULES_PATH_MAX)
+		return false;
+	for (i = 0; i < r->query.len; i++) {
+		unsigned char c = (unsigned char)r->query.ptr[i];
+
+		if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
+			return false;
+	}
+	return true;
+}
+
+void gitrules_decide_scm(const struct policy *p, const char *host,
+			 const struct gitrules_request *r,
+			 struct gitrules_verdict *v)
+{
+	struct seg segs[GITRULES_SEGMENTS_MAX];
+	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+	const struct endpoint *e = NULL;
+	bool empty;
+	int n, i;
+	size_t k;
+
+	verdict_init(v);
+	if (!(gitrules_host_kind(p, host) & GITRULES_HOST_SCM)) {
+		deny(v, GITRULES_RULE_HOST, "not a host of git.hosts");
+		return;
+	}
+	if (r->path.len == 0 || r->path.ptr[0] != '/') {
+		deny(v, GITRULES_RULE_PATH, "the path does not start with '/'");
+		return;
+	}
+	if (r->path.len > GITRULES_PATH_MAX) {
+		deny(v, GITRULES_RULE_PATH, "the path is longer than %d bytes",
+		     GITRULES_PATH_MAX);
+		return;
+	}
+	for (k = 0; k < r->path.len; k++) {
+		unsigned char c = (unsigned char)r->path.ptr[k];
+		const char *why = bad_byte(c);
+
+		if (why) {
+			deny(v, GITRULES_RULE_PATH, "the path holds %s", why);
+			return;
+		}
+		if (c != '/' && !is_name_char(c)) {
+			deny(v, GITRULES_RULE_PATH,
+			     "the path holds '%c': a git path has only A-Z a-z 0-9 . _ - /", c);
+			return;
+		}
+	}
+	n = split(r->path.ptr, r->path.len, segs, &empty);
+	if (n < 0) {
+		deny(v, GITRULES_RULE_PATH, "the path has more than %d segments",
+		     GITRULES_SEGMENTS_MAX);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (is_dot_seg(&segs[i])) {
+			deny(v, GITRULES_RULE_PATH,
+			     "the path has a \".\" or \"..\" segment");
+			return;
+		}
+	}
+	if (n < 3) {
+		deny(v, GITRULES_RULE_ENDPOINT,
+		     "not a git smart-HTTP or LFS request (OWNER/REPO and an operation)");
+		return;
+	}
+	for (k = 0; k < ARRAY_SIZE(endpoints); k++) {
+		if (ep_match(&endpoints[k], segs + 2, n - 2)) {
+			e = &endpoints[k];
+			break;
+		}
+	}
+	if (!e) {
+		for (k = 0; k < ARRAY_SIZE(endpoints); k++) {
+			int m = endpoints[k].nsegs;
+
+			if (n - m > 2 && ep_match(&endpoints[k], segs + n - m, m)) {
+				deny(v, GITRULES_RULE_REPO,
+				     "nested group paths (GROUP/SUB/REPO) are not supported: "
+				     "a repository is OWNER/REPO");
+				return;
+			}
+		}
+		deny(v, GITRULES_RULE_ENDPOINT, "not a git smart-HTTP or LFS request");
+		return;
+	}
+	if (!read_repo(&segs[0], &segs[1], true, owner, repo, v))
+		return;
+	if (!endpoint_op(e, r, v))
+		return;
+	if (!query_ok(r)) {
+		deny(v, GITRULES_RULE_ENDPOINT, "the query holds a byte git does not send");
+		return;
+	}
+	decide_repo(p, host, owner, repo, v->need, v);
+	if (v->decision != GITRULES_ALLOW)
+		return;
+	if (v->op == GITRULES_OP_LFS_BATCH) {
+		v->decision = GITRULES_NEED_BODY;
+		snprintf(v->reason, sizeof(v->reason),
+			 REPO_FMT " LFS batch: the operation is in the body", v->repo);
+	}
+	build_target(owner, repo, segs + 2, n - 2, r, v);
+}
+
+void gitrules_decide_lfs_batch(struct gitrules_verdict *v, const char *body,
+			       size_t len)
+{
+	json_t *root = NULL, *op;
+	json_error_t jerr;
+	const char *s;
+
+	ASSERT(v->decision == GITRULES_NEED_BODY && v->op == GITRULES_OP_LFS_BATCH);
+	if (!body || len > GITRULES_LFS_BODY_MAX) {
+		deny(v, GITRULES_RULE_LFS, "the LFS batch body is larger than %zu bytes",
+		     GITRULES_LFS_BODY_MAX);
+		goto out;
+	}
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root || !json_is_object(root)) {
+		deny(v, GITRULES_RULE_LFS, "the LFS batch body is not a JSON object");
+		goto out;
+	}
+	op = json_object_get(root, "operation");
+	s = json_string_value(op);
+	if (s && strcmp(s, "download") == 0) {
+		v->op = GITRULES_OP_LFS_DOWNLOAD;
+		v->need = POLICY_GIT_FETCH;
+	} else if (s && strcmp(s, "upload") == 0) {
+		v->op = GITRULES_OP_LFS_UPLOAD;
+		v->need = POLICY_GIT_PUSH;
+	} else {
+		v->op = GITRULES_OP_LFS_BATCH;
+		deny(v, GITRULES_RULE_LFS,
+		     "the LFS batch body's \"operation\" is neither \"download\" nor \"upload\"");
+		goto out;
+	}
+	if (!(v->allowed & v->need)) {
+		deny_operation(v);
+		goto out;
+	}
+	allow(v);
+out:
+	json_decref(root);
+}
+
+/* ------------------------------------------------------------------ */
+/* API requests                                                       */
+/* ------------------------------------------------------------------ */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Is @s (@n bytes) well-formed UTF-8: no overlong form (an overlong '/'
+ * is the classic way past a decoder), no surrogate, nothing above
+ * U+10FFFF? */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t k, len;
+		unsigned int cp;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (n - i < len)
+			return false;
+		for (k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* Checks an API path's bytes and escapes; denies @v and returns false. */
+static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdict *v)
+{
+	unsigned char dec[GITRULES_API_PATH_MAX];
+	const char *s = r->path.ptr;
+	size_t n = r->path.len, i, m = 0;
+
+	if (n == 0 || s[0] != '/') {
+		deny(v, GITRULES_RULE_PATH, "the path does not start with '/'");
+		return false;
+	}
+	if (n > GITRULES_API_PATH_MAX) {
+		deny(v, GITRULES_RULE_PATH, "the path is longer than %d bytes",
+		     GITRULES_API_PATH_MAX);
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int hi, lo, d;
+
+		if (c != '%') {
+			const char *why = bad_byte(c);
+
+			if (why) {
+				deny(v, GITRULES_RULE_PATH, "the path holds %s", why);
+				return false;
+			}
+			dec[m++] = c;
+			continue;
+		}
+		hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+		lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+		if (hi < 0 || lo < 0) {
+			deny(v, GITRULES_RULE_PATH, "the path holds a malformed percent-escape");
+			return false;
+		}
+		d = hi * 16 + lo;
+		if (d == '/' || d == '\\' || d == '.' || d == '%' || d < 0x20 || d == 0x7f) {
+			deny(v, GITRULES_RULE_PATH,
+			     "the path holds %%%02X, which could change the path once decoded", d);
+			return false;
+		}
+		dec[m++] = (unsigned char)d;
+		i += 2;
+	}
+	if (!utf8_valid(dec, m)) {
+		deny(v, GITRULES_RULE_PATH, "the path's escapes are not well-formed UTF-8");
+		return false;
+	}
+	return true;
+}
+
+/* The host whose repositories API paths name: session.repo's, else the
+ * only git.hosts entry; NULL when there is no such one host. */
+static const char *api_scm_host(const struct policy *p, char *buf, size_t len)
+{
+	if (p->session_repo) {
+		const char *slash = strchr(p->session_repo, '/');
+
+		ASSERT(slash && (size_t)(slash - p->session_repo) < len);
+		memcpy(buf, p->session_repo, (size_t)(slash - p->session_repo));
+		buf[slash - p->session_repo] = '\0';
+		return buf;
+	}
+	if (p->ngit_hosts == 1)
+		return p->git_hosts[0];
+	return NULL;
+}
+
+static bool has_escape(const struct seg *s)
+{
+	return memchr(s->p, '%', s->n) != NULL;
+}
+
+void gitrules_decide_api(const struct policy *p, const char *host,
+			 const struct gitrules_request *r,
+			 struct gitrules_verdict *v)
+{
+	struct seg segs[GITRULES_SEGMENTS_MAX];
+	bool empty, read;
+	int n, i, base = 0;
+
+	verdict_init(v);
+	v->rule = GITRULES_RULE_API;
+	if (!(gitrules_host_kind(p, host) & GITRULES_HOST_API)) {
+		deny(v, GITRULES_RULE_HOST, "not a host of git.api_hosts");
+		return;
+	}
+	if (!api_bytes_ok(r, v))
+		return;
+	n = split(r->path.ptr, r->path.len, segs, &empty);
+	if (n < 0) {
+		deny(v, GITRULES_RULE_PATH, "the path has more than %d segments",
+		     GITRULES_SEGMENTS_MAX);
+		return;
+	}
+	if (empty) {
+		deny(v, GITRULES_RULE_PATH, "the path has an empty segment (\"//\")");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (is_dot_seg(&segs[i])) {
+			deny(v, GITRULES_RULE_PATH,
+			     "the path has a \".\" or \"..\" segment");
+			return;
+		}
+	}
+	read = slice_is(r->method, "GET") || slice_is(r->method, "HEAD");
+	v->op = read ? GITRULES_OP_FETCH : GITRULES_OP_PUSH;
+	v->need = read ? POLICY_GIT_FETCH : POLICY_GIT_PUSH;
+	/* GitHub Enterprise Server serves the same API under /api/v3. */
+	if (n >= 2 && seg_is(&segs[0], "api") && seg_is(&segs[1], "v3"))
+		base = 2;
+	if (n - base >= 3 && seg_is(&segs[base], "repos")) {
+		char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+		char hbuf[HOSTNAME_MAX + 1];
+		const char *scm;
+
+		if (has_escape(&segs[base + 1]) || has_escape(&segs[base + 2])) {
+			deny(v, GITRULES_RULE_PATH,
+			     "OWNER and REPO of an API path may hold no percent-escape");
+			return;
+		}
+		if (!read_repo(&segs[base + 1], &segs[base + 2], false, owner, repo, v))
+			return;
+		scm = api_scm_host(p, hbuf, sizeof(hbuf));
+		if (scm) {
+			decide_repo(p, scm, owner, repo, v->need, v);
+		} else {
+			deny(v, GITRULES_RULE_REPO,
+			     "no one SCM host to bind API paths to: set session.repo");
+		}
+		if (v->decision == GITRULES_ALLOW)
+			return;
+	}
+	{
+		/* policy_git_api_path_allowed() takes a NUL-terminated path;
+		 * api_bytes_ok() refused NULs and bounded the length. */
+		char path[GITRULES_API_PATH_MAX + 1];
+
+		memcpy(path, r->path.ptr, r->path.len);
+		path[r->path.len] = '\0';
+		if (policy_git_api_path_allowed(p, path)) {
+			v->decision = GITRULES_ALLOW;
+			v->rule = GITRULES_RULE_API_ALLOW;
+			v->op = GITRULES_OP_API;
+			snprintf(v->reason, sizeof(v->reason), "allowed by git.api_allow");
+			return;
+		}
+	}
+	if (v->repo[0])
+		return; /* the repository's own refusal says more */
+	v->op = GITRULES_OP_NONE;
+	v->need = 0;
+	deny(v, GITRULES_RULE_API,
+	     "neither under /repos/OWNER/REPO of a repository in scope nor under git.api_allow");
+}
+
+/* ------------------------------------------------------------------ */
+/* Dispatch and SSH                                                   */
+/* ------------------------------------------------------------------ */
+
+void gitrules_decide_http(const struct policy *p, const char *host,
+			  const struct gitrules_request *r,
+			  struct gitrules_verdict *v)
+{
+	unsigned int kind = gitrules_host_kind(p, host);
+
+	if (kind == (GITRULES_HOST_SCM | GITRULES_HOST_API)) {
+		if (r->path.len >= 5 && memcmp(r->path.ptr, "/api/", 5) == 0)
+			gitrules_decide_api(p, host, r, v);
+		else
+			gitrules_decide_scm(p, host, r, v);
+	} else if (kind == GITRULES_HOST_API) {
+		gitrules_decide_api(p, host, r, v);
+	} else {
+		gitrules_decide_scm(p, host, r, v);
+	}
+}
+
+bool gitrules_decide_ssh(const struct policy *p, const struct host_target *t,
+			 uint16_t port, struct gitrules_verdict *v)
+{
+	if (port != 22)
+		return false;
+	verdict_init(v);
+	v->op = GITRULES_OP_SSH;
+	v->rule = GITRULES_RULE_SSH;
+	if (!p->git_ssh) {
+		deny(v, GITRULES_RULE_SSH,
+		     "SSH (port 22) is refused: it cannot be bound to a repository (git.ssh is false)");
+		return true;
+	}
+	if (t->is_addr || !in_list(p->git_hosts, p->ngit_hosts, t->name)) {
+		deny(v, GITRULES_RULE_SSH, "SSH (port 22) reaches only git.hosts");
+		return true;
+	}
+	v->decision = GITRULES_ALLOW;
+	snprintf(v->reason, sizeof(v->reason),
+		 "SSH to a git host, allowed by git.ssh (not bound to a repository)");
+	return true;
+}
+
+char *gitrules_credential_header(const char *token, size_t len)
+{
+	static const char user[] = "x-access-token:", basic[] = "Basic ";
+	size_t n = sizeof(user) - 1 + len, i, out_len;
+	unsigned char *plain;
+	char *out;
+
+	ASSERT(len >= 1 && len <= GITRULES_TOKEN_MAX);
+	for (i = 0; i < len; i++)
+		ASSERT((unsigned char)token[i] > 0x20 && (unsigned char)token[i] < 0x7f);
+	plain = util_xmalloc(n);
+	memcpy(plain, user, sizeof(user) - 1);
+	memcpy(plain + sizeof(user) - 1, token, len);
+	out_len = sizeof(basic) - 1 + 4 * ((n + 2) / 3);
+	out = util_xmalloc(out_len + 1);
+	memcpy(out, basic, sizeof(basic) - 1);
+	ASSERT((size_t)EVP_EncodeBlock((unsigned char *)out + sizeof(basic) - 1, plain, (int)n) ==
+	       out_len - (sizeof(basic) - 1));
+	explicit_bzero(plain, n);
+	free(plain);
+	return out;
+}

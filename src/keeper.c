@@ -1,0 +1,834 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * keeper.c - the key holder (see keeper.h).
+ *
+ * DOC: Theory of Operation
+ *
+ * A session's trust domains are processes, as in OpenBSD's relayd and
+ * smtpd. The proxy workers parse the agent's HTTP and TLS, so they are
+ * where an attacker gets in; they must hold nothing worth stealing. The
+ * key holder holds the signing key (later the session CA's key and a
+ * GitHub App key too) and does nothing but answer narrow requests, each
+ * checked field by field: "record this receipt line" (later: "a leaf for
+ * this bound host", "a token"). It also owns the receipt writer, so every
+ * line of a session is built, chained, signed and written in this one
+ * process: the chain has one writer, whatever the number of workers.
+ *
+ * Lineage. The supervisor forks the key holder before it reads any secret
+ * and never reads the key file itself: the key is loaded here, after the
+ * fork, so no process forked or cloned from the supervisor (the workers,
+ * the sandbox's init) ever held it, not even as a copy-on-write page. The
+ * key holder wipes the environment it inherited (the supervisor's may
+ * hold secret values), closes every descriptor but its channel, the
+ * standard ones and the stream's, and, once its stream is open, confines
+ * itself: no capabilities, no file may be opened, no socket created,
+ * nothing executed (confine.c).
+ *
+ * Channels. Each peer has a SOCK_SEQPACKET channel of its own: the
+ * supervisor's, made at the fork, and one per proxy worker, made by the
+ * supervisor and handed over with MSG_ADD_CHANNEL. A channel is bound to
+ * its peer's kind, so what a message may ask depends on the channel it
+ * came on, never on what it says. Requests are a table, one entry per
+ * message type with the peers that may send it; a later request (a leaf,
+ * a token) is one more entry.
+ *
+ * Checking. Every message goes through msg.c's bounded readers and
+ * keeper_parse_record(); nothing from a channel is ASSERTed, since the
+ * writer's ASSERTs are for our own bugs, not for a peer's lies. A bad
+ * request from a worker is that worker's fault: its channel is closed and
+ * the reason logged, and the worker, unable to record, stops (the
+ * supervisor then ends the session). A bad request from the supervisor is
+ * a bug: the key holder says so and exits.
+ *
+ * Order. Requests of one channel are handled in the order they were sent.
+ * Before the stream has begun only the supervisor is read, and the
+ * supervisor's channel is always drained before any worker's, so what the
+ * supervisor recorded before starting the workers (session.start,
+ * env.drop) precedes everything they record. On MSG_END every worker
+ * channel is drained (the supervisor sends END once the workers have
+ * exited), then session.end is written and synced, and the key holder
+ * exits 0. If the supervisor's channel closes without END (it died), the
+ * key holder writes what the workers still sent and exits without
+ * session.end: nobody can say how the session ended, and `airlock verify`
+ * reports the stream truncated, which is the truth. If the stream cannot
+ * be written, it sends MSG_FATAL with the
+ * reason and exits 125: a session that cannot be recorded must not go on.
+ *
+ * Answers. A RECORD asks for its seq only when the seq goes into an
+ * answer to the agent (X-Airlock-Receipt): the key holder then answers on
+ * the same channel, without blocking (a peer that does not read its
+ * answers loses its channel). Other records are sent and forgotten, so a
+ * worker never waits for a signature it does not need.
+ */
+#include "keeper.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "receipt_line.h"
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Channels, the supervisor's included: more are refused (each is a
+ * descriptor; workers are at most WORKER_MAX). */
+#define KEEPER_CHANNELS_MAX 1024
+/* Messages read from one worker channel before looking at the others. */
+#define KEEPER_BATCH 64
+
+static const char *const peer_names[] = {
+	[KEEPER_PEER_SUPERVISOR] = "supervisor",
+	[KEEPER_PEER_WORKER] = "proxy worker",
+};
+static_assert(ARRAY_SIZE(peer_names) == KEEPER_PEER_COUNT,
+	      "peer_names matches enum keeper_peer");
+
+const char *keeper_peer_to_string(enum keeper_peer p)
+{
+	ASSERT((unsigned)p < KEEPER_PEER_COUNT);
+	return peer_names[p];
+}
+
+/* --- checking requests ----------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static bool
+refuse(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* The points a worker may record at: what the proxy itself observes. */
+static bool worker_point(enum receipt_point p)
+{
+	switch (p) {
+	case RECEIPT_POINT_EGRESS_PROXY:
+	case RECEIPT_POINT_BROKER:
+	case RECEIPT_POINT_GIT:
+		return true;
+	case RECEIPT_POINT_SUPERVISOR:
+	case RECEIPT_POINT_SANDBOX:
+	case RECEIPT_POINT_COUNT:
+		break;
+	}
+	return false;
+}
+
+bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
+			 struct keeper_record_req *out, char *why, size_t whylen)
+{
+	const char *type, *rule, *subject, *reason;
+	size_t type_len, subject_len;
+	uint32_t flags, decision, point;
+	json_error_t jerr;
+	json_t *obj;
+
+	memset(out, 0, sizeof(*out));
+	if (r->type != MSG_RECORD)
+		return refuse(why, whylen, "not a record request");
+	msg_get_u32(r, &flags);
+	msg_get_str(r, RECEIPT_TYPE_MAX, &type, &type_len);
+	msg_get_u32(r, &decision);
+	msg_get_u32(r, &point);
+	msg_get_str(r, KEEPER_TEXT_MAX, &rule, NULL);
+	msg_get_str(r, KEEPER_SUBJECT_MAX, &subject, &subject_len);
+	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
+	if (!msg_end(r))
+		return refuse(why, whylen, "malformed record request: %s", r->error);
+	if (flags & ~MSG_RECORD_WANT_SEQ)
+		return refuse(why, whylen, "unknown record flags 0x%x", flags);
+	if (!receipt_type_valid(type, type_len))
+		return refuse(why, whylen, "receipt type is not 1-%d characters of "
+			      "[a-z0-9._-]", RECEIPT_TYPE_MAX);
+	if (decision >= RECEIPT_DECISION_COUNT)
+		return refuse(why, whylen, "unknown decision %u", decision);
+	if (point >= RECEIPT_POINT_COUNT)
+		return refuse(why, whylen, "unknown enforcement point %u", point);
+	if (strcmp(type, "session.end") == 0)
+		return refuse(why, whylen, "session.end is written by ending the session");
+	if (peer == KEEPER_PEER_WORKER) {
+		if (receipt_type_opens_stream(type) || strcmp(type, "policy.reload") == 0)
+			return refuse(why, whylen, "a proxy worker may not record %s", type);
+		if (!worker_point((enum receipt_point)point))
+			return refuse(why, whylen, "a proxy worker may not record at point %s",
+				      receipt_point_to_string((enum receipt_point)point));
+	}
+	if (subject_len == 0) {
+		obj = json_object();
+		ASSERT(obj);
+	} else {
+		obj = json_loadb(subject, subject_len, JSON_REJECT_DUPLICATES, &jerr);
+		if (!obj)
+			return refuse(why, whylen, "subject is not JSON: %s", jerr.text);
+		if (!json_is_object(obj)) {
+			json_decref(obj);
+			return refuse(why, whylen, "subject is not a JSON object");
+		}
+	}
+	out->want_seq = flags & MSG_RECORD_WANT_SEQ;
+	out->type = type;
+	out->decision = (enum receipt_decision)decision;
+	out->point = (enum receipt_point)point;
+	out->rule = rule;
+	out->reason = reason;
+	out->subject = obj;
+	return true;
+}
+
+/* --- the key holder's process ---------------------------------------------- */
+
+struct chan {
+	int fd;                    /* -1: closed */
+	enum keeper_peer peer;
+};
+
+struct kstate {
+	struct receipt_writer *w;
+	const char *events;
+	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
+	bool started;              /* session.start (or refused) is written */
+	struct chan *chans;        /* [0]: the supervisor; KEEPER_CHANNELS_MAX,
+				      never moved (handlers hold pointers) */
+	size_t nchans;
+	uint8_t *in;               /* MSG_MAX: the message being handled */
+	struct msg reply;
+	int end_status;            /* session.end's exit status */
+	bool orphaned;             /* the supervisor's channel closed without END */
+};
+
+/* What a handler says about the request it was given. */
+enum verdict {
+	VERDICT_OK = 0,            /* handled; go on */
+	VERDICT_BAD,               /* invalid: drop the channel (or die) */
+	VERDICT_END,               /* MSG_END: finish the session */
+};
+
+/* Last words to the supervisor, then exit 125. */
+__attribute__((noreturn, format(printf, 2, 3))) static void
+keeper_fatal(struct kstate *ks, const char *fmt, ...)
+{
+	char reason[256];
+	struct msg m = { 0 };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	msg_start(&m, MSG_FATAL);
+	msg_put_cstr(&m, reason);
+	if (msg_send(ks->chans[0].fd, &m, -1, MSG_DONTWAIT) < 0)
+		util_warn("key holder: %s", reason);
+	_exit(EXIT_AIRLOCK_FAILURE);
+}
+
+static void write_failed(struct kstate *ks)
+{
+	keeper_fatal(ks, "--events %s: cannot write a receipt: %s", ks->events,
+		     strerror(receipt_error(ks->w)));
+}
+
+static enum verdict on_record(struct kstate *ks, struct chan *c,
+			      struct msg_reader *r, int fd)
+{
+	struct keeper_record_req req;
+	char why[256];
+	json_t *pub;
+	int64_t seq;
+	int sr;
+
+	(void)fd;
+	if (!keeper_parse_record(r, c->peer, &req, why, sizeof(why))) {
+		util_warn("key holder: refused a request of the %s: %s",
+			  keeper_peer_to_string(c->peer), why);
+		return VERDICT_BAD;
+	}
+	if (receipt_type_opens_stream(req.type) == ks->started) {
+		util_warn("key holder: refused a request of the %s: %s",
+			  keeper_peer_to_string(c->peer),
+			  ks->started ? "the stream has begun already"
+				      : "the stream has not begun");
+		json_decref(req.subject);
+		return VERDICT_BAD;
+	}
+	pub = json_object_get(req.subject, "pubkey");
+	if (!ks->started && (!json_is_string(pub) ||
+			     strcmp(json_string_value(pub), ks->pubkey) != 0)) {
+		util_warn("key holder: the stream's first line must carry its pubkey");
+		json_decref(req.subject);
+		return VERDICT_BAD;
+	}
+	seq = receipt_append(ks->w, req.type, req.decision, req.point, req.rule,
+			     req.subject, req.reason);
+	json_decref(req.subject);
+	if (seq < 0 && receipt_error(ks->w))
+		write_failed(ks);
+	if (seq >= 0)
+		ks->started = true;
+	if (!req.want_seq)
+		return VERDICT_OK;
+	msg_start(&ks->reply, MSG_SEQ);
+	msg_put_u32(&ks->reply, seq >= 0);
+	msg_put_u64(&ks->reply, seq >= 0 ? (uint64_t)seq : 0);
+	sr = msg_send(c->fd, &ks->reply, -1, MSG_DONTWAIT);
+	if (sr < 0) {
+		util_warn("key holder: cannot answer the %s: %s",
+			  keeper_peer_to_string(c->peer), strerror(-sr));
+		return VERDICT_BAD;
+	}
+	return VERDICT_OK;
+}
+
+static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
+				  struct msg_reader *r, int fd)
+{
+	const char *digest, *subject, *reason;
+	size_t dlen, slen;
+	json_error_t jerr;
+	json_t *obj;
+
+	(void)c;
+	(void)fd;
+	msg_get_str(r, 128, &digest, &dlen);
+	msg_get_str(r, MSG_MAX, &subject, &slen);
+	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
+	if (!msg_end(r) || !ks->started || !receipt_digest_valid(digest, dlen))
+		return VERDICT_BAD;
+	obj = json_loadb(subject, slen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(obj)) {
+		json_decref(obj);
+		return VERDICT_BAD;
+	}
+	ASSERT(receipt_set_policy(ks->w, digest) == 0);
+	if (receipt_append(ks->w, "policy.reload", RECEIPT_INFO,
+			   RECEIPT_POINT_SUPERVISOR, "policy", obj, reason) < 0 &&
+	    receipt_error(ks->w))
+		write_failed(ks);
+	json_decref(obj);
+	return VERDICT_OK;
+}
+
+static enum verdict on_add_channel(struct kstate *ks, struct chan *c,
+				   struct msg_reader *r, int fd)
+{
+	(void)c;
+	if (!msg_end(r) || fd < 0 || ks->nchans >= KEEPER_CHANNELS_MAX)
+		return VERDICT_BAD;
+	ks->chans[ks->nchans].fd = fd;
+	ks->chans[ks->nchans].peer = KEEPER_PEER_WORKER;
+	ks->nchans++;
+	return VERDICT_OK;
+}
+
+static enum verdict on_end(struct kstate *ks, struct chan *c,
+			   struct msg_reader *r, int fd)
+{
+	uint32_t status;
+
+	(void)c;
+	(void)fd;
+	msg_get_u32(r, &status);
+	if (!msg_end(r) || status > 255)
+		return VERDICT_BAD;
+	ks->end_status = (int)status;
+	return VERDICT_END;
+}
+
+#define PEER_BIT(p) (1u << (p))
+
+/* Every request the key holder answers, and who may ask it. A leaf for a
+ * bound host (workers) and an installation token (supervisor) will be one
+ * entry each. */
+static const struct {
+	enum msg_type type;
+	unsigned peers;
+	enum verdict (*fn)(struct kstate *ks, struct chan *c,
+			   struct msg_reader *r, int fd);
+} requests[] = {
+	{ MSG_RECORD, PEER_BIT(KEEPER_PEER_SUPERVISOR) | PEER_BIT(KEEPER_PEER_WORKER),
+	  on_record },
+	{ MSG_SET_POLICY, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_set_policy },
+	{ MSG_ADD_CHANNEL, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_add_channel },
+	{ MSG_END, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_end },
+};
+
+/* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
+ * @fd (owned here). */
+static enum verdict dispatch(struct kstate *ks, struct chan *c, size_t n, int fd)
+{
+	enum verdict v = VERDICT_BAD;
+	struct msg_reader r;
+	size_t i;
+
+	if (!msg_reader_init(&r, ks->in, n)) {
+		util_warn("key holder: refused a message of the %s: %s",
+			  keeper_peer_to_string(c->peer), r.error);
+		goto out;
+	}
+	for (i = 0; i < ARRAY_SIZE(requests); i++)
+		if (requests[i].type == r.type)
+			break;
+	if (i == ARRAY_SIZE(requests) || !(requests[i].peers & PEER_BIT(c->peer))) {
+		util_warn("key holder: the %s may not send %s",
+			  keeper_peer_to_string(c->peer), msg_type_to_string(r.type));
+		goto out;
+	}
+	v = requests[i].fn(ks, c, &r, fd);
+	if (r.type == MSG_ADD_CHANNEL && v == VERDICT_OK)
+		fd = -1; /* kept as the new channel */
+out:
+	if (fd >= 0)
+		close(fd);
+	return v;
+}
+
+static void drop(struct chan *c)
+{
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* Handles up to @max messages of @c (0: until none is waiting). Returns
+ * VERDICT_END when the session is to end; a worker channel that failed
+ * or closed is dropped, a failed supervisor channel is fatal. */
+static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
+{
+	unsigned done;
+
+	for (done = 0; c->fd >= 0 && (max == 0 || done < max); done++) {
+		enum verdict v;
+		int fd = -1;
+		ssize_t n = msg_recv(c->fd, ks->in, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			if (c->peer == KEEPER_PEER_SUPERVISOR) {
+				ks->orphaned = true; /* it died */
+				return VERDICT_END;
+			}
+			if (n < 0)
+				util_warn("key holder: a proxy worker's channel: %s",
+					  strerror((int)-n));
+			drop(c);
+			break;
+		}
+		v = dispatch(ks, c, (size_t)n, fd);
+		if (v == VERDICT_END)
+			return v;
+		if (v == VERDICT_BAD) {
+			if (c->peer == KEEPER_PEER_SUPERVISOR)
+				keeper_fatal(ks, "the supervisor sent an invalid request");
+			drop(c);
+		}
+	}
+	return VERDICT_OK;
+}
+
+/* Reads until the supervisor ends the session or its channel closes. */
+static void serve_until_end(struct kstate *ks)
+{
+	struct pollfd *pfd = NULL;
+	size_t cap = 0, i;
+
+	for (;;) {
+		size_t n = ks->started ? ks->nchans : 1;
+		int r;
+
+		if (cap < n) {
+			cap = n;
+			pfd = util_xrealloc(pfd, cap * sizeof(*pfd));
+		}
+		for (i = 0; i < n; i++) {
+			pfd[i].fd = ks->chans[i].fd;
+			pfd[i].events = POLLIN;
+			pfd[i].revents = 0;
+		}
+		r = poll(pfd, n, -1);
+		if (r < 0 && errno != EINTR)
+			keeper_fatal(ks, "poll: %s", strerror(errno));
+		if (r <= 0)
+			continue;
+		/* The supervisor first, whole: its lines precede what the
+		 * workers it started later record. */
+		if (serve(ks, &ks->chans[0], 0) == VERDICT_END)
+			break;
+		for (i = 1; i < n; i++)
+			if (pfd[i].revents)
+				(void)serve(ks, &ks->chans[i], KEEPER_BATCH);
+	}
+	free(pfd);
+}
+
+/* Drains the workers' channels, writes session.end and exits. */
+__attribute__((noreturn)) static void finish(struct kstate *ks)
+{
+	size_t i;
+
+	/* The workers have exited (or been killed): what they sent is all
+	 * queued, and comes before session.end. */
+	for (i = 1; ks->started && i < ks->nchans; i++)
+		(void)serve(ks, &ks->chans[i], 1u << 20);
+	if (!ks->started)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	if (ks->orphaned) {
+		/* Nobody can say how the session ended: the stream stays
+		 * without session.end, and verify calls it truncated. */
+		receipt_abort(ks->w);
+		_exit(EXIT_AIRLOCK_FAILURE);
+	}
+	if (receipt_close(ks->w, ks->end_status) < 0)
+		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
+			     strerror(errno));
+	_exit(0);
+}
+
+__attribute__((noreturn)) static void keeper_main(const struct keeper_config *cfg,
+						  int sup, int events_fd)
+{
+	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sup, events_fd };
+	struct kstate ks;
+	struct chan first = { sup, KEEPER_PEER_SUPERVISOR };
+	char err[512], ts[25];
+	EVP_PKEY *key;
+	sigset_t set;
+	int sig;
+
+	memset(&ks, 0, sizeof(ks));
+	ks.events = cfg->events;
+	ks.end_status = EXIT_AIRLOCK_FAILURE; /* unless END says otherwise */
+	ks.chans = util_xcalloc(KEEPER_CHANNELS_MAX, sizeof(*ks.chans));
+	ks.chans[0] = first;
+	ks.nchans = 1;
+	ks.in = util_xmalloc(MSG_MAX);
+	confine_close_fds(keep, ARRAY_SIZE(keep));
+	confine_wipe_environment();
+	(void)prctl(PR_SET_NAME, "airlock-keeper", 0, 0, 0);
+	/* The terminal signals the whole process group: the session ends
+	 * through the supervisor, never by a signal here. */
+	util_session_sigset(&set);
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGCHLD && sigismember(&set, sig) == 1)
+			signal(sig, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cfg->signing_key) {
+		key = receipt_key_load(cfg->signing_key, err, sizeof(err));
+		if (!key)
+			keeper_fatal(&ks, "--signing-key %s: %s", cfg->signing_key, err);
+	} else {
+		key = receipt_key_generate();
+		if (!key)
+			keeper_fatal(&ks, "cannot generate a signing key");
+	}
+	if (!receipt_pubkey_b64(key, ks.pubkey, sizeof(ks.pubkey)))
+		keeper_fatal(&ks, "cannot encode the signing public key");
+	ks.w = receipt_open(cfg->events, key, cfg->session, cfg->policy_digest, err,
+			    sizeof(err));
+	EVP_PKEY_free(key);
+	if (!ks.w)
+		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+	/* gmtime_r loads the time zone once: before the filter, not after. */
+	util_rfc3339_now(ts);
+	if (confine_self(CONFINE_KEEPER, NULL, 0, err, sizeof(err)) < 0)
+		keeper_fatal(&ks, "key holder: %s", err);
+	msg_start(&ks.reply, MSG_KEEPER_READY);
+	msg_put_cstr(&ks.reply, ks.pubkey);
+	if (msg_send(sup, &ks.reply, -1, 0) < 0)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	serve_until_end(&ks);
+	finish(&ks);
+}
+
+/* --- the supervisor's side ------------------------------------------------- */
+
+int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
+		 size_t errlen)
+{
+	int sv[2], events_fd = -1;
+	unsigned long n;
+	pid_t pid;
+
+	memset(k, 0, sizeof(*k));
+	k->pid = -1;
+	k->link.fd = -1;
+	/* fd:N must be the caller's descriptor: checked before the socket
+	 * pair below could take that number. */
+	if (strncmp(cfg->events, "fd:", 3) == 0) {
+		if (!util_parse_uint(cfg->events + 3, 0, INT_MAX, &n)) {
+			snprintf(err, errlen, "--events %s: fd:N needs a descriptor number",
+				 cfg->events);
+			return -1;
+		}
+		events_fd = (int)n;
+		if (fcntl(events_fd, F_GETFD) < 0) {
+			snprintf(err, errlen, "--events %s: descriptor %d is not open",
+				 cfg->events, events_fd);
+			return -1;
+		}
+		/* Our copy too: the command must not inherit the stream. */
+		if (events_fd > STDERR_FILENO &&
+		    fcntl(events_fd, F_SETFD, FD_CLOEXEC) < 0) {
+			snprintf(err, errlen, "--events %s: %s", cfg->events,
+				 strerror(errno));
+			return -1;
+		}
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "key holder: socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "key holder: fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		keeper_main(cfg, sv[1], events_fd);
+	}
+	close(sv[1]);
+	k->pid = pid;
+	k->link.fd = sv[0];
+	return 0;
+}
+
+/* Reads a MSG_FATAL waiting on the supervisor's channel, if any. */
+static void pick_up_last_words(struct keeper *k)
+{
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *reason;
+	ssize_t n;
+	int fd;
+
+	while ((n = msg_recv(k->link.fd, buf, MSG_MAX, &fd, MSG_DONTWAIT)) > 0) {
+		if (fd >= 0)
+			close(fd);
+		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
+		    msg_get_str(&r, sizeof(k->link.fatal) - 1, &reason, NULL) && msg_end(&r))
+			(void)util_strlcpy(k->link.fatal, reason, sizeof(k->link.fatal));
+	}
+	free(buf);
+}
+
+void keeper_reaped(struct keeper *k, int wstatus)
+{
+	k->pid = -1;
+	k->wstatus = wstatus;
+	pick_up_last_words(k);
+}
+
+void keeper_describe_exit(const struct keeper *k, char *out, size_t len)
+{
+	if (k->link.fatal[0])
+		snprintf(out, len, "%s", k->link.fatal);
+	else if (WIFSIGNALED(k->wstatus))
+		snprintf(out, len, "the key holder was killed by signal %d",
+			 WTERMSIG(k->wstatus));
+	else
+		snprintf(out, len, "the key holder exited with status %d",
+			 WEXITSTATUS(k->wstatus));
+}
+
+static void reap(struct keeper *k)
+{
+	int ws = 0;
+
+	while (waitpid(k->pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	keeper_reaped(k, ws);
+}
+
+int keeper_wait_ready(struct keeper *k, char *err, size_t errlen)
+{
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *text;
+	ssize_t n;
+	int fd, rc = -1;
+
+	n = msg_recv(k->link.fd, buf, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0 && msg_reader_init(&r, buf, (size_t)n) &&
+	    msg_get_str(&r, sizeof(k->link.fatal) - 1, &text, NULL) && msg_end(&r)) {
+		if (r.type == MSG_KEEPER_READY &&
+		    util_strlcpy(k->pubkey, text, sizeof(k->pubkey))) {
+			rc = 0;
+			goto out;
+		}
+		if (r.type == MSG_FATAL)
+			(void)util_strlcpy(k->link.fatal, text, sizeof(k->link.fatal));
+	}
+	reap(k);
+	keeper_describe_exit(k, err, errlen);
+out:
+	free(buf);
+	return rc;
+}
+
+int keeper_new_channel(struct keeper *k, int *worker_end)
+{
+	struct msg m = { 0 };
+	int sv[2], r;
+
+	*worker_end = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	msg_start(&m, MSG_ADD_CHANNEL);
+	r = msg_send(k->link.fd, &m, sv[1], 0);
+	msg_free(&m);
+	close(sv[1]);
+	if (r < 0) {
+		close(sv[0]);
+		return r;
+	}
+	*worker_end = sv[0];
+	return 0;
+}
+
+/* @s, or "" for NULL, cut to @max bytes (the key holder refuses longer;
+ * the line keeps less anyway). */
+static void put_text(struct msg *m, const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	msg_put_str(m, s ? s : "", n < max ? n : max);
+}
+
+/* The subject as compact JSON ("" for none); one too large for a request
+ * is replaced by a note of its size. */
+static void put_subject(struct msg *m, json_t *subject)
+{
+	char *text;
+	size_t n;
+
+	if (!subject) {
+		msg_put_cstr(m, "");
+		return;
+	}
+	text = json_dumps(subject, JSON_COMPACT);
+	ASSERT(text);
+	n = strlen(text);
+	if (n > KEEPER_SUBJECT_MAX) {
+		free(text);
+		text = util_xasprintf("{\"error\":\"subject too large to record\","
+				      "\"subject_bytes\":%zu}", n);
+	}
+	msg_put_cstr(m, text);
+	free(text);
+}
+
+int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
+		  enum receipt_decision d, enum receipt_point point,
+		  const char *rule, json_t *subject, const char *reason,
+		  int64_t *seq)
+{
+	struct msg_reader r;
+	uint32_t written;
+	uint64_t v;
+	ssize_t n;
+	int fd, rc;
+
+	*seq = -1;
+	msg_start(&l->out, MSG_RECORD);
+	msg_put_u32(&l->out, want_seq ? MSG_RECORD_WANT_SEQ : 0);
+	msg_put_cstr(&l->out, type);
+	msg_put_u32(&l->out, (uint32_t)d);
+	msg_put_u32(&l->out, (uint32_t)point);
+	put_text(&l->out, rule, KEEPER_TEXT_MAX);
+	put_subject(&l->out, subject);
+	put_text(&l->out, reason, KEEPER_TEXT_MAX);
+	rc = msg_send(l->fd, &l->out, -1, 0);
+	if (rc < 0 || !want_seq)
+		return rc;
+	if (!l->in)
+		l->in = util_xmalloc(MSG_MAX);
+	n = msg_recv(l->fd, l->in, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return n == 0 ? -EPIPE : (int)n;
+	if (!msg_reader_init(&r, l->in, (size_t)n))
+		return -EPROTO;
+	if (r.type == MSG_FATAL) {
+		/* The key holder stops instead of answering. */
+		const char *why;
+
+		if (msg_get_str(&r, sizeof(l->fatal) - 1, &why, NULL) && msg_end(&r))
+			(void)util_strlcpy(l->fatal, why, sizeof(l->fatal));
+		return -EPIPE;
+	}
+	if (r.type != MSG_SEQ || !msg_get_u32(&r, &written) || !msg_get_u64(&r, &v) ||
+	    !msg_end(&r) || written > 1 || v > INT64_MAX)
+		return -EPROTO;
+	*seq = written ? (int64_t)v : -1;
+	return 0;
+}
+
+int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
+		      const char *reason)
+{
+	msg_start(&k->link.out, MSG_SET_POLICY);
+	msg_put_cstr(&k->link.out, digest);
+	put_subject(&k->link.out, subject);
+	put_text(&k->link.out, reason, KEEPER_TEXT_MAX);
+	return msg_send(k->link.fd, &k->link.out, -1, 0);
+}
+
+int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
+{
+	int r;
+
+	if (k->pid < 0) {
+		keeper_describe_exit(k, err, errlen);
+		return -1;
+	}
+	msg_start(&k->link.out, MSG_END);
+	msg_put_u32(&k->link.out, (uint32_t)exit_status & 0xff);
+	r = msg_send(k->link.fd, &k->link.out, -1, 0);
+	reap(k);
+	if (r == 0 && WIFEXITED(k->wstatus) && WEXITSTATUS(k->wstatus) == 0)
+		return 0;
+	keeper_describe_exit(k, err, errlen);
+	return -1;
+}
+
+void keeper_link_close(struct keeper_link *l)
+{
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	msg_free(&l->out);
+	free(l->in);
+	l->in = NULL;
+}
+
+void keeper_release(struct keeper *k)
+{
+	if (k->pid > 0) {
+		kill(k->pid, SIGKILL);
+		reap(k);
+	}
+	keeper_link_close(&k->link);
+}

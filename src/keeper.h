@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * keeper.h - the key holder: the one process of a session that holds the
+ * signing key and writes the receipt stream, and the client side that the
+ * supervisor and the proxy workers use to ask it.
+ */
+#ifndef AIRLOCK_KEEPER_H
+#define AIRLOCK_KEEPER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "msg.h"
+#include "receipt.h"
+
+/* What the key holder opens when it starts. */
+struct keeper_config {
+	const char *events;        /* --events DEST: "-", "fd:N" or a path */
+	const char *signing_key;   /* --signing-key FILE, or NULL: a fresh key */
+	const char *session;       /* the session id */
+	const char *policy_digest; /* the digest of the first lines */
+};
+
+/* One end of a channel to the key holder. */
+struct keeper_link {
+	int fd;
+	struct msg out;
+	uint8_t *in;               /* MSG_MAX bytes for answers, made on first use */
+	char fatal[256];           /* the key holder's last words (MSG_FATAL), or "" */
+};
+
+/* The supervisor's handle on its key holder. */
+struct keeper {
+	pid_t pid;                 /* -1 once it has been reaped */
+	int wstatus;               /* its wait status, once reaped */
+	struct keeper_link link;   /* the supervisor's channel */
+	char pubkey[64];           /* base64 of the 32 raw public key bytes */
+};
+
+/* Forks the key holder, which loads (or makes) the signing key and opens
+ * the stream while the caller goes on; keeper_wait_ready() collects the
+ * outcome. The key holder keeps no other descriptor of ours than its
+ * channel (and the stream's), wipes the environment it inherited (which
+ * may hold secret values), ignores the signals a terminal sends, and
+ * confines itself (confine.c) once the stream is open. Returns 0, or -1
+ * with a reason in @err (nothing was started). */
+int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
+		 size_t errlen);
+
+/* Waits for the key holder to be ready: 0 with k->pubkey filled, or -1
+ * with its reason in @err (e.g. "--signing-key FILE: not an Ed25519
+ * key"); it has then exited and been reaped. */
+int keeper_wait_ready(struct keeper *k, char *err, size_t errlen);
+
+/* Makes a channel for a proxy worker: a socket pair whose one end goes to
+ * the key holder, the other to *@worker_end (close-on-exec; the caller
+ * hands it to the worker and closes its copy). Returns 0 or -errno. */
+int keeper_new_channel(struct keeper *k, int *worker_end);
+
+/* Asks for one receipt on @l. With @want_seq it waits for the answer and
+ * stores the seq in *@seq (-1 when the line was not written: longer than
+ * a line may be); without, it returns once the request is sent (requests
+ * of one channel are written in the order they were sent) and *@seq is
+ * -1. @subject is borrowed (NULL: {}); one whose JSON is over
+ * KEEPER_SUBJECT_MAX bytes is recorded as {"error": "...", "subject_bytes":
+ * N} instead, so the decision still leaves its line; @rule and @reason
+ * are cut to KEEPER_TEXT_MAX. Returns 0, or -errno when the channel
+ * failed (the key holder is gone, or refused this channel). */
+int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
+		  enum receipt_decision d, enum receipt_point point,
+		  const char *rule, json_t *subject, const char *reason,
+		  int64_t *seq);
+
+/* Supervisor only: from now on lines carry @digest, starting with the
+ * policy.reload line (decision info, rule "policy", @subject borrowed)
+ * that this writes. Returns 0 or -errno. */
+int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
+		      const char *reason);
+
+/* Ends the session: session.end with @exit_status, then the key holder
+ * exits; waits for that. Returns 0 when session.end was written and
+ * synced, else -1 with the reason in @err. */
+int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen);
+
+/* The caller reaped the key holder (pid @k->pid) with @wstatus: picks up
+ * its last words, if any. */
+void keeper_reaped(struct keeper *k, int wstatus);
+
+/* One line saying why the key holder stopped (its last words, else its
+ * wait status), for a key holder that has been reaped. */
+void keeper_describe_exit(const struct keeper *k, char *out, size_t len);
+
+/* Kills and reaps the key holder if it still runs; frees @k's memory. */
+void keeper_release(struct keeper *k);
+
+/* Frees a link's buffers and closes it. */
+void keeper_link_close(struct keeper_link *l);
+
+/* --- the key holder's side: request checking, shared with the tests --- */
+
+/* Who is asking: the supervisor, or a proxy worker (less trusted: it
+ * parses hostile input and may have been taken over). */
+enum keeper_peer {
+	KEEPER_PEER_SUPERVISOR = 0,
+	KEEPER_PEER_WORKER,
+	KEEPER_PEER_COUNT
+};
+
+const char *keeper_peer_to_string(enum keeper_peer p);
+
+/* Longest rule and reason a request may carry (the line cuts them to
+ * RECEIPT_TEXT_MAX), and the longest subject: with them a request always
+ * fits in one message. */
+#define KEEPER_TEXT_MAX ((size_t)16 * 1024)
+#define KEEPER_SUBJECT_MAX ((size_t)64 * 1024)
+
+/* A RECORD request, as checked. */
+struct keeper_record_req {
+	bool want_seq;
+	const char *type;          /* point into the message */
+	enum receipt_decision decision;
+	enum receipt_point point;
+	const char *rule;
+	const char *reason;
+	json_t *subject;           /* owned: json_decref it; never NULL */
+};
+
+/* Reads the fields of a MSG_RECORD that @peer sent (@r positioned after
+ * the header) and checks each: flags known, type of the type grammar,
+ * decision and point within their enums, rule and reason within
+ * KEEPER_TEXT_MAX, subject a JSON object (UTF-8, no duplicate keys) of
+ * at most KEEPER_SUBJECT_MAX bytes,
+ * nothing after; and what @peer may ask: a worker records only at the
+ * points egress-proxy, broker and git, never a type that opens or closes
+ * a stream or a policy.reload. Returns true with @out filled, or false
+ * with the reason in @why (and nothing to free). */
+bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
+			 struct keeper_record_req *out, char *why, size_t whylen);
+
+#endif /* AIRLOCK_KEEPER_H */

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * msg.h - typed messages between airlock's processes: writers, and readers
+ * that check every byte they hand out.
+ */
+#ifndef AIRLOCK_MSG_H
+#define AIRLOCK_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The largest message, header included. It fits one SOCK_SEQPACKET
+ * datagram under Linux's default socket buffer (net.core.wmem_default,
+ * 208 KiB): what is bigger travels in a file descriptor (a sealed memfd). */
+#define MSG_MAX ((size_t)128 * 1024)
+
+/* Every message of every channel. The fields of each, in order, are
+ * listed here; a reader takes exactly these and then calls msg_end().
+ * "str" is text without NUL bytes, "bytes" anything. */
+enum msg_type {
+	/* key holder -> supervisor */
+	MSG_KEEPER_READY = 0, /* str pubkey (base64 of the 32 raw bytes) */
+	MSG_FATAL,            /* str reason: the sender stops (any channel) */
+	/* supervisor or proxy worker -> key holder */
+	MSG_RECORD,           /* u32 flags (MSG_RECORD_WANT_SEQ), str type,
+				 u32 decision, u32 point, str rule,
+				 str subject (a JSON object, "" for {}),
+				 str reason */
+	MSG_SEQ,              /* key holder -> asker: u32 written (0/1), u64 seq */
+	/* supervisor -> key holder */
+	MSG_SET_POLICY,       /* str digest, str subject (JSON), str reason:
+				 policy.reload with the new digest */
+	MSG_ADD_CHANNEL,      /* no fields; carries a descriptor: a proxy
+				 worker's channel */
+	MSG_END,              /* u32 exit status: session.end, then exit */
+	/* supervisor -> proxy worker */
+	MSG_POLICY,           /* str digest; carries a descriptor: a memfd
+				 holding the policy's canonical text */
+	MSG_GO,               /* no fields: start serving */
+	MSG_STOP,             /* u32 drain_ms: stop accepting, drain, exit */
+	/* proxy worker -> supervisor */
+	MSG_WORKER_READY,     /* no fields: listening, under its filter */
+	MSG_TYPE_COUNT
+};
+
+#define MSG_RECORD_WANT_SEQ 1u
+
+const char *msg_type_to_string(enum msg_type t);
+
+/* A message being written. The buffer grows as fields are added, up to
+ * MSG_MAX; a field that does not fit marks the message overflowed, and
+ * msg_send() then refuses it. Reuse one with msg_start() to keep its
+ * buffer. */
+struct msg {
+	uint8_t *buf;
+	size_t len, cap;
+	bool overflow;
+};
+
+void msg_start(struct msg *m, enum msg_type t);
+void msg_put_u32(struct msg *m, uint32_t v);
+void msg_put_u64(struct msg *m, uint64_t v);
+/* @len bytes of @s, which must hold no NUL byte (ASSERTed: the writer is
+ * our own code). msg_put_cstr() takes a NUL-terminated string. */
+void msg_put_str(struct msg *m, const char *s, size_t len);
+void msg_put_cstr(struct msg *m, const char *s);
+void msg_put_bytes(struct msg *m, const void *p, size_t len);
+void msg_free(struct msg *m);
+
+/* Sends @m as one datagram on a SOCK_SEQPACKET socket, with @pass_fd
+ * attached when it is >= 0 (the caller keeps its copy). @flags are
+ * send(2) flags (MSG_NOSIGNAL is always added). Returns 0, -EMSGSIZE for
+ * an overflowed message, or -errno. */
+int msg_send(int sock, const struct msg *m, int pass_fd, int flags);
+
+/* Receives one datagram into @buf (@cap >= MSG_MAX). Returns its length,
+ * 0 at end of file, or -errno: -EMSGSIZE when it was longer than @cap
+ * (it is discarded), -EBADMSG when it carried anything but at most one
+ * descriptor. A descriptor that came with it is stored in *@fd_out
+ * (close-on-exec; the caller owns it), else *@fd_out is -1. @flags are
+ * recvmsg(2) flags, e.g. MSG_DONTWAIT. */
+ssize_t msg_recv(int sock, void *buf, size_t cap, int *fd_out, int flags);
+
+/* Reads the fields of one received message. Every getter checks the
+ * field's kind and length against what is left and fails (returning
+ * false, changing nothing it was given) on the first mismatch; after a
+ * failure every later getter and msg_end() fail too, and @error says
+ * what was wrong. The strings and bytes handed out point into the
+ * message's buffer and live as long as it. */
+struct msg_reader {
+	const uint8_t *buf;
+	size_t len, off;
+	enum msg_type type;
+	const char *error;      /* NULL, or a static description */
+};
+
+/* Starts reading @len bytes: false (with @error set) when they are not a
+ * message header of a known type. */
+bool msg_reader_init(struct msg_reader *r, const void *buf, size_t len);
+bool msg_get_u32(struct msg_reader *r, uint32_t *out);
+bool msg_get_u64(struct msg_reader *r, uint64_t *out);
+/* A string of at most @max bytes, NUL-terminated in the buffer, with no
+ * NUL inside; *@len (when not NULL) receives its length. */
+bool msg_get_str(struct msg_reader *r, size_t max, const char **out, size_t *len);
+bool msg_get_bytes(struct msg_reader *r, size_t max, const void **out, size_t *len);
+/* True when every byte was read and no getter failed: a message with
+ * trailing bytes is as invalid as a short one. */
+bool msg_end(struct msg_reader *r);
+
+#endif /* AIRLOCK_MSG_H */

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * receipt_writer.c - one stream's writer: builds, chains, signs and
+ * writes each line.
+ *
+ * DOC: Theory of Operation
+ *
+ * The chain state (seq, the previous line's hash, the counts for
+ * session.end) lives in one writer, so a stream has exactly one writer:
+ * in a session that is the key holder (keeper.c), which every other
+ * process asks to record a line. Each line goes out in one write() on the
+ * stream descriptor; on an O_APPEND file that is atomic with respect to
+ * other appenders, so lines never interleave. An I/O failure marks the
+ * stream broken: nothing more is written, because a line after a gap
+ * could never verify anyway. A line that would exceed RECEIPT_LINE_MAX is
+ * not written and takes no seq, so the chain has no gap.
+ *
+ * The line is serialised once (jansson, compact, members in the order of
+ * receipt_line.h), signed over exactly those bytes, and the signature
+ * appended as the last member: the signed bytes are never re-serialised.
+ * Signing copies a context initialised once per stream with the key.
+ */
+#include "receipt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+
+#include "receipt_line.h"
+#include "util.h"
+
+struct receipt_writer {
+	EVP_MD_CTX *sign_tpl;  /* DigestSign initialised with key */
+	int fd;
+	bool owns_fd;
+	int error;             /* errno of the write that broke the stream, or 0 */
+	EVP_PKEY *key;
+	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
+	char *session;
+	char *policy;
+	int64_t seq;
+	char prev[RECEIPT_SHA256_HEX_LEN + 1];
+	json_t *counts;
+};
+
+static bool fd_writable(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+}
+
+/* Resolves @dest to a descriptor; *owns says whether the writer closes it. */
+static int open_dest(const char *dest, bool *owns, char *err, size_t errlen)
+{
+	unsigned long n;
+	int fd = -1;
+
+	*owns = false;
+	if (strcmp(dest, "-") == 0) {
+		fd = STDOUT_FILENO;
+	} else if (strncmp(dest, "fd:", 3) == 0) {
+		if (!util_parse_uint(dest + 3, 0, INT_MAX, &n)) {
+			receipt_set_err(err, errlen, "fd:N needs a descriptor number");
+			return -1;
+		}
+		fd = (int)n;
+		if (fcntl(fd, F_GETFD) < 0) {
+			receipt_set_err(err, errlen, "descriptor %d is not open", fd);
+			return -1;
+		}
+		if (fd > STDERR_FILENO && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+			receipt_set_err(err, errlen, "descriptor %d: %s", fd, strerror(errno));
+			return -1;
+		}
+	} else {
+		fd = open(dest, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY,
+			  0600);
+		if (fd < 0) {
+			receipt_set_err(err, errlen, "%s", strerror(errno));
+			return -1;
+		}
+		*owns = true;
+	}
+	if (!fd_writable(fd)) {
+		receipt_set_err(err, errlen, "descriptor %d is not open for writing", fd);
+		if (*owns)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void writer_free(struct receipt_writer *w)
+{
+	if (w->owns_fd && w->fd >= 0)
+		close(w->fd);
+	EVP_MD_CTX_free(w->sign_tpl);
+	EVP_PKEY_free(w->key);
+	free(w->session);
+	free(w->policy);
+	json_decref(w->counts);
+	free(w);
+}
+
+struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
+				    const char *session, const char *policy_digest,
+				    char *err, size_t errlen)
+{
+	struct receipt_writer *w = NULL;
+	char pub[RECEIPT_PUBKEY_B64_LEN + 1];
+	bool owns;
+	int fd;
+
+	if (!session || !*session || strlen(session) > RECEIPT_TEXT_MAX ||
+	    !receipt_utf8_valid(session)) {
+		receipt_set_err(err, errlen, "the session id must be 1-%d bytes of UTF-8",
+			RECEIPT_TEXT_MAX);
+		goto out;
+	}
+	if (!policy_digest ||
+	    !receipt_digest_valid(policy_digest, strlen(policy_digest))) {
+		receipt_set_err(err, errlen, "the policy digest is not sha256:<64 hex>");
+		goto out;
+	}
+	if (!receipt_pubkey_b64(key, pub, sizeof(pub))) {
+		receipt_set_err(err, errlen, "the signing key is not an Ed25519 key");
+		goto out;
+	}
+	fd = open_dest(dest, &owns, err, errlen);
+	if (fd < 0)
+		goto out;
+	w = util_xcalloc(1, sizeof(*w));
+	w->fd = fd;
+	w->owns_fd = owns;
+	ASSERT(EVP_PKEY_up_ref(key) == 1);
+	w->key = key;
+	w->sign_tpl = EVP_MD_CTX_new();
+	if (!w->sign_tpl ||
+	    EVP_DigestSignInit(w->sign_tpl, NULL, NULL, NULL, key) != 1) {
+		ERR_clear_error();
+		receipt_set_err(err, errlen, "cannot initialise Ed25519 signing");
+		writer_free(w);
+		w = NULL;
+		goto out;
+	}
+	memcpy(w->pubkey, pub, sizeof(pub));
+	w->session = util_xstrdup(session);
+	w->policy = util_xstrdup(policy_digest);
+	memcpy(w->prev, receipt_zero_prev, sizeof(w->prev));
+	w->counts = json_object();
+	ASSERT(w->counts);
+out:
+	return w;
+}
+
+/* One write() puts the line out whole on an O_APPEND file or a pipe (up to
+ * PIPE_BUF); only if the kernel takes less (a full disk, a signal, a long
+ * line on a pipe) is the rest written after it. */
+static int write_line(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == len)
+		return 0;
+	if (n == 0)
+		return -EIO;
+	return util_write_all(fd, buf + n, len - (size_t)n);
+}
+
+/* Signs with a copy of @tpl, a context initialised once for the key:
+ * initialising per line costs an algorithm lookup each time. */
+static bool sign(EVP_MD_CTX *tpl, const void *msg, size_t len,
+		 uint8_t sig[RECEIPT_ED25519_SIG_LEN])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	size_t siglen = RECEIPT_ED25519_SIG_LEN;
+	bool ok = false;
+
+	if (!ctx || EVP_MD_CTX_copy_ex(ctx, tpl) != 1)
+		goto out;
+	if (EVP_DigestSign(ctx, sig, &siglen, msg, len) != 1 ||
+	    siglen != RECEIPT_ED25519_SIG_LEN)
+		goto out;
+	ok = true;
+out:
+	if (!ok)
+		ERR_clear_error();
+	EVP_MD_CTX_free(ctx);
+	return ok;
+}
+
+static void set_member(json_t *obj, const char *name, json_t *val)
+{
+	ASSERT(val);
+	ASSERT(json_object_set_new(obj, name, val) == 0);
+}
+
+static int64_t emit(struct receipt_writer *w, const char *type,
+		    enum receipt_decision decision, enum receipt_point point,
+		    const char *rule, json_t *subject, const char *reason)
+{
+	/* The signature's closing quote and the object's brace, then the
+	 * newline; not a C string. */
+	static const char line_end[3] = { '"', '}', '\n' };
+	char ts[25], sig_b64[RECEIPT_SIG_B64_LEN + 1];
+	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL;
+	uint8_t sig[RECEIPT_ED25519_SIG_LEN];
+	size_t body_len, line_len;
+	json_t *obj = NULL;
+	int64_t rc = -1;
+
+	rule_c = receipt_utf8_clean(rule ? rule : "", RECEIPT_TEXT_MAX);
+	reason_c = receipt_utf8_clean(reason ? reason : "", RECEIPT_TEXT_MAX);
+	util_rfc3339_now(ts);
+	obj = json_object();
+	ASSERT(obj);
+	set_member(obj, "v", json_integer(1));
+	set_member(obj, "seq", json_integer(w->seq));
+	set_member(obj, "ts", json_string(ts));
+	set_member(obj, "session", json_string(w->session));
+	set_member(obj, "type", json_string(type));
+	set_member(obj, "decision", json_string(receipt_decision_to_string(decision)));
+	set_member(obj, "point", json_string(receipt_point_to_string(point)));
+	set_member(obj, "rule", json_string(rule_c));
+	set_member(obj, "policy", json_string(w->policy));
+	set_member(obj, "subject", subject ? json_incref(subject) : json_object());
+	set_member(obj, "reason", json_string(reason_c));
+	set_member(obj, "prev", json_string(w->prev));
+	body = json_dumps(obj, JSON_COMPACT);
+	ASSERT(body);
+	body_len = strlen(body);
+	ASSERT(body_len > 2 && body[body_len - 1] == '}');
+	line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
+	if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
+		goto out;
+	EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
+	line = util_xmalloc(line_len + 1);
+	memcpy(line, body, body_len - 1);
+	memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
+	memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64, RECEIPT_SIG_B64_LEN);
+	memcpy(line + line_len - 2, line_end, sizeof(line_end));
+	w->error = -write_line(w->fd, line, line_len + 1);
+	if (w->error)
+		goto out;
+	receipt_sha256_hex(line, line_len, w->prev);
+	receipt_count_add(w->counts, type, 1);
+	rc = w->seq++;
+out:
+	free(line);
+	free(body);
+	json_decref(obj);
+	free(reason_c);
+	free(rule_c);
+	return rc;
+}
+
+int receipt_set_policy(struct receipt_writer *w, const char *policy_digest)
+{
+	if (!receipt_digest_valid(policy_digest, strlen(policy_digest)))
+		return -1;
+	free(w->policy);
+	w->policy = util_xstrdup(policy_digest);
+	return 0;
+}
+
+bool receipt_type_opens_stream(const char *type)
+{
+	return strcmp(type, "session.start") == 0 ||
+	       strcmp(type, "session.refused") == 0;
+}
+
+int64_t receipt_append(struct receipt_writer *w, const char *type,
+		       enum receipt_decision decision, enum receipt_point point,
+		       const char *rule, json_t *subject, const char *reason)
+{
+	bool start;
+
+	ASSERT(w && type && receipt_type_valid(type, strlen(type)));
+	ASSERT(!subject || json_is_object(subject));
+	if (w->error)
+		return -1;
+	start = receipt_type_opens_stream(type);
+	ASSERT(start == (w->seq == 0));
+	ASSERT(strcmp(type, "session.end") != 0);
+	if (start)
+		ASSERT(subject && json_is_string(json_object_get(subject, "pubkey")) &&
+		       strcmp(json_string_value(json_object_get(subject, "pubkey")),
+			      w->pubkey) == 0);
+	return emit(w, type, decision, point, rule, subject, reason);
+}
+
+/* fsync, where the descriptor supports it. */
+static int sync_stream(int fd)
+{
+	if (fsync(fd) == 0 || errno == EINVAL || errno == EROFS ||
+	    errno == ENOTSUP || errno == EOPNOTSUPP)
+		return 0;
+	return -errno;
+}
+
+int receipt_close(struct receipt_writer *w, int exit_status)
+{
+	json_t *recount = NULL, *counts = NULL, *subject = NULL;
+	char *reason = NULL;
+	int rc;
+
+	ASSERT(w);
+	if (w->error) {
+		rc = -w->error;
+		goto out;
+	}
+	ASSERT(w->seq > 0);
+	recount = json_copy(w->counts);
+	ASSERT(recount);
+	receipt_count_add(recount, "session.end", 1);
+	counts = receipt_sorted_copy(recount);
+	subject = json_pack("{s:i, s:O}", "exit", exit_status, "counts", counts);
+	ASSERT(subject);
+	reason = util_xasprintf("session ended, exit status %d", exit_status);
+	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		 "session", subject, reason) < 0) {
+		rc = w->error ? -w->error : -EIO;
+		goto out;
+	}
+	rc = sync_stream(w->fd);
+out:
+	if (w->owns_fd && close(w->fd) < 0 && rc == 0)
+		rc = -errno;
+	w->fd = -1;
+	free(reason);
+	json_decref(subject);
+	json_decref(counts);
+	json_decref(recount);
+	writer_free(w);
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
+}
+
+int receipt_error(const struct receipt_writer *w)
+{
+	return w->error;
+}
+
+void receipt_abort(struct receipt_writer *w)
+{
+	if (w)
+		writer_free(w);
+}

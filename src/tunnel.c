@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tunnel.c - CONNECT: the 200, the first flight, the relay.
+ *
+ * DOC: Theory of Operation
+ *
+ * After the rules and the address checks (upstream.c) the client gets
+ * "200 Connection established" and its first flight is read before the
+ * upstream connection is opened:
+ *
+ *  - a TLS ClientHello (clienthello.c) must carry an SNI equal to the
+ *    CONNECT host (egress.sni_mismatch otherwise); port 443 takes
+ *    nothing else;
+ *  - a first flight shaped like an HTTP/1.x request line is served as
+ *    HTTP by the exchange (exchange.c, "inner" mode): every request in
+ *    it must name the CONNECT host, so that a tunnel approved for one
+ *    name never reaches another virtual host on a shared front end;
+ *  - any other protocol passes to ports other than 80 and 443, recorded
+ *    with "tls": false.
+ *
+ * The same first-flight bytes then go upstream unchanged. A TLS 1.3
+ * client may have to send a second ClientHello after the server's
+ * HelloRetryRequest; so that the name cannot change there, a tunnel
+ * whose client offers TLS 1.3 starts relaying through user space: it
+ * forwards the server's bytes while reading the first handshake message,
+ * and holds the client's. A ServerHello ends the watch; a
+ * HelloRetryRequest makes the next ClientHello pass the same SNI check
+ * before any of it is forwarded.
+ *
+ * Then, when both endpoints are plain sockets, bytes move with splice()
+ * through a pipe per direction borrowed from the proxy's pool while bytes
+ * are in flight: they never enter user space and an idle tunnel holds
+ * only its two sockets. A TLS endpoint (an intercepted connection that
+ * switched protocols) relays through the endpoint calls instead. A side
+ * that ends (EOF) has its FIN passed on once its bytes are delivered; a
+ * side that hangs up still gets the bytes it is owed, then the tunnel
+ * ends.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clienthello.h"
+#include "http.h"
+#include "util.h"
+
+#define SPLICE_MAX (1 << 20) /* bytes moved by one splice() call */
+#define RELAY_HIGH ((size_t)64 * 1024) /* buffered relay: stop reading */
+
+enum watch_phase {
+	WATCH_SERVER_HELLO, /* reading the server's first handshake bytes */
+	WATCH_SECOND_HELLO, /* after a HelloRetryRequest: the client's next
+			       ClientHello, held */
+	WATCH_DONE,
+};
+
+struct tls_watch {
+	enum watch_phase phase;
+	struct serverhello_watch sh;
+};
+
+void tunnel_free(struct conn *c)
+{
+	free(c->watch);
+	c->watch = NULL;
+}
+
+static json_t *tls_extra(const struct conn *c)
+{
+	if (c->tls == 1)
+		return json_pack("{s:b, s:s}", "tls", 1, "sni", c->sni);
+	return json_pack("{s:b}", "tls", 0);
+}
+
+void tunnel_begin(struct conn *c)
+{
+	c->tunnel = true;
+	c->tls = -1;
+	c->sni[0] = '\0';
+	c->spliced = false;
+	upstream_decide(c);
+}
+
+void tunnel_addressed(struct conn *c)
+{
+	buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+	conn_enter(c, CONN_FIRST_FLIGHT);
+	tunnel_step(c, false, 0);
+}
+
+static void first_flight_deny(struct conn *c, const char *rule,
+			      const char *reason, json_t *extra)
+{
+	struct verdict v;
+
+	verdict_set(&v, VERDICT_DENY, 0, rule, reason);
+	v.extra = extra;
+	/* the client already has its 200: a deny closes the tunnel */
+	if (verdict_apply(c, &v))
+		upstream_connect(c);
+}
+
+static void first_flight(struct conn *c)
+{
+	struct clienthello ch;
+	enum clienthello_result r;
+
+	if (c->policy->mode == POLICY_MODE_OFF) {
+		/* off: nothing is checked (docs/PROXY.md). */
+		upstream_connect(c);
+		return;
+	}
+	r = clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch);
+	if (r == CLIENTHELLO_INCOMPLETE) {
+		if (c->cin.len < CLIENTHELLO_FLIGHT_MAX)
+			return;
+		r = CLIENTHELLO_MALFORMED;
+	}
+	c->tls = r != CLIENTHELLO_NOT_TLS ? 1 : 0;
+	if (r == CLIENTHELLO_NOT_TLS) {
+		enum http_result h;
+
+		if (c->port == 443) {
+			first_flight_deny(c, "egress.sni_mismatch",
+					  "the first flight to port 443 is not a TLS ClientHello",
+					  json_pack("{s:b, s:s}", "tls", 0, "error",
+						    ch.reason ? ch.reason : "not TLS"));
+			return;
+		}
+		h = http_sniff_request(c->cin.data, c->cin.len);
+		if (h == HTTP_INCOMPLETE)
+			return;
+		if (h == HTTP_OK) {
+			/* HTTP inside the tunnel: served request by request */
+			c->tunnel = false;
+			exchange_begin(c, true);
+			return;
+		}
+		if (c->port == 80) {
+			first_flight_deny(c, "egress.protocol",
+					  "the first flight to port 80 is neither HTTP nor TLS",
+					  json_pack("{s:b}", "tls", 0));
+			return;
+		}
+		upstream_connect(c); /* SSH and other protocols */
+		return;
+	}
+	if (r != CLIENTHELLO_OK) {
+		first_flight_deny(c, "egress.sni_mismatch", "malformed TLS ClientHello",
+				  json_pack("{s:b, s:s}", "tls", 1, "error",
+					    ch.reason ? ch.reason : "malformed"));
+		return;
+	}
+	if (ch.has_sni)
+		(void)util_strlcpy(c->sni, ch.sni, sizeof(c->sni));
+	if (ch.offers_tls13 && !c->watch) {
+		c->watch = util_xcalloc(1, sizeof(*c->watch));
+		c->watch->phase = WATCH_SERVER_HELLO;
+		serverhello_watch_init(&c->watch->sh);
+	}
+	if (!ch.has_sni || c->target.is_addr || strcmp(ch.sni, c->target.name) != 0) {
+		first_flight_deny(c, "egress.sni_mismatch",
+				  !ch.has_sni ? "the TLS ClientHello has no SNI"
+					      : "the SNI is not the CONNECT host",
+				  json_pack("{s:s?}", "sni", ch.has_sni ? ch.sni : NULL));
+		return;
+	}
+	upstream_connect(c);
+}
+
+static void step_first_flight(struct conn *c, uint32_t events)
+{
+	int r = endpoint_flush(&c->client, &c->cout);
+	bool readable = events & (EPOLLIN | EPOLLRDHUP);
+
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	if (readable) {
+		ssize_t n = endpoint_read_buf(&c->client, &c->cin, CLIENTHELLO_FLIGHT_MAX);
+
+		if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS)) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (c->cin.len > 0) {
+		first_flight(c);
+		if (c->state != CONN_FIRST_FLIGHT)
+			return;
+	}
+	/* EPOLLOUT only while the 200 is still queued: an always writable
+	 * socket would spin the loop while the hello trickles. */
+	conn_watch(c, false, EPOLLIN | EPOLLRDHUP | (c->cout.len ? EPOLLOUT : 0));
+}
+
+void tunnel_connected(struct conn *c)
+{
+	/* The first flight, unchanged. */
+	buf_append(&c->uout, c->cin.data, c->cin.len);
+	buf_free(&c->cin);
+	verdict_record_allow(c, tls_extra(c));
+	conn_enter(c, CONN_TUNNEL);
+	tunnel_step(c, false, 0);
+}
+
+void tunnel_from_exchange(struct conn *c)
+{
+	c->tunnel = true;
+	c->spliced = false;
+	/* bytes the client sent after its request head go upstream */
+	buf_append(&c->uout, c->cin.data, c->cin.len);
+	buf_free(&c->cin);
+	conn_enter(c, CONN_TUNNEL);
+	tunnel_step(c, false, 0);
+}
+
+/* --- the HelloRetryRequest watch ------------------------------------------ */
+
+/* The server's bytes @d (@n, forwarded anyway) until its first
+ * handshake message shows whether it is a HelloRetryRequest. */
+static void watch_server(struct tls_watch *w, const uint8_t *d, size_t n)
+{
+	switch (serverhello_watch_feed(&w->sh, d, n)) {
+	case SERVERHELLO_RETRY:
+		w->phase = WATCH_SECOND_HELLO;
+		break;
+	case SERVERHELLO_OTHER:
+		w->phase = WATCH_DONE;
+		break;
+	case SERVERHELLO_MORE:
+	case SERVERHELLO_KIND_COUNT:
+	default:
+		break;
+	}
+}
+
+/* After a HelloRetryRequest: finds the client's second ClientHello in
+ * the held bytes (after change_cipher_spec or early data records) and
+ * checks its SNI. Returns true when the watch is over (forward what is
+ * held), false to wait for more. May apply a verdict (and close). */
+static bool watch_second_hello(struct conn *c)
+{
+	const uint8_t *d = (const uint8_t *)c->cin.data;
+	size_t off = 0, len = c->cin.len;
+	struct clienthello ch;
+	enum clienthello_result r;
+	int next = clienthello_next_hello(d, len, &off);
+
+	if (next == 0) {
+		if (len >= CLIENTHELLO_FLIGHT_MAX)
+			goto bad;
+		return false;
+	}
+	if (next < 0)
+		return true; /* an alert: the client gives up */
+	r = clienthello_parse(d + off, len - off, &ch);
+	if (r == CLIENTHELLO_INCOMPLETE) {
+		if (len - off >= CLIENTHELLO_FLIGHT_MAX)
+			goto bad;
+		return false;
+	}
+	if (r == CLIENTHELLO_OK && ch.has_sni && strcmp(ch.sni, c->sni) == 0)
+		return true;
+	{
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 0, "egress.sni_mismatch",
+			    r != CLIENTHELLO_OK ? "malformed second TLS ClientHello"
+			    : !ch.has_sni ? "the second TLS ClientHello has no SNI"
+					  : "the second TLS ClientHello names another host");
+		v.extra = json_pack("{s:s?, s:b}", "sni",
+				    r == CLIENTHELLO_OK && ch.has_sni ? ch.sni : NULL,
+				    "hello_retry", 1);
+		return verdict_apply(c, &v);
+	}
+bad:
+	{
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 0, "egress.sni_mismatch",
+			    "no second TLS ClientHello after a HelloRetryRequest");
+		return verdict_apply(c, &v);
+	}
+}
+
+/* --- relay through user space ------------------------------------------------- */
+
+static uint32_t half_events(bool want_read, bool want_write, const struct endpoint *e)
+{
+	return endpoint_events(e, want_read, want_write) | (want_read ? EPOLLRDHUP : 0);
+}
+
+/* Moves what each side has to the other through cout/uout; during a
+ * watch the server's bytes are inspected and the client's held. Returns
+ * false when @c was closed. */
+static bool buffered_step(struct conn *c, bool relay)
+{
+	struct tls_watch *w = c->watch;
+	bool watching = w && w->phase != WATCH_DONE;
+	bool read_up = (relay || watching) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
+	bool read_cl = (relay || watching) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
+		       c->cin.len < CLIENTHELLO_FLIGHT_MAX;
+	bool moved = false;
+	ssize_t n;
+	int r;
+
+	while (read_up) {
+		size_t before = c->cout.len;
+
+		n = endpoint_read_buf(&c->upstream, &c->cout, RELAY_HIGH);
+		if (n > 0) {
+			moved = true;
+			if (w && w->phase == WATCH_SERVER_HELLO)
+				watch_server(w, (const uint8_t *)c->cout.data + before,
+					     (size_t)n);
+			continue;
+		}
+		if (n == 0) {
+			c->u2c.eof = true;
+			if (w)
+				w->phase = WATCH_DONE; /* nothing more to see */
+		} else if (n != -EAGAIN && n != -ENOBUFS) {
+			conn_close(c);
+			return false;
+		}
+		break;
+	}
+	while (read_cl) {
+		n = endpoint_read_buf(&c->client, watching ? &c->cin : &c->uout,
+				      watching ? CLIENTHELLO_FLIGHT_MAX : RELAY_HIGH);
+		if (n > 0) {
+			moved = true;
+			continue;
+		}
+		if (n == 0) {
+			if (watching) { /* the handshake was not finished */
+				conn_close(c);
+				return false;
+			}
+			c->c2u.eof = true;
+		} else if (n != -EAGAIN && n != -ENOBUFS) {
+			conn_close(c);
+			return false;
+		}
+		break;
+	}
+	if (w && w->phase == WATCH_SECOND_HELLO && c->cin.len > 0) {
+		bool over = watch_second_hello(c);
+
+		if (conn_closed(c))
+			return false;
+		if (over)
+			w->phase = WATCH_DONE;
+	}
+	if (w && w->phase == WATCH_DONE) {
+		/* release what was held */
+		buf_append(&c->uout, c->cin.data, c->cin.len);
+		buf_free(&c->cin);
+		tunnel_free(c);
+		w = NULL;
+	}
+	r = endpoint_flush(&c->client, &c->cout);
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return false;
+	}
+	r = endpoint_flush(&c->upstream, &c->uout);
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return false;
+	}
+	/* A side that ended gets the other's FIN once its bytes are out. */
+	if (c->u2c.eof && c->cout.len == 0 && !c->u2c.shut) {
+		(void)endpoint_shutdown(&c->client);
+		c->u2c.shut = true;
+	}
+	if (c->c2u.eof && c->uout.len == 0 && !c->c2u.shut) {
+		(void)endpoint_shutdown(&c->upstream);
+		c->c2u.shut = true;
+	}
+	if (c->u2c.shut && c->c2u.shut) {
+		conn_close(c);
+		return false;
+	}
+	if (moved)
+		conn_touch(c);
+	watching = c->watch != NULL;
+	relay = relay || watching;
+	conn_watch(c, false, half_events(relay && !c->c2u.eof && c->uout.len < RELAY_HIGH,
+					 c->cout.len > 0, &c->client));
+	conn_watch(c, true, half_events(relay && !c->u2c.eof && c->cout.len < RELAY_HIGH,
+					c->uout.len > 0, &c->upstream));
+	return true;
+}
+
+/* --- splice --------------------------------------------------------------------- */
+
+/* Moves bytes src -> pipe -> dst (@read: try the source too). Returns
+ * the bytes written to dst, or -1 if the tunnel must close. A read
+ * shorter than asked drained the socket: no second read is tried (the
+ * level-triggered interest reports what comes next). When @other is
+ * already shut, the tunnel closes right after this half ends, and the
+ * close sends the FIN: no shutdown() of its own. */
+static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
+			   bool read, const struct half *other)
+{
+	ssize_t moved = 0;
+	bool drained = !read;
+
+	for (;;) {
+		ssize_t n;
+
+		if (h->pending > 0) {
+			n = splice(h->pipe[0], NULL, dst, NULL, h->pending,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0)
+				return errno == EAGAIN ? moved : -1;
+			h->pending -= (size_t)n;
+			moved += n;
+			continue;
+		}
+		if (h->eof) {
+			if (h->pipe[0] >= 0)
+				proxy_pipe_put(p, h->pipe, true);
+			if (!h->shut) {
+				if (!other->shut)
+					shutdown(dst, SHUT_WR);
+				h->shut = true;
+			}
+			return moved;
+		}
+		if (drained) {
+			/* idle: give the pipe back */
+			if (h->pipe[0] >= 0)
+				proxy_pipe_put(p, h->pipe, true);
+			return moved;
+		}
+		if (h->pipe[0] < 0 && proxy_pipe_get(p, h->pipe) < 0)
+			return -1;
+		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
+			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno != EAGAIN)
+				return -1;
+			drained = true;
+			continue;
+		}
+		if (n == 0) {
+			h->eof = true;
+			continue;
+		}
+		h->pending += (size_t)n;
+		drained = n < SPLICE_MAX;
+	}
+}
+
+static uint32_t splice_events(const struct half *in, const struct half *out)
+{
+	uint32_t ev = 0;
+
+	if (!in->eof && in->pending == 0)
+		ev |= EPOLLIN | EPOLLRDHUP;
+	if (out->pending > 0)
+		ev |= EPOLLOUT;
+	return ev;
+}
+
+/* Serves one side's event (@events 0: both directions, both ways): a
+ * readable side feeds its half, a writable side takes its half's
+ * pending bytes. */
+static void splice_step(struct conn *c, bool upstream, uint32_t events)
+{
+	const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP;
+	bool c2u_read = !events || (!upstream && (events & rd));
+	bool u2c_read = !events || (upstream && (events & rd));
+	bool c2u_go = c2u_read || !events || (upstream && (events & EPOLLOUT));
+	bool u2c_go = u2c_read || !events || (!upstream && (events & EPOLLOUT));
+	ssize_t a = 0, b = 0;
+
+	/* One side is gone (splice_hangup): only its last bytes, still in
+	 * the pipe, are delivered to the other, then the tunnel ends. */
+	if (c->draining) {
+		struct half *h = c->draining;
+		bool to_up = h == &c->c2u;
+
+		a = splice_half(c->p, -1, to_up ? c->upstream.fd : c->client.fd, h, false,
+				to_up ? &c->u2c : &c->c2u);
+		if (a < 0 || h->pending == 0) {
+			conn_close(c);
+			return;
+		}
+		if (a > 0)
+			conn_touch(c);
+		conn_watch(c, to_up, EPOLLOUT);
+		return;
+	}
+	if (c2u_go)
+		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u, c2u_read, &c->u2c);
+	if (a >= 0 && u2c_go)
+		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c, u2c_read, &c->c2u);
+	if (a < 0 || b < 0 || (c->c2u.shut && c->u2c.shut)) {
+		conn_close(c);
+		return;
+	}
+	/* Idle means no byte moved: events that move nothing do not keep a
+	 * tunnel alive. */
+	if (a > 0 || b > 0)
+		conn_touch(c);
+	conn_watch(c, false, splice_events(&c->c2u, &c->u2c));
+	conn_watch(c, true, splice_events(&c->u2c, &c->c2u));
+}
+
+/* EPOLLHUP or EPOLLERR on one side of a spliced tunnel: the side leaves
+ * the epoll set, or the tunnel ends. */
+static void splice_hangup(struct conn *c, bool upstream, uint32_t events)
+{
+	struct half *from = upstream ? &c->u2c : &c->c2u;
+
+	if (!(events & EPOLLERR)) {
+		splice_step(c, false, 0); /* take what it still has, deliver what we can */
+		if (conn_closed(c))
+			return;
+	}
+	if ((events & EPOLLERR) || from->pending == 0) {
+		conn_close(c);
+		return;
+	}
+	/* Its last bytes wait for the other side: keep only that. */
+	conn_unwatch(c, upstream);
+	from->eof = true;
+	c->draining = from;
+	splice_step(c, false, 0);
+}
+
+/* The 200 and the first flight (or the heads before a 101) are out:
+ * from now on the kernel moves the bytes. No splice is tried yet: the
+ * level-triggered interest reports whatever is already waiting. */
+static void start_splice(struct conn *c)
+{
+	buf_free(&c->cin);
+	buf_free(&c->cout);
+	buf_free(&c->uin);
+	buf_free(&c->uout);
+	c->spliced = true;
+	conn_watch(c, false, EPOLLIN | EPOLLRDHUP);
+	conn_watch(c, true, EPOLLIN | EPOLLRDHUP);
+}
+
+void tunnel_step(struct conn *c, bool upstream, uint32_t events)
+{
+	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream);
+
+	if (c->state == CONN_FIRST_FLIGHT) {
+		step_first_flight(c, events);
+		return;
+	}
+	if (c->spliced) {
+		if (events & (EPOLLHUP | EPOLLERR))
+			splice_hangup(c, upstream, events);
+		else
+			splice_step(c, upstream, events);
+		return;
+	}
+	/* Before splicing (the 200 and first flight still going out, a TLS
+	 * watch), or relaying TLS: a hang-up ends the tunnel unless it is
+	 * a plain EOF that buffered_step reads. */
+	if (events & EPOLLERR) {
+		conn_close(c);
+		return;
+	}
+	if (plain && !c->watch && c->cin.len == 0) {
+		/* only queued bytes to write, then splice */
+		int r = endpoint_flush(&c->client, &c->cout);
+
+		if (r == 0)
+			r = endpoint_flush(&c->upstream, &c->uout);
+		if (r < 0 && r != -EAGAIN) {
+			conn_close(c);
+			return;
+		}
+		if (c->cout.len == 0 && c->uout.len == 0) {
+			start_splice(c);
+			return;
+		}
+		conn_watch(c, false, c->cout.len ? EPOLLOUT : 0);
+		conn_watch(c, true, c->uout.len ? EPOLLOUT : 0);
+		return;
+	}
+	if (!buffered_step(c, !plain))
+		return;
+	if (plain && !c->watch && c->cout.len == 0 && c->uout.len == 0 &&
+	    c->cin.len == 0)
+		start_splice(c);
+}

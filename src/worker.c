@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * worker.c - proxy workers (see worker.h).
+ *
+ * DOC: Theory of Operation
+ *
+ * The egress proxy (proxy.c) parses what the agent sends: HTTP heads,
+ * TLS ClientHellos, later whole intercepted requests. It is the part of
+ * airlock an attacker talks to, so it runs in processes of its own, the
+ * workers, each one event loop on one core, all accepting on the same
+ * listening socket (the kernel hands each connection to one of them).
+ *
+ * A worker is forked from the supervisor after the key holder, so its
+ * memory never held a key (the supervisor never loads one). It:
+ *
+ *   1. keeps only its descriptors: the listening socket, its channel to
+ *      the key holder, its channel to the supervisor, stderr; standard
+ *      input and output become /dev/null (a worker never writes into a
+ *      stream on stdout);
+ *   2. names itself "airlock-proxy", is not dumpable, and dies with the
+ *      supervisor (PR_SET_PDEATHSIG, checked against a race);
+ *   3. builds its proxy (epoll, resolver: resolv.conf is read here), then
+ *      confines itself for good (confine.c): no capabilities, Landlock
+ *      reading only resolv.conf and the like, a seccomp allowlist with no
+ *      exec, no files opened for writing, no sockets but TCP/UDP over IP;
+ *   4. says it is ready, waits for "go" when asked to (the standalone
+ *      proxy writes session.start first), and serves.
+ *
+ * Receipts. The proxy's record callback sends each receipt to the key
+ * holder, which builds, chains, signs and writes the line. Only a block's
+ * seq is awaited, because only a block names its receipt in the answer
+ * (X-Airlock-Receipt); every other receipt is sent and the worker goes on
+ * at once, its order kept by the channel. A worker that cannot record
+ * (the key holder is gone, or refused it) stops: it must not decide what
+ * it cannot record.
+ *
+ * Control. The supervisor writes a message on the worker's channel, then
+ * rings with SIGUSR1 (the proxy's loop watches a signalfd); the worker
+ * then reads every message waiting: a new policy (a sealed memfd with its
+ * canonical text, which the worker parses itself and checks against the
+ * digest the supervisor sent before putting it in force), or stop (drain,
+ * then exit 0). A policy the worker cannot put in force makes it stop with
+ * the reason, rather than serve under a policy the stream does not name.
+ *
+ * Should: accept, resolve, connect, relay, record. Mustn't: hold or read
+ * a key (the signing key file is outside what Landlock lets it read), exec,
+ * create files, reach a unix socket, signal or trace another process,
+ * outlive the supervisor.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "keeper.h"
+#include "msg.h"
+#include "proxy.h"
+#include "util.h"
+
+/* The largest canonical policy a worker takes (the file is at most 1 MiB;
+ * its canonical form adds the defaults). */
+#define WORKER_POLICY_MAX ((size_t)8 * 1024 * 1024)
+
+/* What a worker may still read once confined. */
+static const char *const worker_reads[] = {
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
+	"/etc/gai.conf", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/usr/lib/ssl",
+	"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
+	"/etc/ca-certificates", "/dev/urandom",
+};
+
+unsigned int worker_default_count(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return n > WORKER_MAX ? WORKER_MAX : (unsigned int)n;
+}
+
+unsigned int worker_parse_count(const char *cmd, const char *text)
+{
+	unsigned long n;
+
+	if (!util_parse_uint(text, 1, WORKER_MAX, &n))
+		util_die(EXIT_AIRLOCK_FAILURE, "%s: --workers must be a number from 1 to %d, "
+			 "not '%s'", cmd, WORKER_MAX, text);
+	return (unsigned int)n;
+}
+
+/* --- inside a worker -------------------------------------------------------- */
+
+struct wctx {
+	struct proxy *px;
+	struct keeper_link link;   /* fd -1 without a stream */
+	int ctl;
+	pid_t parent;
+	unsigned int index;
+	uint8_t *in;               /* MSG_MAX */
+	struct msg out;
+	struct policy **policies;  /* reloaded ones: rules may be pointed at
+				      until exit */
+	size_t npolicies;
+};
+
+/* Last words to the supervisor, then exit 125. */
+__attribute__((noreturn, format(printf, 2, 3))) static void
+worker_fatal(struct wctx *x, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	msg_start(&x->out, MSG_FATAL);
+	msg_put_cstr(&x->out, reason);
+	if (msg_send(x->ctl, &x->out, -1, MSG_DONTWAIT) < 0)
+		util_warn("egress proxy worker %u: %s", x->index, reason);
+	_exit(EXIT_AIRLOCK_FAILURE);
+}
+
+static int64_t worker_record(void *arg, const char *type, enum receipt_decision d,
+			     enum receipt_point point, const char *rule,
+			     json_t *subject, const char *reason)
+{
+	struct wctx *x = arg;
+	bool want = d == RECEIPT_BLOCK;
+	int64_t seq = -1;
+	int r;
+
+	r = keeper_record(&x->link, want, type, d, point, rule, subject, reason, &seq);
+	if (r < 0)
+		worker_fatal(x, "cannot record a receipt: the key holder's channel "
+			     "failed (%s)", strerror(-r));
+	return seq;
+}
+
+/* Reads the policy in @fd, checks it is @digest and puts it in force. */
+static void apply_policy(struct wctx *x, const char *digest, int fd)
+{
+	struct policy_errors errs = { 0 };
+	struct policy *np;
+	char err[256], *text;
+	struct stat st;
+	size_t done = 0;
+
+	if (fstat(fd, &st) < 0 || st.st_size < 0 ||
+	    (uint64_t)st.st_size > WORKER_POLICY_MAX)
+		worker_fatal(x, "the reloaded policy cannot be read");
+	text = util_xmalloc((size_t)st.st_size + 1);
+	while (done < (size_t)st.st_size) {
+		ssize_t n = pread(fd, text + done, (size_t)st.st_size - done, (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			worker_fatal(x, "the reloaded policy cannot be read");
+		done += (size_t)n;
+	}
+	np = policy_parse(text, done, NULL, &errs);
+	free(text);
+	if (!np)
+		worker_fatal(x, "the reloaded policy does not parse in the worker "
+			     "(%zu errors)", errs.count);
+	if (strcmp(np->digest, digest) != 0)
+		worker_fatal(x, "the reloaded policy is not the one the supervisor "
+			     "named (%s)", np->digest);
+	if (proxy_set_policy(x->px, np, err, sizeof(err)) < 0)
+		worker_fatal(x, "cannot put the reloaded policy in force: %s", err);
+	x->policies = util_xrealloc(x->policies,
+				    (x->npolicies + 1) * sizeof(struct policy *));
+	x->policies[x->npolicies++] = np;
+}
+
+/* Handles every message the supervisor left on the channel. */
+static void serve_ctl(struct wctx *x)
+{
+	for (;;) {
+		struct msg_reader r;
+		const char *digest;
+		uint32_t drain;
+		int fd = -1;
+		ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			/* The supervisor is gone (PDEATHSIG follows). */
+			proxy_stop(x->px, 0);
+			return;
+		}
+		if (!msg_reader_init(&r, x->in, (size_t)n))
+			worker_fatal(x, "the supervisor sent a bad message: %s", r.error);
+		switch (r.type) {
+		case MSG_POLICY:
+			msg_get_str(&r, 128, &digest, NULL);
+			if (!msg_end(&r) || fd < 0)
+				worker_fatal(x, "the supervisor sent a bad policy message");
+			apply_policy(x, digest, fd);
+			break;
+		case MSG_STOP:
+			msg_get_u32(&r, &drain);
+			if (!msg_end(&r) || fd >= 0)
+				worker_fatal(x, "the supervisor sent a bad stop message");
+			proxy_stop(x->px, drain);
+			break;
+		case MSG_KEEPER_READY:
+		case MSG_FATAL:
+		case MSG_RECORD:
+		case MSG_SEQ:
+		case MSG_SET_POLICY:
+		case MSG_ADD_CHANNEL:
+		case MSG_END:
+		case MSG_GO:
+		case MSG_WORKER_READY:
+		case MSG_TYPE_COUNT:
+			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+static bool worker_signal(void *arg, const struct signalfd_siginfo *si)
+{
+	struct wctx *x = arg;
+
+	if (si->ssi_signo == SIGUSR1 && (pid_t)si->ssi_pid == x->parent)
+		serve_ctl(x);
+	return true;
+}
+
+/* Blocks until the supervisor says go (true) or stop (false). */
+static bool wait_go(struct wctx *x)
+{
+	struct msg_reader r;
+	int fd = -1;
+	ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, 0);
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0 || !msg_reader_init(&r, x->in, (size_t)n))
+		return false;
+	if (r.type == MSG_GO && msg_end(&r))
+		return true;
+	if (r.type == MSG_STOP)
+		return false;
+	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
+}
+
+/* The paths a worker reads after its filter: the fixed ones, where
+ * resolv.conf really lives when it is a link out of /etc (resolvers
+ * rewrite it there), and the policy's upstream CA file. */
+static size_t read_paths(const struct policy *p, const char **out, char **dir)
+{
+	size_t n = 0, i;
+	char *real, *slash;
+
+	for (i = 0; i < ARRAY_SIZE(worker_reads); i++)
+		out[n++] = worker_reads[i];
+	*dir = NULL;
+	real = realpath("/etc/resolv.conf", NULL);
+	if (real && (slash = strrchr(real, '/')) && slash != real) {
+		*slash = '\0';
+		if (strcmp(real, "/etc") != 0) {
+			*dir = real;
+			out[n++] = real;
+			real = NULL;
+		}
+	}
+	free(real);
+	if (p->upstream_ca)
+		out[n++] = p->upstream_ca;
+	return n;
+}
+
+__attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
+						  struct proxy_shared *shared,
+						  unsigned int index, int ctl, int kfd,
+						  pid_t parent)
+{
+	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
+			     cfg->listen_fd, ctl, kfd };
+	const char *paths[ARRAY_SIZE(worker_reads) + 2];
+	struct proxy_opts po;
+	struct wctx x;
+	char err[512], *dir;
+	sigset_t set;
+	int sfd, null, rc;
+
+	memset(&x, 0, sizeof(x));
+	x.ctl = ctl;
+	x.parent = parent;
+	x.index = index;
+	x.link.fd = kfd;
+	x.in = util_xmalloc(MSG_MAX);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
+		worker_fatal(&x, "/dev/null: %s", strerror(errno));
+	if (null > STDERR_FILENO)
+		close(null);
+	confine_close_fds(keep, ARRAY_SIZE(keep));
+	(void)prctl(PR_SET_NAME, WORKER_PROC_NAME, 0, 0, 0);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		worker_fatal(&x, "prctl: %s", strerror(errno));
+	if (getppid() != parent)
+		_exit(EXIT_AIRLOCK_FAILURE); /* the supervisor died first */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		worker_fatal(&x, "sigprocmask: %s", strerror(errno));
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		worker_fatal(&x, "signalfd: %s", strerror(errno));
+	/* splice() into a socket the peer has closed raises SIGPIPE (it has
+	 * no MSG_NOSIGNAL): a peer must only ever close its own connection. */
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&po, 0, sizeof(po));
+	po.listen_fd = cfg->listen_fd;
+	po.policy = cfg->policy;
+	po.record = kfd >= 0 ? worker_record : NULL;
+	po.record_arg = &x;
+	po.signal_fd = sfd;
+	po.on_signal = worker_signal;
+	po.signal_arg = &x;
+	po.max_conns = cfg->max_conns;
+	po.client_limit = cfg->client_limit;
+	po.shared = shared;
+	po.worker = index;
+	x.px = proxy_new(&po, err, sizeof(err));
+	if (!x.px)
+		worker_fatal(&x, "%s", err);
+	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
+			 err, sizeof(err)) < 0)
+		worker_fatal(&x, "%s", err);
+	free(dir);
+	msg_start(&x.out, MSG_WORKER_READY);
+	if (msg_send(ctl, &x.out, -1, 0) < 0)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	if (!wait_go(&x))
+		_exit(0);
+	rc = proxy_run(x.px);
+	/* Not proxy_free(): exiting closes every connection, and freeing
+	 * the tables first only costs the session's end time. */
+	_exit(rc < 0 ? EXIT_AIRLOCK_FAILURE : 0);
+}
+
+/* --- the supervisor's side -------------------------------------------------- */
+
+int worker_pool_start(struct worker_pool *wp, unsigned int n,
+		      const struct worker_config *cfg, struct session *s,
+		      char *err, size_t errlen)
+{
+	pid_t parent = getpid();
+	unsigned int i;
+
+	ASSERT(n >= 1 && n <= WORKER_MAX);
+	memset(wp, 0, sizeof(*wp));
+	/* The connection counts every worker shares, mapped before the
+	 * fork (limits: proxy.c). */
+	wp->shared = proxy_shared_new(n, cfg->max_conns, cfg->client_limit, err, errlen);
+	if (!wp->shared)
+		return -1;
+	wp->w = util_xcalloc(n, sizeof(*wp->w));
+	for (i = 0; i < n; i++) {
+		struct worker *w = &wp->w[i];
+		int sv[2], kfd;
+		pid_t pid;
+
+		w->pid = -1;
+		w->ctl = -1;
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+			snprintf(err, errlen, "egress proxy worker: socketpair: %s",
+				 strerror(errno));
+			goto fail;
+		}
+		kfd = session_worker_channel(s);
+		fflush(NULL);
+		pid = fork();
+		if (pid < 0) {
+			snprintf(err, errlen, "egress proxy worker: fork: %s",
+				 strerror(errno));
+			close(sv[0]);
+			close(sv[1]);
+			if (kfd >= 0)
+				close(kfd);
+			goto fail;
+		}
+		if (pid == 0)
+			worker_main(cfg, wp->shared, i, sv[1], kfd, parent);
+		close(sv[1]);
+		if (kfd >= 0)
+			close(kfd);
+		w->pid = pid;
+		w->ctl = sv[0];
+		wp->n++;
+		wp->alive++;
+	}
+	return 0;
+fail:
+	worker_pool_release(wp);
+	return -1;
+}
+
+static int send_all(struct worker_pool *wp, struct msg *m, int fd, bool ring)
+{
+	unsigned int i;
+	int r, rc = 0;
+
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid < 0)
+			continue;
+		r = msg_send(w->ctl, m, fd, 0);
+		if (r < 0)
+			rc = r;
+		else if (ring)
+			kill(w->pid, SIGUSR1);
+	}
+	return rc;
+}
+
+int worker_pool_go(struct worker_pool *wp)
+{
+	struct msg m = { 0 };
+	unsigned int i;
+	int r, rc = 0;
+
+	msg_start(&m, MSG_GO);
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid < 0 || !w->ready || w->go || wp->stopping)
+			continue;
+		r = msg_send(w->ctl, &m, -1, 0);
+		if (r < 0)
+			rc = r;
+		else
+			w->go = true;
+	}
+	msg_free(&m);
+	return rc;
+}
+
+bool worker_pool_read(struct worker_pool *wp, unsigned int i)
+{
+	struct worker *w = &wp->w[i];
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *reason;
+	bool open = true;
+	int fd;
+
+	while (w->ctl >= 0) {
+		ssize_t n = msg_recv(w->ctl, buf, MSG_MAX, &fd, MSG_DONTWAIT);
+		if (fd >= 0)
+			close(fd);
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			open = false;
+			break;
+		}
+		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_WORKER_READY &&
+		    msg_end(&r)) {
+			w->ready = true;
+		} else if (r.type == MSG_FATAL &&
+			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
+			   msg_end(&r)) {
+			(void)util_strlcpy(w->fatal, reason, sizeof(w->fatal));
+		} else {
+			/* A worker that speaks nonsense is not trusted on. */
+			util_warn("egress proxy worker %d sent a bad message: stopped",
+				  (int)w->pid);
+			if (w->pid > 0)
+				kill(w->pid, SIGKILL);
+			open = false;
+			break;
+		}
+	}
+	free(buf);
+	return open;
+}
+
+int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err,
+		       size_t errlen)
+{
+	size_t len = strlen(p->canonical);
+	struct msg m = { 0 };
+	int fd, r = -1;
+
+	fd = memfd_create("airlock-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		snprintf(err, errlen, "memfd_create: %s", strerror(errno));
+		return -1;
+	}
+	if (util_write_all(fd, p->canonical, len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE |
+				   F_SEAL_SEAL) < 0) {
+		snprintf(err, errlen, "the policy's memfd: %s", strerror(errno));
+		goto out;
+	}
+	msg_start(&m, MSG_POLICY);
+	msg_put_cstr(&m, p->digest);
+	r = send_all(wp, &m, fd, true);
+	if (r < 0)
+		snprintf(err, errlen, "sending the policy to a worker: %s", strerror(-r));
+out:
+	msg_free(&m);
+	close(fd);
+	return r < 0 ? -1 : 0;
+}
+
+void worker_pool_stop(struct worker_pool *wp, unsigned int drain_ms)
+{
+	struct msg m = { 0 };
+	unsigned int i;
+
+	wp->stopping = true;
+	msg_start(&m, MSG_STOP);
+	msg_put_u32(&m, drain_ms);
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid < 0)
+			continue;
+		if (!w->go) {
+			/* It never accepted a connection: nothing to drain,
+			 * nothing to record. */
+			kill(w->pid, SIGKILL);
+			w->killed = true;
+		} else if (msg_send(w->ctl, &m, -1, 0) == 0) {
+			kill(w->pid, SIGUSR1);
+		}
+	}
+	msg_free(&m);
+}
+
+struct worker *worker_pool_find(struct worker_pool *wp, pid_t pid)
+{
+	unsigned int i;
+
+	for (i = 0; i < wp->n; i++)
+		if (wp->w[i].pid == pid && pid > 0)
+			return &wp->w[i];
+	return NULL;
+}
+
+void worker_pool_reaped(struct worker_pool *wp, struct worker *w, int wstatus)
+{
+	(void)worker_pool_read(wp, (unsigned int)(w - wp->w));
+	w->pid = -1;
+	w->wstatus = wstatus;
+	wp->alive--;
+	/* its connections died with it */
+	proxy_shared_worker_gone(wp->shared, (unsigned int)(w - wp->w));
+	if (w->ctl >= 0)
+		close(w->ctl);
+	w->ctl = -1;
+}
+
+bool worker_exited_cleanly(const struct worker_pool *wp, const struct worker *w)
+{
+	return wp->stopping &&
+	       (w->killed || (WIFEXITED(w->wstatus) && WEXITSTATUS(w->wstatus) == 0));
+}
+
+void worker_describe_exit(const struct worker *w, char *out, size_t len)
+{
+	if (w->fatal[0])
+		snprintf(out, len, "%s", w->fatal);
+	else if (WIFSIGNALED(w->wstatus))
+		snprintf(out, len, "killed by signal %d", WTERMSIG(w->wstatus));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(w->wstatus));
+}
+
+void worker_pool_release(struct worker_pool *wp)
+{
+	unsigned int i;
+
+	for (i = 0; i < wp->n; i++) {
+		struct worker *w = &wp->w[i];
+
+		if (w->pid > 0) {
+			kill(w->pid, SIGKILL);
+			while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			w->pid = -1;
+		}
+		if (w->ctl >= 0)
+			close(w->ctl);
+		w->ctl = -1;
+	}
+	free(wp->w);
+	proxy_shared_free(wp->shared);
+	memset(wp, 0, sizeof(*wp));
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * fuzz_gitrules.c - libFuzzer target for gitrules.c.
+ *
+ * Input layout: "METHOD\nTARGET\nBODY": METHOD and TARGET (a path with an
+ * optional "?query") up to their '\n', BODY the rest (an LFS batch body).
+ * Missing parts are empty. The request is decided on an SCM host, an API
+ * host, and a host serving both (GitHub Enterprise Server), against a
+ * policy with a session repository and siblings of each kind.
+ *
+ * Invariants (abort() on failure, so libFuzzer keeps the input):
+ *  - every verdict has a reason of printable ASCII, and a target only
+ *    when it allows (or needs the body) on an SCM host;
+ *  - deciding the same request twice gives the same verdict;
+ *  - an SCM request that is allowed (or needs its body) was written with
+ *    only A-Z a-z 0-9 . _ - / in its path, no "." or ".." segment, within
+ *    GITRULES_PATH_MAX; its target is "/" + repo + ".git/" + the
+ *    operation, lowercase, without "//", and deciding the target itself
+ *    gives the same verdict (the normal form is a fixed point);
+ *  - an allowed operation's right is one the policy grants on that
+ *    repository (policy_git_repo_ops agrees), and never 0;
+ *  - an LFS batch is allowed only as download (fetch) or upload (push);
+ *  - an API request allowed for a repository names it as
+ *    [/api/v3]/repos/OWNER/REPO, and its path holds no "..", "//", "%2F",
+ *    "%2E", "%5C" or "%25", in any case.
+ */
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fuzz.h"
+#include "gitrules.h"
+#include "policy.h"
+#include "util.h"
+
+static struct policy *policy;
+
+static const char *const POLICY_JSON =
+	"{\"version\":1,\"session\":{\"repo\":\"git.test/acme/api\"},"
+	"\"git\":{\"hosts\":[\"git.test\",\"ghe.test\"],"
+	"\"api_hosts\":[\"api.git.test\",\"ghe.test\"],"
+	"\"repos\":{\"acme/lib\":[\"fetch\"],\"acme/tools\":[\"fetch\",\"push\"],"
+	"\"acme/drop\":[\"push\"],\"ghe.test/acme/ghe\":[\"fetch\"]},"
+	"\"api_allow\":[\"/graphql\",\"/api/graphql\"]}}";
+
+static void init(void)
+{
+	struct policy_errors errs = { 0 };
+
+	if (policy)
+		return;
+	policy = policy_parse(POLICY_JSON, strlen(POLICY_JSON), NULL, &errs);
+	CHECK(policy);
+	policy_errors_free(&errs);
+}
+
+static void check_common(const struct gitrules_verdict *v)
+{
+	size_t i;
+
+	CHECK((unsigned int)v->decision < GITRULES_DECISION_COUNT);
+	CHECK((unsigned int)v->rule < GITRULES_RULE_COUNT);
+	CHECK((unsigned int)v->op < GITRULES_OP_COUNT);
+	CHECK(v->reason[0]);
+	for (i = 0; v->reason[i]; i++)
+		CHECK(v->reason[i] >= 0x20 && v->reason[i] < 0x7f);
+	if (v->decision == GITRULES_DENY)
+		CHECK(v->target[0] == '\0');
+	if (v->decision == GITRULES_ALLOW && v->op != GITRULES_OP_API) {
+		CHECK(v->need == POLICY_GIT_FETCH || v->need == POLICY_GIT_PUSH);
+		CHECK(v->allowed & v->need);
+		CHECK(v->rule == GITRULES_RULE_SESSION_REPO || v->rule == GITRULES_RULE_REPOS);
+	}
+}
+
+static bool same(const struct gitrules_verdict *a, const struct gitrules_verdict *b)
+{
+	return a->decision == b->decision && a->rule == b->rule && a->op == b->op &&
+	       a->need == b->need && a->allowed == b->allowed &&
+	       strcmp(a->repo, b->repo) == 0 && strcmp(a->target, b->target) == 0 &&
+	       strcmp(a->reason, b->reason) == 0;
+}
+
+static bool has_dot_segment(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s;
+
+		while (i < n && p[i] == '/')
+			i++;
+		s = i;
+		while (i < n && p[i] != '/')
+			i++;
+		if ((i - s == 1 && p[s] == '.') || (i - s == 2 && p[s] == '.' && p[s + 1] == '.'))
+			return true;
+	}
+	return false;
+}
+
+static bool has_ci(const char *p, size_t n, const char *needle)
+{
+	size_t k = strlen(needle), i;
+
+	for (i = 0; i + k <= n; i++)
+		if (strncasecmp(p + i, needle, k) == 0)
+			return true;
+	return false;
+}
+
+static void check_scm(const char *host, const struct gitrules_request *r,
+		      const struct gitrules_verdict *v, const char *body, size_t blen)
+{
+	struct gitrules_request again;
+	struct gitrules_verdict v2;
+	char owner[GITRULES_NAME_MAX + 1];
+	const char *slash, *q;
+	size_t i, plen;
+
+	if (v->decision == GITRULES_DENY)
+		return;
+	CHECK(r->path.len <= GITRULES_PATH_MAX);
+	for (i = 0; i < r->path.len; i++) {
+		char c = r->path.ptr[i];
+
+		CHECK(isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-' || c == '/');
+	}
+	CHECK(!has_dot_segment(r->path.ptr, r->path.len));
+
+	/* The target: "/" repo ".git/" rest, lowercase, no "//". */
+	CHECK(v->target[0] == '/');
+	CHECK(strncmp(v->target + 1, v->repo, strlen(v->repo)) == 0);
+	CHECK(strncmp(v->target + 1 + strlen(v->repo), ".git/", 5) == 0);
+	q = strchr(v->target, '?');
+	plen = q ? (size_t)(q - v->target) : strlen(v->target);
+	CHECK(!memmem(v->target, plen, "//", 2));
+	CHECK(v->target[plen - 1] != '/');
+	for (i = 0; i < plen; i++)
+		CHECK(!isupper((unsigned char)v->target[i]));
+	CHECK(!has_dot_segment(v->target, plen));
+
+	/* The rights are the policy's. */
+	slash = strchr(v->repo, '/');
+	CHECK(slash && (size_t)(slash - v->repo) <= GITRULES_NAME_MAX);
+	memcpy(owner, v->repo, (size_t)(slash - v->repo));
+	owner[slash - v->repo] = '\0';
+	CHECK(policy_git_repo_ops(policy, host, owner, slash + 1) == v->allowed);
+
+	/* A fixed point. */
+	again = *r;
+	again.path.ptr = v->target;
+	again.path.len = plen;
+	again.has_query = q != NULL;
+	again.query.ptr = q ? q + 1 : NULL;
+	again.query.len = q ? strlen(q + 1) : 0;
+	gitrules_decide_scm(policy, host, &again, &v2);
+	CHECK(same(v, &v2));
+
+	if (v->decision == GITRULES_NEED_BODY) {
+		struct gitrules_verdict b = *v;
+
+		gitrules_decide_lfs_batch(&b, body, blen);
+		check_common(&b);
+		if (b.decision == GITRULES_ALLOW) {
+			CHECK((b.op == GITRULES_OP_LFS_DOWNLOAD && b.need == POLICY_GIT_FETCH) ||
+			      (b.op == GITRULES_OP_LFS_UPLOAD && b.need == POLICY_GIT_PUSH));
+			CHECK(strcmp(b.target, v->target) == 0);
+		} else {
+			CHECK(b.decision == GITRULES_DENY);
+		}
+	}
+}
+
+static void check_api(const struct gitrules_request *r, const struct gitrules_verdict *v)
+{
+	const char *p = r->path.ptr;
+	size_t n = r->path.len, base = 0;
+
+	CHECK(v->target[0] == '\0');
+	CHECK(v->decision != GITRULES_NEED_BODY);
+	if (v->decision != GITRULES_ALLOW)
+		return;
+	CHECK(n <= GITRULES_API_PATH_MAX);
+	CHECK(!has_dot_segment(p, n));
+	CHECK(!memmem(p, n, "//", 2) && !memchr(p, '\\', n));
+	CHECK(!has_ci(p, n, "%2f") && !has_ci(p, n, "%2e") && !has_ci(p, n, "%5c") &&
+	      !has_ci(p, n, "%25"));
+	if (v->op == GITRULES_OP_API)
+		return;
+	if (n >= 8 && memcmp(p, "/api/v3/", 8) == 0)
+		base = 7;
+	CHECK(n - base > 7 && memcmp(p + base, "/repos/", 7) == 0);
+	CHECK(strncasecmp(p + base + 7, v->repo, strlen(v->repo)) == 0);
+	CHECK(n - base - 7 == strlen(v->repo) || p[base + 7 + strlen(v->repo)] == '/');
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char *const hosts[] = { "git.test", "api.git.test", "ghe.test" };
+	const char *s = (const char *)data, *end = s + size, *nl, *q;
+	struct gitrules_request r;
+	size_t i;
+
+	init();
+	memset(&r, 0, sizeof(r));
+	nl = memchr(s, '\n', size);
+	r.method.ptr = s;
+	r.method.len = nl ? (size_t)(nl - s) : size;
+	s = nl ? nl + 1 : end;
+	nl = memchr(s, '\n', (size_t)(end - s));
+	r.path.ptr = s;
+	r.path.len = nl ? (size_t)(nl - s) : (size_t)(end - s);
+	q = memchr(r.path.ptr, '?', r.path.len);
+	if (q) {
+		r.has_query = true;
+		r.query.ptr = q + 1;
+		r.query.len = r.path.len - (size_t)(q + 1 - r.path.ptr);
+		r.path.len = (size_t)(q - r.path.ptr);
+	}
+	s = nl ? nl + 1 : end;
+
+	for (i = 0; i < ARRAY_SIZE(hosts); i++) {
+		struct gitrules_verdict a, b;
+		unsigned int kind = gitrules_host_kind(policy, hosts[i]);
+
+		gitrules_decide_http(policy, hosts[i], &r, &a);
+		gitrules_decide_http(policy, hosts[i], &r, &b);
+		check_common(&a);
+		CHECK(same(&a, &b));
+		if (a.target[0] || a.decision == GITRULES_NEED_BODY)
+			check_scm(hosts[i], &r, &a, s, (size_t)(end - s));
+		else if (kind & GITRULES_HOST_API)
+			check_api(&r, &a);
+
+		gitrules_decide_scm(policy, hosts[i], &r, &a);
+		check_common(&a);
+		if (kind & GITRULES_HOST_SCM)
+			check_scm(hosts[i], &r, &a, s, (size_t)(end - s));
+		else
+			CHECK(a.decision == GITRULES_DENY && a.rule == GITRULES_RULE_HOST);
+		gitrules_decide_api(policy, hosts[i], &r, &a);
+		check_common(&a);
+		if (kind & GITRULES_HOST_API)
+			check_api(&r, &a);
+		else
+			CHECK(a.decision == GITRULES_DENY && a.rule == GITRULES_RULE_HOST);
+	}
+	return 0;
+}

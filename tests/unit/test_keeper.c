@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * test_keeper.c - the key holder as a real process: the supervisor's and a
+ * worker's records become one chain, in order, that verifies; a worker
+ * that asks what it may not loses its channel while the session goes on;
+ * a stream that ends without END is left truncated; the cost of a receipt
+ * sent and forgotten, and of one whose seq is awaited, is measured and
+ * printed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "keeper.h"
+#include "receipt.h"
+#include "tap.h"
+#include "util.h"
+
+#define POLICY "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static char tmpdir[] = "/tmp/airlock-test-keeper.XXXXXX";
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void start(struct keeper *k, const char *events)
+{
+	struct keeper_config kc = { events, NULL, "sess-keeper-test", POLICY };
+	char err[256];
+
+	ASSERT(keeper_start(&kc, k, err, sizeof(err)) == 0);
+	if (keeper_wait_ready(k, err, sizeof(err)) < 0) {
+		tap_diag("key holder: %s", err);
+		exit(1);
+	}
+}
+
+static int record(struct keeper_link *l, bool want, const char *type,
+		  enum receipt_decision d, enum receipt_point p, json_t *subject,
+		  int64_t *seq)
+{
+	int64_t s;
+	int r = keeper_record(l, want, type, d, p, "rule", subject, "reason", seq ? seq : &s);
+
+	json_decref(subject);
+	return r;
+}
+
+static void begin(struct keeper *k)
+{
+	json_t *sub = json_pack("{s:s}", "pubkey", k->pubkey);
+
+	ASSERT(record(&k->link, false, "session.start", RECEIPT_INFO,
+		      RECEIPT_POINT_SUPERVISOR, sub, NULL) == 0);
+}
+
+/* The stream at @path verifies; its lines' types in order into @types. */
+static bool verifies(const char *path, char *types, size_t len)
+{
+	struct receipt_verify_result res;
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool ok;
+
+	ASSERT(f);
+	ASSERT(receipt_verify_file(f, NULL, &res) == 0);
+	ok = res.ok;
+	if (!ok)
+		tap_diag("verify: line %zu: %s", res.bad_line, res.reason);
+	receipt_verify_result_free(&res);
+	rewind(f);
+	types[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *t = strstr(line, "\"type\":\""), *e;
+
+		if (!t)
+			continue;
+		t += 8;
+		e = strchr(t, '"');
+		if (e && strlen(types) + (size_t)(e - t) + 2 < len) {
+			strncat(types, t, (size_t)(e - t));
+			strcat(types, " ");
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+static void test_one_chain(void)
+{
+	char *events = util_xasprintf("%s/one.jsonl", tmpdir), types[1024], err[256];
+	struct keeper_link w = { .fd = -1 };
+	struct keeper k;
+	int64_t seq = -7;
+
+	start(&k, events);
+	begin(&k);
+	ASSERT(record(&k.link, false, "env.drop", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		      json_pack("{s:s}", "name", "X"), NULL) == 0);
+	tap_is_int(keeper_new_channel(&k, &w.fd), 0, "a worker channel is made");
+	tap_is_int(record(&w, false, "egress.allow", RECEIPT_ALLOW,
+			  RECEIPT_POINT_EGRESS_PROXY, json_pack("{s:s}", "host", "a"), NULL),
+		   0, "a worker's allow is sent without waiting");
+	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, json_pack("{s:s}", "host", "b"), &seq),
+		   0, "a worker's block waits for its seq");
+	tap_is_int(seq, 3, "which is 3: after session.start, env.drop and the allow");
+	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0, "another block");
+	tap_is_int(seq, 4, "seq 4: no gap");
+	{
+		char *big = util_xmalloc(KEEPER_SUBJECT_MAX + 1);
+
+		memset(big, 'x', KEEPER_SUBJECT_MAX);
+		big[KEEPER_SUBJECT_MAX] = '\0';
+		tap_is_int(record(&w, true, "http.request", RECEIPT_ALLOW,
+				  RECEIPT_POINT_EGRESS_PROXY, json_pack("{s:s}", "path", big),
+				  &seq), 0, "a record whose subject is too large for a request");
+		tap_is_int(seq, 5, "is written all the same (seq 5)");
+		free(big);
+	}
+	tap_is_int(keeper_end(&k, 7, err, sizeof(err)), 0, "END: session.end is written");
+	keeper_link_close(&w);
+	keeper_release(&k);
+	{
+		char *text = util_read_file(events, 1 << 20, NULL);
+
+		tap_ok(text && strstr(text, "\"subject\":{\"error\":\"subject too large to "
+					    "record\",\"subject_bytes\":65547}"),
+		       "with its subject replaced by a note of its size");
+		free(text);
+	}
+	tap_ok(verifies(events, types, sizeof(types)) &&
+	       strcmp(types, "session.start env.drop egress.allow egress.block "
+			     "egress.block http.request session.end ") == 0,
+	       "one chain, in the order asked, that verifies (%s)", types);
+	free(events);
+}
+
+static void test_bad_worker(void)
+{
+	char *events = util_xasprintf("%s/bad.jsonl", tmpdir), types[1024], err[256];
+	struct keeper_link w = { .fd = -1 }, w2 = { .fd = -1 };
+	struct keeper k;
+	int64_t seq = -7;
+	int r;
+
+	start(&k, events);
+	begin(&k);
+	ASSERT(keeper_new_channel(&k, &w.fd) == 0);
+	ASSERT(keeper_new_channel(&k, &w2.fd) == 0);
+	/* A worker that speaks for the supervisor. */
+	r = record(&w, true, "env.drop", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		   json_pack("{s:s}", "name", "FORGED"), &seq);
+	tap_ok(r < 0 && seq == -1, "a worker recording at point supervisor gets no seq: "
+	       "its channel is closed (%s)", strerror(-r));
+	r = record(&w, false, "egress.allow", RECEIPT_ALLOW, RECEIPT_POINT_EGRESS_PROXY,
+		   NULL, NULL);
+	tap_ok(r == -EPIPE || r == -ECONNRESET, "and stays closed (%s)", strerror(-r));
+	tap_is_int(record(&w2, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0,
+		   "another worker goes on");
+	tap_is_int(seq, 1, "its block is seq 1: the refused request took none");
+	tap_is_int(keeper_end(&k, 0, err, sizeof(err)), 0, "the session ends normally");
+	keeper_link_close(&w);
+	keeper_link_close(&w2);
+	keeper_release(&k);
+	tap_ok(verifies(events, types, sizeof(types)) && !strstr(types, "env.drop"),
+	       "the stream verifies, without the forged line (%s)", types);
+	free(events);
+}
+
+static void test_orphaned(void)
+{
+	char *events = util_xasprintf("%s/orphan.jsonl", tmpdir), types[1024];
+	struct keeper k;
+	int ws = 0;
+
+	start(&k, events);
+	begin(&k);
+	ASSERT(record(&k.link, false, "env.drop", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		      NULL, NULL) == 0);
+	/* The supervisor "dies": its channel closes without END. */
+	close(k.link.fd);
+	k.link.fd = -1;
+	ASSERT(waitpid(k.pid, &ws, 0) == k.pid);
+	k.pid = -1;
+	tap_ok(WIFEXITED(ws) && WEXITSTATUS(ws) == 125,
+	       "without END, the key holder exits 125 once the supervisor is gone");
+	tap_ok(!verifies(events, types, sizeof(types)) &&
+	       strcmp(types, "session.start env.drop ") == 0,
+	       "and leaves the stream without session.end: truncated (%s)", types);
+	keeper_release(&k);
+	free(events);
+}
+
+/* The cost of a receipt through the key holder, both ways, beside writing
+ * it in this process. "Sent": what the sender spends per record, in
+ * batches of BATCH that fit in the channel's buffer (each batch then
+ * awaits one record, which is not counted), so the sender is not held back
+ * by the key holder's signing; "throughput": the same records from the
+ * first sent to the last written; "awaited": a round trip per record. */
+#define BATCH 100
+
+static void test_cost(void)
+{
+	const int n = 20000;
+	char *events = util_xasprintf("%s/cost.jsonl", tmpdir), err[256];
+	struct keeper_link w = { .fd = -1 };
+	struct receipt_writer *rw;
+	json_t *sub = json_pack("{s:s, s:i, s:s}", "host", "api.example.com", "port", 443,
+				"method", "CONNECT");
+	EVP_PKEY *key = receipt_key_generate();
+	double t0, sent = 0, t_through, t_sync, t_local;
+	struct keeper k;
+	int64_t seq = 0, last = -1;
+	int i, j, fails = 0;
+
+	start(&k, events);
+	begin(&k);
+	ASSERT(keeper_new_channel(&k, &w.fd) == 0);
+	t0 = now_us();
+	for (i = 0; i < n; i += BATCH) {
+		double t1 = now_us();
+
+		for (j = 0; j < BATCH; j++)
+			fails += keeper_record(&w, false, "egress.allow", RECEIPT_ALLOW,
+					       RECEIPT_POINT_EGRESS_PROXY, "egress.allow[0]",
+					       sub, "allowed", &seq) != 0;
+		sent += now_us() - t1;
+		/* Every record sent before is written before this one. */
+		fails += keeper_record(&w, true, "egress.allow", RECEIPT_ALLOW,
+				       RECEIPT_POINT_EGRESS_PROXY, "egress.allow[0]", sub,
+				       "allowed", &last) != 0;
+	}
+	t_through = (now_us() - t0) / (n + n / BATCH);
+	sent /= n;
+	t0 = now_us();
+	for (i = 0; i < n; i++)
+		fails += keeper_record(&w, true, "egress.block", RECEIPT_BLOCK,
+				       RECEIPT_POINT_EGRESS_PROXY, "egress.default", sub,
+				       "denied", &seq) != 0;
+	t_sync = (now_us() - t0) / n;
+	tap_is_int(fails, 0, "%d records sent and forgotten, %d awaited: none failed",
+		   n, n + n / BATCH);
+	tap_is_int(last, n + n / BATCH, "the last awaited one after them has seq %d: "
+		   "each batch was written before it", n + n / BATCH);
+	tap_is_int(seq, 2 * n + n / BATCH, "and the last one seq %d: no gap",
+		   2 * n + n / BATCH);
+	tap_is_int(keeper_end(&k, 0, err, sizeof(err)), 0, "session.end");
+	keeper_link_close(&w);
+	keeper_release(&k);
+
+	free(events);
+	events = util_xasprintf("%s/local.jsonl", tmpdir);
+	rw = receipt_open(events, key, "sess-local", POLICY, err, sizeof(err));
+	ASSERT(rw);
+	{
+		char pub[64];
+		json_t *s0;
+
+		ASSERT(receipt_pubkey_b64(key, pub, sizeof(pub)));
+		s0 = json_pack("{s:s}", "pubkey", pub);
+		ASSERT(receipt_append(rw, "session.start", RECEIPT_INFO,
+				      RECEIPT_POINT_SUPERVISOR, "s", s0, "") == 0);
+		json_decref(s0);
+	}
+	t0 = now_us();
+	for (i = 0; i < n; i++)
+		ASSERT(receipt_append(rw, "egress.allow", RECEIPT_ALLOW,
+				      RECEIPT_POINT_EGRESS_PROXY, "egress.allow[0]", sub,
+				      "allowed") > 0);
+	t_local = (now_us() - t0) / n;
+	ASSERT(receipt_close(rw, 0) == 0);
+	tap_diag("per receipt: written in this process %.1f us; through the key holder: "
+		 "sent %.1f us, throughput %.1f us, awaited %.1f us", t_local, sent,
+		 t_through, t_sync);
+	json_decref(sub);
+	EVP_PKEY_free(key);
+	free(events);
+}
+
+static void cleanup(void)
+{
+	static const char *const names[] = { "one.jsonl", "bad.jsonl", "orphan.jsonl",
+					      "cost.jsonl", "local.jsonl" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++) {
+		char *p = util_xasprintf("%s/%s", tmpdir, names[i]);
+
+		unlink(p);
+		free(p);
+	}
+	rmdir(tmpdir);
+}
+
+int main(void)
+{
+	ASSERT(mkdtemp(tmpdir));
+	signal(SIGPIPE, SIG_IGN);
+	test_one_chain();
+	test_bad_worker();
+	test_orphaned();
+	test_cost();
+	cleanup();
+	return tap_done();
+}
