@@ -61,6 +61,12 @@
  * (outside fs.rw), use io_uring, bpf, perf, keyrings or process_vm_*,
  * outlive the session.
  *
+ * In transparent mode (docs/TRANSPARENT.md) init also makes, in step 2,
+ * the transparent listener's and the DNS stub's sockets, loads the
+ * redirect while it still holds CAP_NET_ADMIN in its namespace
+ * (transparent.c), and hands the sockets over after the proxy's; in step
+ * 3 the view's /etc/resolv.conf names the stub.
+ *
  * Setup failures inside init travel to the supervisor as one line of text
  * over the socket pair; the supervisor reports it and exits 125.
  */
@@ -94,6 +100,7 @@
 #include <unistd.h>
 
 #include "sandbox_filter.h"
+#include "transparent.h"
 #include "usock.h"
 #include "util.h"
 #include "view.h"
@@ -230,6 +237,97 @@ static void hand_over_proxy_socket(const struct init_ctx *c)
 	close(fd);
 }
 
+/* Transparent mode: the listener's and the stub's sockets, made here and
+ * passed to the supervisor as one message "T" with the count of
+ * descriptors: the IPv4 listener, the stub, and the IPv6 listener when
+ * the namespace has IPv6. The redirect is loaded before they leave. */
+static void hand_over_transparent(const struct init_ctx *c)
+{
+	char cbuf[CMSG_SPACE(3 * sizeof(int))], err[256], tag[2] = { 'T', 0 };
+	int fds[3], lfd[2], stub;
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	size_t n = 0, i;
+
+	if (transparent_sandbox_prepare(lfd, &stub, err, sizeof(err)) < 0) {
+		errno = 0;
+		init_fail(c, "transparent mode: %s", err);
+	}
+	fds[n++] = lfd[0];
+	fds[n++] = stub;
+	if (lfd[1] >= 0)
+		fds[n++] = lfd[1];
+	tag[1] = (char)n;
+	memset(&msg, 0, sizeof(msg));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = tag;
+	iov.iov_len = sizeof(tag);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
+		init_fail(c, "passing the transparent mode's sockets");
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* Transparent mode: the view's /etc/resolv.conf names the stub. A
+ * file on the staging tmpfs is bound over it read-only; where the host's
+ * is a symbolic link, over what it points to inside the view. */
+static void bind_resolv_conf(const struct init_ctx *c)
+{
+	char text[512], path[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
+	struct transparent_config tc;
+	struct stat st;
+	int fd, hops;
+
+	transparent_config_default(&tc, 1);
+	if (!transparent_resolv_conf(&tc.stub, text, sizeof(text)))
+		init_fail(c, "transparent mode: resolv.conf");
+	fd = open("/resolv.conf", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0 || util_write_all(fd, text, strlen(text)) < 0)
+		init_fail(c, "transparent mode: writing resolv.conf");
+	close(fd);
+	snprintf(path, sizeof(path), NEW "/etc/resolv.conf");
+	for (hops = 0; lstat(path, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		char *slash;
+		int w;
+
+		if (n <= 0 || hops >= 8)
+			init_fail(c, "transparent mode: /etc/resolv.conf is a symbolic "
+				  "link that does not resolve");
+		link[n] = '\0';
+		if (link[0] == '/') {
+			w = snprintf(tmp, sizeof(tmp), NEW "%s", link);
+		} else {
+			slash = strrchr(path, '/');
+			ASSERT(slash);
+			*slash = '\0';
+			w = snprintf(tmp, sizeof(tmp), "%s/%s", path, link);
+		}
+		if (w < 0 || (size_t)w >= sizeof(tmp))
+			init_fail(c, "transparent mode: /etc/resolv.conf: link too long");
+		memcpy(path, tmp, (size_t)w + 1);
+	}
+	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+		errno = 0;
+		init_fail(c, "transparent mode: the sandbox shows no /etc/resolv.conf "
+			  "file to replace (%s)", path + strlen(NEW));
+	}
+	if (mount("/resolv.conf", path, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) < 0)
+		init_fail(c, "transparent mode: binding /etc/resolv.conf");
+}
+
 static void bind_dev_node(const struct init_ctx *c, const char *name)
 {
 	char src[64], dst[64];
@@ -341,6 +439,8 @@ static void build_root(const struct init_ctx *c)
 		errno = 0;
 		init_fail(c, "%s", msg);
 	}
+	if (c->cfg->transparent)
+		bind_resolv_conf(c);
 
 	/* Enter the view and drop the host root and the staging tmpfs. */
 	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
@@ -626,6 +726,8 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 		init_fail(c, "sethostname");
 	loopback_up(c);
 	hand_over_proxy_socket(c);
+	if (c->cfg->transparent)
+		hand_over_transparent(c);
 	build_root(c);
 
 	util_session_sigset(&set);
@@ -750,6 +852,70 @@ static int receive_proxy_socket(int ctl, int *fd_out, char *err, size_t errlen)
 	return 0;
 }
 
+/* Transparent mode: receives init's "T" message (hand_over_transparent)
+ * into @sb, or its error line. */
+static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t errlen)
+{
+	char buf[512], cbuf[CMSG_SPACE(3 * sizeof(int))];
+	int fds[3] = { -1, -1, -1 };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	size_t n, i;
+	ssize_t r;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf) - 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	do
+		r = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		snprintf(err, errlen, "the sandbox ended during setup");
+		return -1;
+	}
+	buf[r] = '\0';
+	if (buf[0] == 'E') {
+		snprintf(err, errlen, "%s", buf + 1);
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(&msg);
+	if (r != 2 || buf[0] != 'T' || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len < CMSG_LEN(2 * sizeof(int)) ||
+	    cm->cmsg_len > CMSG_LEN(3 * sizeof(int))) {
+		snprintf(err, errlen, "the sandbox sent no transparent mode sockets");
+		return -1;
+	}
+	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+	if ((size_t)(unsigned char)buf[1] != n) {
+		for (i = 0; i < n; i++)
+			close(fds[i]);
+		snprintf(err, errlen, "the sandbox sent a wrong number of sockets");
+		return -1;
+	}
+	sb->tlisten_fd[0] = fds[0];
+	sb->stub_fd = fds[1];
+	sb->tlisten_fd[1] = fds[2];
+	return 0;
+}
+
+static void close_transparent(struct sandbox *sb)
+{
+	int *fds[] = { &sb->tlisten_fd[0], &sb->tlisten_fd[1], &sb->stub_fd };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(fds); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
 /* Waits for init to finish setup: the control socket closes (EOF) when the
  * agent has been forked, or carries an error line. */
 static int wait_setup(int ctl, char *err, size_t errlen)
@@ -783,6 +949,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	memset(sb, 0, sizeof(*sb));
 	sb->init_pid = -1;
 	sb->proxy_fd = -1;
+	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
 	sb->exec_err_fd = -1;
 	if (view_plan_build(cfg, &view, err, errlen) < 0)
 		goto out;
@@ -827,6 +994,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	}
 	if (receive_proxy_socket(ctl[0], &sb->proxy_fd, err, errlen) < 0)
 		goto kill;
+	if (cfg->transparent && receive_transparent(ctl[0], sb, err, errlen) < 0)
+		goto kill;
 	if (wait_setup(ctl[0], err, errlen) < 0)
 		goto kill;
 	sb->exec_err_fd = ex[0];
@@ -845,6 +1014,7 @@ kill:
 	if (sb->proxy_fd >= 0)
 		close(sb->proxy_fd);
 	sb->proxy_fd = -1;
+	close_transparent(sb);
 out:
 	if (sync[0] >= 0)
 		close(sync[0]);
@@ -888,4 +1058,5 @@ void sandbox_release(struct sandbox *sb)
 		close(sb->exec_err_fd);
 	sb->proxy_fd = -1;
 	sb->exec_err_fd = -1;
+	close_transparent(sb);
 }

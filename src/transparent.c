@@ -519,6 +519,39 @@ int transparent_stub_socket(const struct addr *a, uint16_t port, char *err,
 	return rc;
 }
 
+int transparent_sandbox_prepare(int listen_fds[2], int *stub_fd, char *err,
+				size_t errlen)
+{
+	struct transparent_config cfg;
+	uint16_t port = 0;
+	int rc;
+
+	*stub_fd = -1;
+	listen_fds[0] = listen_fds[1] = -1;
+	rc = transparent_listen(0, listen_fds, &port, err, errlen);
+	if (rc < 0)
+		goto out;
+	transparent_config_default(&cfg, port);
+	rc = transparent_stub_socket(&cfg.stub, cfg.stub_port, err, errlen);
+	if (rc < 0)
+		goto out;
+	*stub_fd = rc;
+	rc = transparent_setup(&cfg, err, errlen);
+out:
+	if (rc < 0) {
+		if (*stub_fd >= 0)
+			close(*stub_fd);
+		if (listen_fds[0] >= 0)
+			close(listen_fds[0]);
+		if (listen_fds[1] >= 0)
+			close(listen_fds[1]);
+		*stub_fd = -1;
+		listen_fds[0] = listen_fds[1] = -1;
+		return rc;
+	}
+	return 0;
+}
+
 int transparent_original_dst(int fd, struct addr *a, uint16_t *port)
 {
 	struct sockaddr_storage local, orig;

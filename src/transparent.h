@@ -85,6 +85,17 @@ int transparent_original_dst(int fd, struct addr *a, uint16_t *port);
 int transparent_stub_serve(int fd, struct dnsstub *s,
 			   struct dnsstub_result *res);
 
+/* The sandbox's init, in its own network namespace while it still holds
+ * CAP_NET_ADMIN there: makes the transparent listener's sockets
+ * (listen_fds[0] on 127.0.0.1, listen_fds[1] on [::1] or -1 without
+ * IPv6, on one free port), the stub's UDP socket on 127.0.0.53:53
+ * (*stub_fd), then sets the redirect up to that port
+ * (transparent_setup). The descriptors are the caller's, to hand to the
+ * supervisor. Returns 0, or -errno with @err filled and no descriptor
+ * left open. */
+int transparent_sandbox_prepare(int listen_fds[2], int *stub_fd, char *err,
+				size_t errlen);
+
 /* The sandbox's /etc/resolv.conf naming only the stub at @stub (port 53
  * implied). Returns false when @len is too small. */
 bool transparent_resolv_conf(const struct addr *stub, char *out, size_t len);
