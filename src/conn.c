@@ -145,7 +145,8 @@ void conn_touch(struct conn *c)
 		c->deadline = util_now_ms() + timer_ms(c, t);
 }
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
+		      bool transparent)
 {
 	struct conn *c;
 	uint32_t index;
@@ -184,7 +185,10 @@ struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
 		free(c);
 		return NULL;
 	}
-	exchange_begin(c, false);
+	if (transparent)
+		tlisten_begin(c);
+	else
+		exchange_begin(c, false);
 	return c;
 }
 
@@ -332,7 +336,8 @@ bool conn_can_answer(const struct conn *c)
 	/* A tunnel's client stops speaking HTTP with us at its 200; an
 	 * exchange cannot answer in the middle of a response. */
 	if (c->tunnel)
-		return c->state == CONN_HEAD || c->state == CONN_RESOLVE;
+		return !c->transparent &&
+		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE);
 	return !exchange_response_open(c);
 }
 
@@ -397,6 +402,13 @@ json_t *conn_subject(const struct conn *c)
 	json_object_set_new(s, "method", json_string(c->method));
 	json_object_set_new(s, "host", json_string(c->target.name));
 	json_object_set_new(s, "port", json_integer(c->port));
+	if (c->transparent) {
+		char text[ADDR_STRLEN];
+
+		addr_format(&c->orig_dst, text, sizeof(text));
+		json_object_set_new(s, "transparent", json_true());
+		json_object_set_new(s, "destination", json_string(text));
+	}
 	return s;
 }
 

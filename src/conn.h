@@ -43,6 +43,7 @@ enum proxy_tag {
 	PROXY_TAG_DNS,
 	PROXY_TAG_IFADDR,
 	PROXY_TAG_WATCH,
+	PROXY_TAG_TLISTEN,  /* low 32 bits: the index in proxy.tlfd */
 };
 
 /* Keep the table in conn.c in sync (static_assert). */
@@ -88,6 +89,11 @@ struct conn {
 	bool allow_recorded;  /* its egress.allow is written */
 	bool counted;         /* holds a slot of the per-client count */
 	bool client_eof;      /* the client sent its FIN */
+	bool transparent;     /* accepted on a transparent listener: no
+				 HTTP is spoken with the proxy itself */
+	struct addr orig_dst; /* transparent: the destination the client
+				 connected to (a synthetic address or the
+				 literal), and its port in c->port */
 	uint32_t requests;    /* request heads parsed on this connection */
 	struct endpoint client, upstream;
 	uint64_t deadline;    /* ms (util_now_ms); 0: none */
@@ -147,11 +153,17 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
+	int tlfd[2];                 /* transparent listeners (tlisten.c) */
+	size_t ntlfd;
+	const struct dnsstub_table *names;
 };
 
 /* --- conn.c ------------------------------------------------------------ */
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer);
+/* A connection on @fd from @peer: an HTTP exchange with the proxy, or
+ * with @transparent one redirected to it (tlisten_begin). */
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
+		      bool transparent);
 void conn_enter(struct conn *c, enum conn_state s);
 /* Bytes moved: the state's idle timer starts again. */
 void conn_touch(struct conn *c);
@@ -212,6 +224,13 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events);
  * on; cin/uin hold bytes already read past the heads. */
 void tunnel_from_exchange(struct conn *c);
 void tunnel_free(struct conn *c);
+
+/* --- tlisten.c: transparent mode ---------------------------------------- */
+
+/* @c was accepted on a transparent listener: reads its original
+ * destination and decides it as a CONNECT to the name the synthetic
+ * address stands for, or to the IP literal (docs/TRANSPARENT.md). */
+void tlisten_begin(struct conn *c);
 
 /* --- exchange.c ---------------------------------------------------------- */
 

@@ -88,7 +88,9 @@ void tunnel_begin(struct conn *c)
 
 void tunnel_addressed(struct conn *c)
 {
-	buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+	/* A redirected connection never asked the proxy for a tunnel. */
+	if (!c->transparent)
+		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
 }

@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "dnsstub.h"
 #include "keeper.h"
 #include "msg.h"
 #include "proxy.h"
@@ -293,7 +294,9 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 						  pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
-			     cfg->listen_fd, ctl, kfd };
+			     cfg->listen_fd, ctl, kfd,
+			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
+			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
 	struct wctx x;
@@ -307,6 +310,11 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.index = index;
 	x.link.fd = kfd;
 	x.in = util_xmalloc(MSG_MAX);
+	/* Before any descriptor is closed: the table's memfd is dropped
+	 * here, and the only mapping left cannot be made writable. */
+	rc = cfg->names ? dnsstub_table_make_reader(cfg->names) : 0;
+	if (rc < 0)
+		worker_fatal(&x, "the table of synthetic addresses: %s", strerror(-rc));
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
 		worker_fatal(&x, "/dev/null: %s", strerror(errno));
@@ -338,6 +346,9 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.signal_fd = sfd;
 	po.on_signal = worker_signal;
 	po.signal_arg = &x;
+	po.tlisten_fds = cfg->tlisten_fds;
+	po.ntlisten = cfg->ntlisten;
+	po.names = cfg->names;
 	po.max_conns = cfg->max_conns;
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
