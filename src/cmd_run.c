@@ -57,6 +57,7 @@
 
 #include "broker.h"
 #include "commands.h"
+#include "dnsstub.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -65,6 +66,7 @@
 #include "sandbox.h"
 #include "session.h"
 #include "stdio_relay.h"
+#include "transparent.h"
 #include "util.h"
 #include "worker.h"
 
@@ -337,9 +339,17 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 /* How long stopped workers get to exit before they are killed. */
 #define WORKER_STOP_MS 5000
 
+/* Transparent mode's DNS stub, served by supervise() on the socket the
+ * sandbox made (sb->stub_fd); the table is the writer's. */
+struct stub_run {
+	struct dnsstub_table *table;
+	struct dnsstub *stub;
+};
+
 struct supervise_ctx {
 	struct session *s;
 	struct sandbox *sb;
+	struct stub_run *stub;
 	struct worker_pool wp;
 	int init_status;
 	bool init_done;
@@ -434,6 +444,34 @@ static void read_signals(struct supervise_ctx *x, int sfd)
 	}
 }
 
+/* Answers every query waiting on the stub's socket; a refused name is
+ * recorded once (dns.block). A socket error is logged and the socket kept:
+ * the stub must outlive one bad datagram. */
+static void serve_stub(struct supervise_ctx *x)
+{
+	struct dnsstub_result res;
+	int i, r;
+
+	/* Bounded: the next poll() comes back for the rest. */
+	for (i = 0; i < 64; i++) {
+		r = transparent_stub_serve(x->sb->stub_fd, x->stub->stub, &res);
+		if (r < 0) {
+			util_warn("DNS stub: %s", strerror(-r));
+			return;
+		}
+		if (r == 0)
+			return;
+		if (res.record)
+			session_record(x->s, "dns.block",
+				       res.would_block ? RECEIPT_WOULD_BLOCK : RECEIPT_BLOCK,
+				       RECEIPT_POINT_SUPERVISOR, res.rule_id,
+				       json_pack("{s:s, s:i, s:s}", "host", res.display,
+						 "qtype", (int)res.qtype, "answer",
+						 dnsstub_outcome_to_string(res.outcome)),
+				       res.reason ? res.reason : "refused");
+	}
+}
+
 static void block_signals(void)
 {
 	sigset_t mask;
@@ -447,9 +485,10 @@ static void block_signals(void)
  * and reaps until init and every worker have ended. Returns init's wait
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
-static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
-		     char *failure, size_t failure_len)
+static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
+		     unsigned int nworkers, char *failure, size_t failure_len)
 {
+	int tl[2];
 	struct supervise_ctx x;
 	struct worker_config wc;
 	struct pollfd *pfd;
@@ -462,6 +501,7 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	memset(&x, 0, sizeof(x));
 	x.s = s;
 	x.sb = sb;
+	x.stub = stub;
 	x.failure = failure;
 	x.failure_len = failure_len;
 	failure[0] = '\0';
@@ -478,6 +518,13 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The sandbox is the proxy socket's only client: no share of its
 	 * own, the connection limit is all of its. */
 	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
+	if (stub) {
+		for (i = 0; i < 2; i++)
+			if (sb->tlisten_fd[i] >= 0)
+				tl[wc.ntlisten++] = sb->tlisten_fd[i];
+		wc.tlisten_fds = tl;
+		wc.names = stub->table;
+	}
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -488,8 +535,13 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The workers serve it: we keep no copy. */
 	close(sb->proxy_fd);
 	sb->proxy_fd = -1;
+	for (i = 0; i < 2; i++) {
+		if (sb->tlisten_fd[i] >= 0)
+			close(sb->tlisten_fd[i]);
+		sb->tlisten_fd[i] = -1;
+	}
 	keeper_open = session_fd(s) >= 0;
-	pfd = util_xcalloc(2 + x.wp.n, sizeof(*pfd));
+	pfd = util_xcalloc(3 + x.wp.n, sizeof(*pfd));
 	while (!x.init_done || x.wp.alive > 0) {
 		int timeout = -1, n = 0;
 
@@ -498,6 +550,9 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 					    .events = POLLIN };
 		for (i = 0; i < x.wp.n; i++)
 			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
+		/* The stub's socket, last; -1 (ignored by poll) without it. */
+		pfd[n++] = (struct pollfd){ .fd = stub && !x.init_done ? sb->stub_fd : -1,
+					    .events = POLLIN };
 		if (x.wp.stopping) {
 			uint64_t now = monotonic_ms();
 
@@ -526,6 +581,8 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 				close(x.wp.w[i].ctl);
 				x.wp.w[i].ctl = -1;
 			}
+		if (pfd[n - 1].revents & POLLIN)
+			serve_stub(&x);
 		/* The session has begun: a ready worker serves at once. */
 		(void)worker_pool_go(&x.wp);
 		if (pfd[0].revents)
@@ -797,6 +854,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct scrub_ctx scrub;
 	struct env_result env;
 	struct broker broker;
+	struct stub_run stub;
 	struct sandbox sb;
 	struct session s;
 	char err[512];
@@ -822,6 +880,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		cfg.stdio[i] = relay.agent[i];
 
 	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
+	/* Transparent mode is needed for enforce only when asked for. */
+	s.caps.need_transparent = enforce && p->transparent;
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -849,6 +909,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
+	cfg.transparent = p->transparent && s.caps.transparent;
+	if (p->transparent && !s.caps.transparent)
+		util_warn("transparent mode cannot run on this host (see 'airlock "
+			  "doctor'): this shadow session runs without it");
 	scrub.broker = &broker;
 	scrub.session = &s;
 	cfg.scrub = scrub_secrets;
@@ -874,8 +938,28 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
 	stdio_relay_detach(&relay);
-	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
+	memset(&stub, 0, sizeof(stub));
+	if (cfg.transparent) {
+		/* After init exists, so that it never holds the table. */
+		int r = dnsstub_table_new(DNSSTUB_TABLE_MAX, &stub.table);
+
+		if (r < 0) {
+			kill(sb.init_pid, SIGKILL);
+			snprintf(err, sizeof(err), "transparent mode: the table of "
+				 "synthetic addresses: %s", strerror(-r));
+			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
+				       RECEIPT_POINT_SUPERVISOR, "transparent",
+				       json_object(), err);
+			session_end(&s, EXIT_AIRLOCK_FAILURE);
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+		}
+		stub.stub = dnsstub_new(p, stub.table);
+	}
+	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
+			   o->workers ? o->workers : worker_default_count(),
 			   err, sizeof(err));
+	dnsstub_free(stub.stub);
+	dnsstub_table_free(stub.table);
 	if (err[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
