@@ -231,14 +231,30 @@ static int probe_landlock(void)
 	return abi > 0 ? (int)abi : 0;
 }
 
-/* The redirect in this process's fresh network namespace (the probe
- * leaves it there; the namespace dies with the child). Bounded: the
+/* The redirect in this process's fresh network namespace, in a child of
+ * its own (it leaves the redirect there, and a library that gives up may
+ * end the process: the other answers must survive it). Must come before
+ * probe_pidns(), whose next child must be its PID 1. Bounded: the
  * connection is local, and waited for a second at most. */
 static bool probe_transparent(void)
 {
 	char err[256];
+	int status, null;
+	pid_t pid = fork();
 
-	return transparent_selftest(err, sizeof(err)) == 0;
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		/* doctor prints JSON only: libraries' complaints go nowhere. */
+		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			(void)dup2(null, STDERR_FILENO);
+		_exit(transparent_selftest(err, sizeof(err)) == 0 ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /* The slow path, after the all-namespaces clone failed: each namespace

@@ -263,9 +263,20 @@ out:
 /* Loads @text with libnftables; its error text goes into @err. */
 static int load_ruleset(const char *text, char *err, size_t errlen)
 {
-	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	int rc;
+	struct nft_ctx *nft;
+	int rc, fd;
 
+	/* libnftables exit()s when it cannot open its netlink socket (a
+	 * kernel without nf_tables): find that out first and say so. */
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (fd < 0) {
+		rc = -errno;
+		set_err(err, errlen, "transparent mode needs nftables, which this "
+			"kernel refuses: %s", strerror(-rc));
+		return rc;
+	}
+	close(fd);
+	nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	if (!nft) {
 		set_err(err, errlen, "libnftables: cannot make a context");
 		return -ENOMEM;

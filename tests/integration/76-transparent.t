@@ -241,6 +241,42 @@ inside shadow
 like "$(r getent)" '^240\.0\.0\.[0-9]+ +other\.airlock\.test$' "shadow: a denied name gets a synthetic address"
 like "$(grep '"type":"dns.block"' "$EV")" '"decision":"would_block"' "and a dns.block would_block"
 
+# --- a host where transparent mode cannot run ---------------------------------------
+# nonft makes the kernel refuse nftables' netlink socket to airlock and
+# everything it starts.
+
+NONFT="$AIRLOCK_HELPERS/nonft"
+out=$("$NONFT" "$AIRLOCK" doctor)
+is "$?" 0 "without nftables, doctor still says enforce can run"
+like "$out" '"transparent":false,"enforce_ready":true,"missing":\[\]' \
+	"and reports transparent false, not missing"
+cat > "$WS/inside.sh" <<'SH'
+echo ran > "$1/ran"
+SH
+rm -f "$EV"
+policy enforce true
+inside_nonft() {
+	rm -rf "$WS/r"
+	mkdir "$WS/r"
+	timeout 60 "$NONFT" "$AIRLOCK" run --mode "$1" --policy "$POLICY" --workspace "$WS" \
+		--events "$EV" -- sh "$WS/inside.sh" "$WS/r" > "$T/out" 2>&1 </dev/null
+}
+inside_nonft enforce
+is "$?" 125 "enforce with transparent: true where it cannot run refuses to start (125)"
+like "$(cat "$T/out")" 'mode enforce needs transparent, which this host does not provide' \
+	"with one line saying why"
+is "$(r ran)" "" "the agent never ran"
+like "$(head -n 1 "$EV")" '"type":"session.refused".*"missing":\["transparent"\]' \
+	"session.refused names transparent in missing"
+"$AIRLOCK" verify "$EV" > /dev/null 2>&1
+ok $? "and the stream verifies"
+rm -f "$EV"
+policy shadow true
+inside_nonft shadow
+is "$?" 0 "shadow runs without it"
+is "$(r ran)" ran "the agent ran"
+like "$(cat "$T/out")" 'transparent mode cannot run on this host' "and airlock says so"
+
 # --- control: transparent false -----------------------------------------------------
 
 cat > "$WS/inside.sh" <<'SH'
