@@ -450,11 +450,11 @@ static void read_signals(struct supervise_ctx *x, int sfd)
 static void serve_stub(struct supervise_ctx *x)
 {
 	struct dnsstub_result res;
-	int i, r;
+	int i;
 
 	/* Bounded: the next poll() comes back for the rest. */
 	for (i = 0; i < 64; i++) {
-		r = transparent_stub_serve(x->sb->stub_fd, x->stub->stub, &res);
+		int r = transparent_stub_serve(x->sb->stub_fd, x->stub->stub, &res);
 		if (r < 0) {
 			util_warn("DNS stub: %s", strerror(-r));
 			return;

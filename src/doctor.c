@@ -238,15 +238,15 @@ static int probe_landlock(void)
  * connection is local, and waited for a second at most. */
 static bool probe_transparent(void)
 {
-	char err[256];
-	int status, null;
+	int status;
 	pid_t pid = fork();
 
 	if (pid < 0)
 		return false;
 	if (pid == 0) {
+		char err[256];
 		/* doctor prints JSON only: libraries' complaints go nowhere. */
-		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		if (null >= 0)
 			(void)dup2(null, STDERR_FILENO);
 		_exit(transparent_selftest(err, sizeof(err)) == 0 ? 0 : 1);

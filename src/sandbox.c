@@ -278,12 +278,46 @@ static void hand_over_transparent(const struct init_ctx *c)
 		close(fds[i]);
 }
 
-/* Transparent mode: the view's /etc/resolv.conf names the stub. A
- * file on the staging tmpfs is bound over it read-only; where the host's
- * is a symbolic link, over what it points to inside the view. */
+/* @path (absolute, inside the view) with "." and ".." components and
+ * duplicate slashes resolved lexically, never above the view's root. */
+static void view_path_clean(char *path)
+{
+	char out[PATH_MAX], *save = NULL, *part;
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (part = strtok_r(path, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		size_t n = strlen(part);
+
+		if (strcmp(part, ".") == 0)
+			continue;
+		if (strcmp(part, "..") == 0) {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		ASSERT(len + 1 + n < sizeof(out));
+		out[len++] = '/';
+		memcpy(out + len, part, n + 1);
+		len += n;
+	}
+	if (len == 0)
+		snprintf(out, sizeof(out), "/");
+	memcpy(path, out, strlen(out) + 1);
+}
+
+/* Transparent mode: the view's /etc/resolv.conf names the stub. A file on
+ * the staging tmpfs is bound over it read-only; where the host's is a
+ * symbolic link, over what it points to inside the view (which must be
+ * shown: a target in a hidden directory is refused with a line saying
+ * how to show it). */
 static void bind_resolv_conf(const struct init_ctx *c)
 {
-	char text[512], path[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
+	char text[512], path[PATH_MAX], link[PATH_MAX], tmp[2 * PATH_MAX];
+	char where[PATH_MAX + 16];
 	struct transparent_config tc;
 	struct stat st;
 	int fd, hops;
@@ -295,37 +329,43 @@ static void bind_resolv_conf(const struct init_ctx *c)
 	if (fd < 0 || util_write_all(fd, text, strlen(text)) < 0)
 		init_fail(c, "transparent mode: writing resolv.conf");
 	close(fd);
-	snprintf(path, sizeof(path), NEW "/etc/resolv.conf");
-	for (hops = 0; lstat(path, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		char *slash;
-		int w;
+	/* path is inside the view; where is the same below NEW. */
+	snprintf(path, sizeof(path), "/etc/resolv.conf");
+	for (hops = 0;; hops++) {
+		ssize_t n;
 
+		snprintf(where, sizeof(where), NEW "%s", path);
+		if (lstat(where, &st) < 0 || !S_ISLNK(st.st_mode))
+			break;
+		n = readlink(where, link, sizeof(link) - 1);
 		if (n <= 0 || hops >= 8)
 			init_fail(c, "transparent mode: /etc/resolv.conf is a symbolic "
 				  "link that does not resolve");
 		link[n] = '\0';
 		if (link[0] == '/') {
-			w = snprintf(tmp, sizeof(tmp), NEW "%s", link);
+			snprintf(tmp, sizeof(tmp), "%s", link);
 		} else {
-			slash = strrchr(path, '/');
+			char *slash = strrchr(path, '/');
+
 			ASSERT(slash);
-			*slash = '\0';
-			w = snprintf(tmp, sizeof(tmp), "%s/%s", path, link);
+			slash[1] = '\0';
+			snprintf(tmp, sizeof(tmp), "%s%s", path, link);
 		}
-		if (w < 0 || (size_t)w >= sizeof(tmp))
+		if (strlen(tmp) >= sizeof(path))
 			init_fail(c, "transparent mode: /etc/resolv.conf: link too long");
-		memcpy(path, tmp, (size_t)w + 1);
+		memcpy(path, tmp, strlen(tmp) + 1);
+		view_path_clean(path);
 	}
-	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (lstat(where, &st) < 0 || !S_ISREG(st.st_mode)) {
 		errno = 0;
-		init_fail(c, "transparent mode: the sandbox shows no /etc/resolv.conf "
-			  "file to replace (%s)", path + strlen(NEW));
+		init_fail(c, "transparent mode: /etc/resolv.conf is %s, which the "
+			  "sandbox does not show as a file (list its directory in "
+			  "fs.ro)", path);
 	}
-	if (mount("/resolv.conf", path, NULL, MS_BIND, NULL) < 0 ||
-	    mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+	if (mount("/resolv.conf", where, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, where, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
 		  NULL) < 0)
-		init_fail(c, "transparent mode: binding /etc/resolv.conf");
+		init_fail(c, "transparent mode: binding %s", path);
 }
 
 static void bind_dev_node(const struct init_ctx *c, const char *name)
@@ -861,8 +901,8 @@ static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t er
 	struct msghdr msg;
 	struct cmsghdr *cm;
 	struct iovec iov;
-	size_t n, i;
 	ssize_t r;
+	size_t n;
 
 	memset(&msg, 0, sizeof(msg));
 	iov.iov_base = buf;
@@ -893,6 +933,8 @@ static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t er
 	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
 	if ((size_t)(unsigned char)buf[1] != n) {
+		size_t i;
+
 		for (i = 0; i < n; i++)
 			close(fds[i]);
 		snprintf(err, errlen, "the sandbox sent a wrong number of sockets");
@@ -906,13 +948,13 @@ static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t er
 
 static void close_transparent(struct sandbox *sb)
 {
-	int *fds[] = { &sb->tlisten_fd[0], &sb->tlisten_fd[1], &sb->stub_fd };
+	int *slot[] = { &sb->tlisten_fd[0], &sb->tlisten_fd[1], &sb->stub_fd };
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(fds); i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
+	for (i = 0; i < ARRAY_SIZE(slot); i++) {
+		if (*slot[i] >= 0)
+			close(*slot[i]);
+		*slot[i] = -1;
 	}
 }
 

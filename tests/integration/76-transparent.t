@@ -241,6 +241,42 @@ inside shadow
 like "$(r getent)" '^240\.0\.0\.[0-9]+ +other\.airlock\.test$' "shadow: a denied name gets a synthetic address"
 like "$(grep '"type":"dns.block"' "$EV")" '"decision":"would_block"' "and a dns.block would_block"
 
+# --- /etc/resolv.conf as a symbolic link (systemd-resolved hosts) ----------------
+# In a mount namespace of this test's own, /etc is a copy whose
+# resolv.conf is a relative link into $T/dns, a directory that the
+# sandbox hides (under the host's /tmp) unless fs.ro lists it.
+
+mkdir "$T/dns"
+echo "nameserver 198.18.0.12" > "$T/dns/resolv.conf"
+cat > "$WS/inside.sh" <<'SH'
+grep -v '^#' /etc/resolv.conf > "$1/resolv"
+SH
+link_run() { # FS_RO
+	cat > "$POLICY" <<P
+{"version": 1, "mode": "enforce",
+ "egress": {"allow": ["api.airlock.test"], "transparent": true},
+ "fs": {"ro": [$1]}}
+P
+	rm -rf "$WS/r"
+	mkdir "$WS/r"
+	# shellcheck disable=SC2016
+	timeout 60 unshare --mount sh -c '
+		cp -a /etc "$0/etc" && rm -f "$0/etc/resolv.conf" &&
+		ln -s "../..$0/dns/./resolv.conf" "$0/etc/resolv.conf" &&
+		mount --bind "$0/etc" /etc &&
+		exec "$@"' "$T" "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" \
+		--events "$EV" -- sh "$WS/inside.sh" "$WS/r" > "$T/out" 2>&1 </dev/null
+}
+link_run ""
+is "$?" 125 "a resolv.conf link into a hidden directory: refused (125)"
+like "$(cat "$T/out")" "/etc/resolv.conf is $T/dns/resolv.conf, which the sandbox does not show" \
+	"naming the file behind the link"
+link_run "\"$T/dns\""
+is "$?" 0 "with its directory in fs.ro the session runs"
+is "$(r resolv)" "nameserver 127.0.0.53" "and the file behind the link names the stub"
+is "$(cat "$T/dns/resolv.conf")" "nameserver 198.18.0.12" "the host's file is unchanged"
+rm -rf "$T/etc"
+
 # --- a host where transparent mode cannot run ---------------------------------------
 # nonft makes the kernel refuse nftables' netlink socket to airlock and
 # everything it starts.
