@@ -948,14 +948,13 @@ static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t er
 
 static void close_transparent(struct sandbox *sb)
 {
-	int *slot[] = { &sb->tlisten_fd[0], &sb->tlisten_fd[1], &sb->stub_fd };
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(slot); i++) {
-		if (*slot[i] >= 0)
-			close(*slot[i]);
-		*slot[i] = -1;
-	}
+	if (sb->tlisten_fd[0] >= 0)
+		close(sb->tlisten_fd[0]);
+	if (sb->tlisten_fd[1] >= 0)
+		close(sb->tlisten_fd[1]);
+	if (sb->stub_fd >= 0)
+		close(sb->stub_fd);
+	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
 }
 
 /* Waits for init to finish setup: the control socket closes (EOF) when the
