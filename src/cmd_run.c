@@ -67,6 +67,7 @@
 #include "session.h"
 #include "stdio_relay.h"
 #include "transparent.h"
+#include "tls_ca.h"
 #include "util.h"
 #include "worker.h"
 
@@ -486,7 +487,8 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
-		     unsigned int nworkers, char *failure, size_t failure_len)
+		     unsigned int nworkers, const struct broker *broker, char *failure,
+		     size_t failure_len)
 {
 	int tl[2];
 	struct supervise_ctx x;
@@ -525,6 +527,8 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		wc.tlisten_fds = tl;
 		wc.names = stub->table;
 	}
+	wc.intercept = s->open;
+	wc.broker = broker;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -844,6 +848,28 @@ static void report_receipts(const struct session *s, const struct run_opts *o,
 		  o->signing_key ? "" : ", made for this session");
 }
 
+/* The CA bundle the sandbox trusts: the system's, egress.upstream_ca's
+ * and the session CA the key holder made. Refuses the session when it
+ * cannot be built. */
+static char *make_ca_bundle(struct session *s, const struct policy *p, size_t *len)
+{
+	char err[512], *pem = NULL, *bundle;
+
+	*len = 0;
+	if (!s->open)
+		return NULL;
+	if (keeper_ca_cert(&s->k, &pem, err, sizeof(err)) < 0)
+		session_refuse(s, "tls.ca", err);
+	if (!pem)
+		return NULL;
+	bundle = tls_bundle_make(pem, strlen(pem), TLS_SYSTEM_BUNDLE, p->upstream_ca, len,
+				 err, sizeof(err));
+	free(pem);
+	if (!bundle)
+		session_refuse(s, "egress.upstream_ca", err);
+	return bundle;
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 const char *id, const char *workspace, const char *events,
 			 bool events_default)
@@ -857,7 +883,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct stub_run stub;
 	struct sandbox sb;
 	struct session s;
-	char err[512];
+	struct session_ca ca = { NULL, NULL, 0 };
+	char err[512], *ca_bundle;
 	int status, exec_err;
 	size_t i;
 
@@ -879,7 +906,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	for (i = 0; i < 3; i++)
 		cfg.stdio[i] = relay.agent[i];
 
-	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
+	session_open_ca(&s, events, o->signing_key, p, id, o->cmd[0], &ca);
 	/* Transparent mode is needed for enforce only when asked for. */
 	s.caps.need_transparent = enforce && p->transparent;
 	if (!doctor_enforce_ready(&s.caps)) {
@@ -902,6 +929,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	plan_view(&s, o, p, events, &cfg);
 	cfg.home = getenv("HOME");
+	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
+	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 
@@ -957,7 +986,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
-			   err, sizeof(err));
+			   &broker, err, sizeof(err));
 	dnsstub_free(stub.stub);
 	dnsstub_table_free(stub.table);
 	if (err[0]) {
@@ -976,6 +1005,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 
 	env_result_free(&env);
 	broker_free(&broker);
+	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
 	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);

@@ -39,6 +39,10 @@ struct sandbox_config {
 				  init makes the transparent listener's and
 				  the DNS stub's sockets, sets the redirect
 				  up and names the stub in /etc/resolv.conf */
+	const char *ca_bundle; /* the CA bundle the agent trusts, shown
+				  read-only at TLS_SYSTEM_BUNDLE; NULL: the
+				  host's own */
+	size_t ca_bundle_len;
 	/* Called first thing in the sandbox's init (a copy of the caller's
 	 * memory): wipes what the sandbox must not hold, e.g. secret values. */
 	void (*scrub)(void *arg);

@@ -35,6 +35,11 @@ struct worker_config {
 	const int *tlisten_fds;
 	size_t ntlisten;
 	struct dnsstub_table *names;
+	bool intercept;              /* the key holder has a session CA:
+					terminate TLS for the hosts the
+					policy intercepts (intercept.h) */
+	const struct broker *broker; /* brokered secrets (values and
+					placeholders), or NULL: none */
 };
 
 struct worker {
