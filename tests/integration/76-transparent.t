@@ -229,6 +229,60 @@ like "$(cat "$T/rc.txt")" 'rebind block: egress.special-address' "its loopback a
 "$AIRLOCK" verify "$EV" > "$T/verify.out" 2>&1
 ok $? "the receipts verify"
 
+# --- interception: a secret's host, reached transparently ---------------------------
+# The proxy terminates TLS for the bound host exactly as in a CONNECT
+# tunnel: the agent's placeholder becomes the real value at the origin.
+# The clients trust the session CA through what airlock gives them (the
+# system bundle's path, NODE_EXTRA_CA_CERTS), nothing of the test's.
+
+VALUE="sk-live-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH"
+cat > "$POLICY" <<P
+{
+  "version": 1,
+  "mode": "enforce",
+  "egress": {
+    "allow": ["api.airlock.test"],
+    "allow_ranges": ["198.18.0.0/15"],
+    "resolver": ["$PL_RESOLVER"],
+    "upstream_ca": "$CA",
+    "transparent": true
+  },
+  "secrets": {
+    "api": {"from_env": "API_KEY", "hosts": ["api.airlock.test"],
+            "headers": ["authorization"], "prefix": "sk-live-", "paths": ["/v1/"]}
+  }
+}
+P
+cat > "$WS/inside.sh" <<'SH'
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy NO_PROXY no_proxy
+R=$1
+printf '%s' "$API_KEY" > "$R/ph"
+node -e '
+fetch("https://api.airlock.test/v1/tnode", { headers: { authorization: "Bearer " + process.env.API_KEY },
+      signal: AbortSignal.timeout(10000) })
+  .then(r => r.text()).then(t => process.stdout.write(t))
+  .catch(e => { console.log("ERR " + ((e.cause && e.cause.code) || e.message)); process.exit(1); });' \
+	> "$R/node" 2>&1
+curl --noproxy '*' -sS -m 10 -H "Authorization: Bearer $API_KEY" \
+	https://api.airlock.test/v1/tcurl > "$R/curl" 2>&1
+SH
+rm -f "$EV"
+API_KEY=$VALUE inside enforce
+is "$?" 0 "interception: the session ran"
+like "$(r ph)" '^sk-live-' "the agent holds a placeholder"
+like "$(r node)" '^hello from tls 198\.18\.0\.10:443 .*path=/v1/tnode ' \
+	"Node's fetch, no proxy configuration, reaches the bound host through interception"
+like "$(r curl)" '^hello from tls 198\.18\.0\.10:443 .*path=/v1/tcurl ' "and curl --noproxy '*'"
+for n in tnode tcurl; do
+	like "$(net_last srv=tls "line~/v1/$n")" "Bearer $VALUE" "the origin got the real value ($n)"
+done
+like "$(grep '"type":"secret.inject"' "$EV" | head -n 1)" '"host":"api.airlock.test"' \
+	"secret.inject recorded"
+like "$(grep '"type":"http.request"' "$EV" | grep '/v1/tnode')" '"transparent":true' \
+	"the intercepted request's receipt says transparent"
+"$AIRLOCK" verify "$EV" > /dev/null 2>&1
+ok $? "the receipts verify"
+
 # --- shadow: every name resolves, a would-be refusal is recorded ----------------
 
 cat > "$WS/inside.sh" <<'SH'
