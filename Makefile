@@ -92,8 +92,11 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 
 # Test helpers that drive airlock's modules directly link their objects:
 # ghmint (the GitHub App mint of ghapp.c against the stand-in API),
-# spend_tool (ledger.c and meter.c for the spend tests and bench/spend).
-HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool
+# spend_tool (ledger.c and meter.c for the spend tests and bench/spend),
+# transparent-parts (dnsstub.c and transparent.c for
+# tests/integration/75-transparent-parts.t).
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool \
+	$(BUILD)/tests/helpers/transparent-parts
 $(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
