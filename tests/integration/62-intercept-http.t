@@ -110,6 +110,13 @@ t = tunnel(); r = R(t)
 t.sendall(b"".join(b"GET /pipe%d HTTP/1.1\r\nHost: api.airlock.test\r\n\r\n" % i for i in range(3)))
 got = [r.response() for _ in range(3)]
 out("pipeline", ",".join("%d:%s" % (st, b.split(b" ")[5].decode()) for st, h, b in got))
+# a head of nearly 40 KB (several TLS records) and a pipelined request
+# after it in the same write
+big = b"GET /big" + b"b" * 7000 + b" HTTP/1.1\r\nHost: api.airlock.test\r\n" + \
+      b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"p" * 1900) for i in range(16)) + b"\r\n"
+t.sendall(big + b"GET /after-big HTTP/1.1\r\nHost: api.airlock.test\r\n\r\n")
+got = [r.response() for _ in range(2)]
+out("held", ",".join("%d:%s" % (st, b.split(b" ")[5].decode()[:12]) for st, h, b in got))
 # chunked upload on the same connection, then Content-Length
 t.sendall(b"POST /up HTTP/1.1\r\nHost: api.airlock.test\r\nTransfer-Encoding: chunked\r\n\r\n"
           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
@@ -176,6 +183,7 @@ diag_file "$T/py.out"
 o() { sed -n "s/^$1=//p" "$T/py.out"; }
 is "$(o pipeline)" "200:path=/pipe0,200:path=/pipe1,200:path=/pipe2" "pipelined requests, answered in order on one connection"
 is "$(net_count line~/pipe)" 3 "... each reached the origin once"
+is "$(o held)" "200:path=/bigbbb,200:path=/after-" "a request after a 40 KB head, pipelined, is served"
 is "$(o chunked_up)" "200 hello world" "a chunked request body, relayed whole"
 is "$(o chunked_down)" "200 chunked hello" "a chunked response, relayed chunked"
 is "$(o continue_interim)" 100 "Expect: 100-continue: the 100 arrives before the body"
