@@ -38,6 +38,11 @@ PH=$(sed -n 's/^SERVICE_TOKEN=//p' "$T/ph.env")
 req https://api.airlock.test/sub --cacert "$T/session-ca.pem" -H "Authorization: token $PH"
 is "$CODE" 200 "curl through the standalone proxy trusts the --ca-out CA"
 like "$(net_last line~/sub)" "\"Authorization\", \"token $VALUE\"" "the placeholder after 'token ' became the value"
+req https://api.airlock.test/distrust --cacert "$CA"
+is "$CURL_RC" 60 "a client that does not trust the session CA fails its handshake"
+r=$(grep '"type":"proxy.error"' "$EV" | grep '"rule":"tls.client"' | tail -1)
+like "$(jf "$r" subject.error)" 'unknown ca|alert' "... recorded as proxy.error tls.client with the client's alert"
+is "$(net_count line~/distrust)" 0 "... nothing was sent upstream"
 req https://www.airlock.test/elsewhere --cacert "$CA" -H "Authorization: token $PH"
 is "$CODE" 200 "a host nobody binds passes through (the placeholder is worthless there)"
 like "$(net_last line~/elsewhere)" "token $PH" "... and reaches it unchanged, since the proxy cannot see it"
