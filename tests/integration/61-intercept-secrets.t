@@ -81,7 +81,10 @@ like "$PH" '^sk-live-[0-9A-Za-z]+$' "the agent holds a placeholder with the valu
 is "${#PH}" "${#VALUE}" "... and its length"
 ! grep -q "$VALUE" "$WS/env.txt"
 ok $? "the value is not in the agent's environment"
-like "$(grep '^SSL_CERT_FILE=' "$WS/env.txt")" '/etc/ssl/certs/ca-certificates.crt' "SSL_CERT_FILE names the bundle"
+for v in SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE GIT_SSL_CAINFO NPM_CONFIG_CAFILE PIP_CERT \
+	DENO_CERT NODE_EXTRA_CA_CERTS; do
+	is "$(sed -n "s/^$v=//p" "$WS/env.txt")" /etc/ssl/certs/ca-certificates.crt "$v names the bundle"
+done
 
 # substitution
 like "$(cat "$WS/ok.out")" '^hello from tls 198\.18\.0\.10:443 method=GET path=/v1/ok' \
