@@ -400,15 +400,22 @@ json_t *conn_subject(const struct conn *c)
 	return s;
 }
 
-int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
-		    const char *rule, json_t *subject, const char *reason)
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason)
 {
 	const struct proxy_opts *o = &c->p->o;
 	int64_t seq = -1;
 
 	if (o->record)
-		seq = o->record(o->record_arg, type, d, RECEIPT_POINT_EGRESS_PROXY,
-				rule, subject, reason);
+		seq = o->record(o->record_arg, type, d, point, rule, subject, reason);
 	json_decref(subject);
 	return seq;
+}
+
+int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
+		    const char *rule, json_t *subject, const char *reason)
+{
+	return conn_record_at(c, RECEIPT_POINT_EGRESS_PROXY, type, d, rule, subject,
+			      reason);
 }

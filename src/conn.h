@@ -185,6 +185,10 @@ json_t *conn_subject(const struct conn *c);
 /* Writes one receipt; returns its seq or -1. Consumes @subject. */
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason);
+/* The same at another enforcement point (git). */
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason);
 
 /* --- upstream.c: decide, resolve, check, connect ------------------------ */
 

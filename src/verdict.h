@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "hostname.h"
+#include "receipt.h"
 
 #define VERDICT_RULE_MAX 48
 #define VERDICT_REASON_MAX 256
@@ -45,6 +46,9 @@ struct verdict {
 						 and the answer's body */
 	const char *type;                     /* receipt type; NULL: by
 						 action */
+	enum receipt_point point;             /* the receipt's point:
+						 egress-proxy unless a
+						 decider says (git) */
 	json_t *extra;                        /* subject members to add;
 						 owned by the verdict */
 	const struct host_rule *host_rule;    /* the deciding rule, if any */
@@ -53,7 +57,8 @@ struct verdict {
 						 itself, protocol errors) */
 };
 
-/* Fills @v (every field, extra NULL). @reason may be NULL. */
+/* Fills @v (every field, extra NULL, point egress-proxy). @reason may be
+ * NULL. */
 void verdict_set(struct verdict *v, enum verdict_action action, int status,
 		 const char *rule, const char *reason);
 /* The same with a printf reason. */

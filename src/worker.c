@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "gitfilter.h"
 #include "keeper.h"
 #include "msg.h"
 #include "proxy.h"
@@ -113,6 +114,8 @@ struct wctx {
 	struct policy **policies;  /* reloaded ones: rules may be pointed at
 				      until exit */
 	size_t npolicies;
+	struct gitfilter *git;     /* the git binding's credential */
+	struct filter_reg filters[FILTER_MAX];
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -342,6 +345,15 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
 	po.worker = index;
+	/* The filter chain, in order: git. */
+	x.git = gitfilter_new(po.record, &x);
+	if (cfg->git_token &&
+	    !gitfilter_set_token(x.git, cfg->git_token, cfg->git_token_len,
+				 cfg->git_token_expires))
+		worker_fatal(&x, "the git token is not a valid token");
+	gitfilter_set_placeholder(x.git, cfg->git_placeholder, cfg->git_placeholder_len);
+	x.filters[po.nfilters++] = (struct filter_reg){ &gitfilter_ops, x.git };
+	po.filters = x.filters;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "policy.h"
 #include "proxy.h"
@@ -28,6 +29,14 @@ struct worker_config {
 	unsigned int client_limit;   /* per client address; 0: a quarter of
 					the connection limit,
 					PROXY_CLIENT_LIMIT_NONE: none */
+	/* The git credential the workers inject (gitfilter.h), borrowed:
+	 * NULL without one; valid until git_token_expires (0: no expiry). */
+	const char *git_token;
+	size_t git_token_len;
+	time_t git_token_expires;
+	/* The placeholder the agent holds for it (NULL: none). */
+	const char *git_placeholder;
+	size_t git_placeholder_len;
 };
 
 struct worker {
