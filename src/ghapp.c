@@ -1284,6 +1284,25 @@ static int connect_any(const struct resolved *r, uint16_t port, long long deadli
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen)
 {
+	char why[256];
+	char *jwt;
+	int rc;
+
+	ASSERT(p->git_github_app);
+	memset(out, 0, sizeof(*out));
+	jwt = ghapp_jwt(key, p->git_github_app->app_id, time(NULL), why, sizeof(why));
+	if (!jwt) {
+		snprintf(err, errlen, "token mint at %s: %s", p->git_github_app->api_host, why);
+		return -1;
+	}
+	rc = ghapp_mint_jwt(p, jwt, timeout_ms, out, err, errlen);
+	wipe_str(jwt);
+	return rc;
+}
+
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen)
+{
 	const struct policy_github_app *app = p->git_github_app;
 	long long deadline = mono_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
 	struct ghapp_scope asked;
@@ -1292,7 +1311,7 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	struct http_response resp;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
-	char *body = NULL, *jwt = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
+	char *body = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
 	const char *abody;
 	size_t alen, off = 0, reqlen;
 	int fd = -1, rc = -1, ret, hi;
@@ -1305,9 +1324,6 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0)
 		goto out;
 	body = ghapp_request_body(&asked);
-	jwt = ghapp_jwt(key, app->app_id, time(NULL), why, sizeof(why));
-	if (!jwt)
-		goto out;
 	ctx = client_ctx(p, why, sizeof(why));
 	if (!ctx)
 		goto out;
@@ -1393,7 +1409,6 @@ out:
 	ERR_clear_error();
 	answer_free(&a);
 	wipe_str(req);
-	wipe_str(jwt);
 	free(body);
 	ghapp_scope_free(&asked);
 	return rc;

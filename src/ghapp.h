@@ -164,4 +164,10 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen);
 
+/* The same with a JWT signed elsewhere (the key holder signs it, the
+ * supervisor, which holds no key, makes the request): @jwt is borrowed
+ * and left as it is (the caller wipes it). */
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen);
+
 #endif /* AIRLOCK_GHAPP_H */

@@ -61,6 +61,9 @@ static const char *const type_names[] = {
 	[MSG_GO] = "go",
 	[MSG_STOP] = "stop",
 	[MSG_WORKER_READY] = "worker-ready",
+	[MSG_JWT_SIGN] = "jwt-sign",
+	[MSG_JWT] = "jwt",
+	[MSG_GIT_TOKEN] = "git-token",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

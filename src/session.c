@@ -56,6 +56,10 @@ void session_open(struct session *s, const char *events, const char *signing_key
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
+					    ? p->git_github_app->private_key_file
+					    : NULL;
+		kc.github_app_id = p->git_github_app ? p->git_github_app->app_id : NULL;
 		if (keeper_start(&kc, &s->k, err, sizeof(err)) < 0)
 			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 		s->open = true;

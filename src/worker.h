@@ -89,6 +89,11 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i);
 int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err,
 		       size_t errlen);
 
+/* Sends every worker the git credential to inject from now on (a
+ * refreshed token, valid until @expires_at). Returns 0 or -errno. */
+int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
+			  time_t expires_at);
+
 /* Tells every serving worker to stop accepting and to exit once its
  * connections are done, or after @drain_ms; kills those never told to
  * serve (they have seen nothing). */
