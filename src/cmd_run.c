@@ -66,6 +66,7 @@
 #include "sandbox.h"
 #include "session.h"
 #include "stdio_relay.h"
+#include "tls_ca.h"
 #include "util.h"
 #include "worker.h"
 
@@ -607,7 +608,8 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
-		     struct git_cred *git, char *failure, size_t failure_len)
+		     const struct broker *broker, struct git_cred *git, char *failure,
+		     size_t failure_len)
 {
 	struct supervise_ctx x;
 	struct worker_config wc;
@@ -639,6 +641,8 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	 * own, the connection limit is all of its. */
 	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
 	git_cred_config(git, &wc);
+	wc.intercept = s->open;
+	wc.broker = broker;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -960,6 +964,28 @@ static void report_receipts(const struct session *s, const struct run_opts *o,
 		  o->signing_key ? "" : ", made for this session");
 }
 
+/* The CA bundle the sandbox trusts: the system's, egress.upstream_ca's
+ * and the session CA the key holder made. Refuses the session when it
+ * cannot be built. */
+static char *make_ca_bundle(struct session *s, const struct policy *p, size_t *len)
+{
+	char err[512], *pem = NULL, *bundle;
+
+	*len = 0;
+	if (!s->open)
+		return NULL;
+	if (keeper_ca_cert(&s->k, &pem, err, sizeof(err)) < 0)
+		session_refuse(s, "tls.ca", err);
+	if (!pem)
+		return NULL;
+	bundle = tls_bundle_make(pem, strlen(pem), TLS_SYSTEM_BUNDLE, p->upstream_ca, len,
+				 err, sizeof(err));
+	free(pem);
+	if (!bundle)
+		session_refuse(s, "egress.upstream_ca", err);
+	return bundle;
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 const char *id, const char *workspace, const char *events,
 			 bool events_default)
@@ -973,7 +999,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct git_cred git;
 	struct sandbox sb;
 	struct session s;
-	char err[512];
+	struct session_ca ca = { NULL, NULL, 0 };
+	char err[512], *ca_bundle;
 	int status, exec_err;
 	size_t i;
 
@@ -995,7 +1022,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	for (i = 0; i < 3; i++)
 		cfg.stdio[i] = relay.agent[i];
 
-	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
+	session_open_ca(&s, events, o->signing_key, p, id, o->cmd[0], &ca);
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -1016,6 +1043,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	plan_view(&s, o, p, events, &cfg);
 	cfg.home = getenv("HOME");
+	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
+	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 	git_cred_start(&s, p, &broker, &git);
@@ -1052,8 +1081,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
 	stdio_relay_detach(&relay);
-	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(), &git,
-			   err, sizeof(err));
+	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
+			   &broker, &git, err, sizeof(err));
 	if (err[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
@@ -1071,6 +1100,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	env_result_free(&env);
 	git_cred_free(&git);
 	broker_free(&broker);
+	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
 	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);

@@ -64,6 +64,10 @@ static const char *const type_names[] = {
 	[MSG_JWT_SIGN] = "jwt-sign",
 	[MSG_JWT] = "jwt",
 	[MSG_GIT_TOKEN] = "git-token",
+	[MSG_LEAF] = "leaf",
+	[MSG_LEAF_ANSWER] = "leaf-answer",
+	[MSG_CA_CERT] = "ca-cert",
+	[MSG_CA_CERT_ANSWER] = "ca-cert-answer",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

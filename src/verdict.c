@@ -52,9 +52,9 @@ void verdict_set(struct verdict *v, enum verdict_action action, int status,
 		 const char *rule, const char *reason)
 {
 	memset(v, 0, sizeof(*v));
+	v->point = RECEIPT_POINT_EGRESS_PROXY;
 	v->action = action;
 	v->status = status;
-	v->point = RECEIPT_POINT_EGRESS_PROXY;
 	if (rule)
 		(void)util_strlcpy(v->rule, rule, sizeof(v->rule));
 	if (reason)

@@ -46,19 +46,18 @@ struct verdict {
 						 and the answer's body */
 	const char *type;                     /* receipt type; NULL: by
 						 action */
-	enum receipt_point point;             /* the receipt's point:
-						 egress-proxy unless a
-						 decider says (git) */
 	json_t *extra;                        /* subject members to add;
 						 owned by the verdict */
 	const struct host_rule *host_rule;    /* the deciding rule, if any */
 	bool always;                          /* enforced in shadow mode too
 						 (address checks, the proxy
 						 itself, protocol errors) */
+	enum receipt_point point;             /* who observed it: the
+						 egress proxy (verdict_set's
+						 default), the broker, git */
 };
 
-/* Fills @v (every field, extra NULL, point egress-proxy). @reason may be
- * NULL. */
+/* Fills @v (every field, extra NULL). @reason may be NULL. */
 void verdict_set(struct verdict *v, enum verdict_action action, int status,
 		 const char *rule, const char *reason);
 /* The same with a printf reason. */

@@ -63,9 +63,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "confine.h"
 #include "gitfilter.h"
+#include "intercept.h"
 #include "keeper.h"
+#include "secretfilter.h"
+#include "tls.h"
 #include "msg.h"
 #include "proxy.h"
 #include "util.h"
@@ -115,7 +119,6 @@ struct wctx {
 				      until exit */
 	size_t npolicies;
 	struct gitfilter *git;     /* the git binding's credential */
-	struct filter_reg filters[FILTER_MAX];
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -149,6 +152,42 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 		worker_fatal(x, "cannot record a receipt: the key holder's channel "
 			     "failed (%s)", strerror(-r));
 	return seq;
+}
+
+static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
+		       size_t errlen)
+{
+	struct wctx *x = arg;
+	int r = keeper_leaf(&x->link, host, out, err, errlen);
+
+	if (r < -1)
+		worker_fatal(x, "cannot ask for a leaf: %s", err);
+	return r < 0 ? -1 : 0;
+}
+
+/* The filters every request runs through, in this order: secrets (the
+ * placeholders), then git, then spend. Returns how many are in @reg. */
+static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
+			    struct filter_reg *reg)
+{
+	size_t n = 0;
+
+	if (cfg->broker && cfg->broker->count > 0) {
+		reg[n].ops = &secretfilter_ops;
+		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
+		n++;
+	}
+	/* git: every request to a git host, with the session's credential */
+	x->git = gitfilter_new(worker_record, x);
+	if (cfg->git_token &&
+	    !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+				 cfg->git_token_expires))
+		worker_fatal(x, "the git token is not a valid token");
+	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+	reg[n].ops = &gitfilter_ops;
+	reg[n].arg = x->git;
+	n++;
+	return n;
 }
 
 /* Reads the policy in @fd, checks it is @digest and puts it in force. */
@@ -249,6 +288,10 @@ static void serve_ctl(struct wctx *x)
 		case MSG_WORKER_READY:
 		case MSG_JWT_SIGN:
 		case MSG_JWT:
+		case MSG_LEAF:
+		case MSG_LEAF_ANSWER:
+		case MSG_CA_CERT:
+		case MSG_CA_CERT_ANSWER:
 		case MSG_TYPE_COUNT:
 			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
 		}
@@ -323,6 +366,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 			     cfg->listen_fd, ctl, kfd };
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
+	struct intercept_opts io;
+	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
 	char err[512], *dir;
 	sigset_t set;
@@ -369,15 +414,21 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
 	po.worker = index;
-	/* The filter chain, in order: git. */
-	x.git = gitfilter_new(po.record, &x);
-	if (cfg->git_token &&
-	    !gitfilter_set_token(x.git, cfg->git_token, cfg->git_token_len,
-				 cfg->git_token_expires))
-		worker_fatal(&x, "the git token is not a valid token");
-	gitfilter_set_placeholder(x.git, cfg->git_placeholder, cfg->git_placeholder_len);
-	x.filters[po.nfilters++] = (struct filter_reg){ &gitfilter_ops, x.git };
-	po.filters = x.filters;
+	if (cfg->intercept) {
+		/* Before the filter: the client side reads the trust store. */
+		memset(&io, 0, sizeof(io));
+		io.server = tls_server_ctx_new(err, sizeof(err));
+		if (!io.server)
+			worker_fatal(&x, "%s", err);
+		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
+		if (!io.client)
+			worker_fatal(&x, "%s", err);
+		io.leaf = kfd >= 0 ? worker_leaf : NULL;
+		io.leaf_arg = &x;
+		po.intercept = &io;
+	}
+	po.nfilters = build_filters(cfg, &x, reg);
+	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);

@@ -37,6 +37,11 @@ struct worker_config {
 	/* The placeholder the agent holds for it (NULL: none). */
 	const char *git_placeholder;
 	size_t git_placeholder_len;
+	bool intercept;              /* the key holder has a session CA:
+					terminate TLS for the hosts the
+					policy intercepts (intercept.h) */
+	const struct broker *broker; /* brokered secrets (values and
+					placeholders), or NULL: none */
 };
 
 struct worker {
