@@ -57,7 +57,7 @@
 
 #include "broker.h"
 #include "commands.h"
-#include "ghapp.h"
+#include "gitcred.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -336,163 +336,6 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
  * recorded. A key holder that dies means nothing more can be recorded:
  * the sandbox is killed and airlock exits 125 at once. */
 
-/* --- the git credential ----------------------------------------------------- */
-
-/* The credential the proxy workers inject on allowed git requests: the
- * value of the git.credential secret (borrowed from the broker), or a
- * GitHub App installation token the supervisor mints itself: the key
- * holder signs the App's JWT (the key never leaves it), the supervisor
- * makes the HTTPS request (ghapp_mint_jwt: the policy's resolvers, the
- * address checks, the API's certificate), outside the sandbox and the
- * proxy. A mint at start that fails or grants more than asked refuses the
- * session; a refresh that fails keeps the old token until it expires,
- * after which the workers answer 502. The placeholder the agent holds
- * under git.token_env is the one the workers replace on git.api_hosts. */
-struct git_cred {
-	bool minted;                 /* git.github_app */
-	struct ghapp_token tok;      /* the latest minted token */
-	const char *value;           /* what the workers get: tok.value or
-					the secret's value */
-	size_t value_len;
-	char *placeholder;           /* owned */
-	size_t placeholder_len;
-	time_t next_mint;            /* when to mint again (0: never) */
-};
-
-static void git_mint(struct session *s, const struct policy *p, struct ghapp_token *tok,
-		     char *err, size_t errlen)
-{
-	char *jwt = keeper_sign_jwt(&s->k, err, errlen);
-	int rc;
-
-	memset(tok, 0, sizeof(*tok));
-	if (!jwt)
-		return;
-	rc = ghapp_mint_jwt(p, jwt, 0, tok, err, errlen);
-	explicit_bzero(jwt, strlen(jwt));
-	free(jwt);
-	if (rc != 0)
-		ghapp_token_clear(tok);
-}
-
-/* Before session.start: the credential, or a refusal (125). */
-static void git_cred_start(struct session *s, const struct policy *p, const struct broker *b,
-			   struct git_cred *g)
-{
-	char err[512] = "";
-
-	memset(g, 0, sizeof(*g));
-	if (p->git_credential) {
-		size_t i;
-
-		for (i = 0; i < b->count; i++) {
-			if (strcmp(b->secrets[i].def->name, p->git_credential) != 0)
-				continue;
-			g->value = b->secrets[i].value;
-			g->value_len = b->secrets[i].value_len;
-			g->placeholder = util_xstrdup(b->secrets[i].placeholder);
-			g->placeholder_len = b->secrets[i].placeholder_len;
-		}
-		ASSERT(g->value); /* the policy checker requires the secret */
-		return;
-	}
-	if (!p->git_github_app)
-		return;
-	g->minted = true;
-	git_mint(s, p, &g->tok, err, sizeof(err));
-	if (!g->tok.value)
-		session_refuse(s, "git.github_app", err);
-	g->value = g->tok.value;
-	g->value_len = g->tok.len;
-	g->next_mint = ghapp_refresh_at(&g->tok);
-	/* shaped like the token (client-side format checks), worthless */
-	g->placeholder = broker_placeholder_make("ghs_", g->tok.value, g->tok.len,
-						 &g->placeholder_len, err, sizeof(err));
-	ASSERT(g->placeholder);
-}
-
-/* After session.start: the git.token line of the first mint. */
-static void git_cred_record(struct session *s, const struct policy *p, struct git_cred *g)
-{
-	if (g->minted)
-		session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT,
-			       "git.github_app", ghapp_subject(p, &g->tok.granted, &g->tok),
-			       "installation token minted for the session's repositories");
-}
-
-/* The placeholder under every git.token_env variable (replacing what the
- * environment held there). */
-static void git_cred_env(const struct policy *p, const struct git_cred *g,
-			 struct env_result *env)
-{
-	size_t i, j;
-
-	if (!g->placeholder)
-		return;
-	for (i = 0; i < p->ngit_token_env; i++) {
-		const char *name = p->git_token_env[i];
-		size_t nl = strlen(name);
-		char *entry = util_xasprintf("%s=%s", name, g->placeholder);
-
-		for (j = 0; j < env->n; j++)
-			if (strncmp(env->envp[j], name, nl) == 0 && env->envp[j][nl] == '=')
-				break;
-		if (j < env->n) {
-			free(env->envp[j]);
-			env->envp[j] = entry;
-			continue;
-		}
-		env->envp = util_xrealloc(env->envp, (env->n + 2) * sizeof(char *));
-		env->envp[env->n++] = entry;
-		env->envp[env->n] = NULL;
-	}
-}
-
-static void git_cred_config(const struct git_cred *g, struct worker_config *wc)
-{
-	wc->git_token = g->value;
-	wc->git_token_len = g->value_len;
-	wc->git_token_expires = g->minted ? g->tok.expires_at : 0;
-	wc->git_placeholder = g->placeholder;
-	wc->git_placeholder_len = g->placeholder_len;
-}
-
-/* A refresh is due: mint, hand the new token to the workers, record. */
-static void git_cred_refresh(struct session *s, const struct policy *p, struct git_cred *g,
-			     struct worker_pool *wp)
-{
-	struct ghapp_token fresh;
-	char err[512] = "";
-
-	git_mint(s, p, &fresh, err, sizeof(err));
-	if (!fresh.value) {
-		session_record(s, "git.token", RECEIPT_BLOCK, RECEIPT_POINT_GIT, "git.github_app",
-			       ghapp_subject(p, NULL, NULL), err);
-		g->next_mint = time(NULL) + GHAPP_RETRY_S;
-		return;
-	}
-	if (worker_pool_git_token(wp, fresh.value, fresh.len, fresh.expires_at) < 0)
-		util_warn("the refreshed git token could not reach every proxy worker");
-	ghapp_token_clear(&g->tok);
-	g->tok = fresh;
-	g->value = g->tok.value;
-	g->value_len = g->tok.len;
-	g->next_mint = ghapp_refresh_at(&g->tok);
-	session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.github_app",
-		       ghapp_subject(p, &g->tok.granted, &g->tok),
-		       "installation token refreshed before expiry");
-}
-
-static void git_cred_free(struct git_cred *g)
-{
-	ghapp_token_clear(&g->tok);
-	if (g->placeholder) {
-		explicit_bzero(g->placeholder, g->placeholder_len);
-		free(g->placeholder);
-	}
-	memset(g, 0, sizeof(*g));
-}
-
 /* How long stopped workers get to exit before they are killed. */
 #define WORKER_STOP_MS 5000
 
@@ -505,7 +348,7 @@ struct supervise_ctx {
 	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
 	char *failure;          /* why airlock ended the session, or "" */
 	size_t failure_len;
-	struct git_cred *git;   /* the credential the workers inject */
+	struct gitcred *git;   /* the credential the workers inject */
 };
 
 static uint64_t monotonic_ms(void)
@@ -608,7 +451,7 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
-		     const struct broker *broker, struct git_cred *git, char *failure,
+		     const struct broker *broker, struct gitcred *git, char *failure,
 		     size_t failure_len)
 {
 	struct supervise_ctx x;
@@ -640,7 +483,7 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The sandbox is the proxy socket's only client: no share of its
 	 * own, the connection limit is all of its. */
 	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
-	git_cred_config(git, &wc);
+	gitcred_config(git, &wc);
 	wc.intercept = s->open;
 	wc.broker = broker;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
@@ -676,15 +519,15 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 			}
 			timeout = (int)(x.kill_at - now);
 		}
-		if (git->next_mint && !x.wp.stopping) {
+		if (gitcred_next(git) && !x.wp.stopping) {
 			time_t now = time(NULL);
 
-			if (now >= git->next_mint) {
-				git_cred_refresh(s, s->p, git, &x.wp);
+			if (now >= gitcred_next(git)) {
+				gitcred_refresh(s, s->p, git, &x.wp);
 				continue;
 			}
-			if (timeout < 0 || (git->next_mint - now) * 1000 < timeout)
-				timeout = (int)((git->next_mint - now) * 1000);
+			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
+				timeout = (int)((gitcred_next(git) - now) * 1000);
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -775,7 +618,7 @@ static void free_paths(char **v, size_t n)
 struct scrub_ctx {
 	struct broker *broker;
 	struct session *session;
-	struct git_cred *git;
+	struct gitcred *git;
 };
 
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
@@ -799,7 +642,7 @@ static void scrub_secrets(void *arg)
 				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
 	}
 	broker_free(b);
-	git_cred_free(x->git); /* a minted token */
+	gitcred_free(x->git); /* a minted token */
 }
 
 static bool is_path_dest(const char *events)
@@ -996,7 +839,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct scrub_ctx scrub;
 	struct env_result env;
 	struct broker broker;
-	struct git_cred git;
+	struct gitcred git;
 	struct sandbox sb;
 	struct session s;
 	struct session_ca ca = { NULL, NULL, 0 };
@@ -1047,10 +890,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
-	git_cred_start(&s, p, &broker, &git);
+	gitcred_start(&s, p, &broker, &git);
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
-	git_cred_env(p, &git, &env);
+	gitcred_env(p, &git, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
@@ -1063,7 +906,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      enforce ? "session started in mode enforce"
 			      : "session started in mode shadow");
-	git_cred_record(&s, p, &git);
+	gitcred_record(&s, p, &git);
 	for (i = 0; i < env.ndropped; i++)
 		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
@@ -1098,7 +941,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
-	git_cred_free(&git);
+	gitcred_free(&git);
 	broker_free(&broker);
 	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
