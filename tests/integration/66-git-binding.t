@@ -28,7 +28,8 @@ policy() { # MODE SSH
   "egress": {
     "allow": ["git.airlock.test:80", "api.airlock.test:80"],
     "allow_ranges": ["198.18.0.0/15"],
-    "resolver": ["$PL_RESOLVER"]
+    "resolver": ["$PL_RESOLVER"],
+    "upstream_ca": "$CA"
   },
   "secrets": {"gh": {"from_env": "GIT_TOKEN_VALUE", "env": "GITHUB_TOKEN",
                      "hosts": ["api.airlock.test"]}},
@@ -173,6 +174,45 @@ r=$(last_receipt git.block)
 is "$(jf "$r" decision)/$(jf "$r" rule)/$(jf "$r" subject.repo)" "would_block/git.repo/acme/secret" \
 	"and is recorded as a would_block git.block"
 is "$(auth_seen)" 1 "and carries no credential (still only the agent's own, above)"
+pl_stop_proxy
+
+# --- the standalone proxy intercepts git hosts and injects the credential ------------------
+
+policy enforce false
+EV="$T/events-tls.jsonl"
+STREAMS="$STREAMS $EV"
+pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.env"
+cat "$T/session-ca.pem" "$CA" > "$T/bundle.pem"
+ph=$(sed -n 's/^GITHUB_TOKEN=//p' "$T/ph.env")
+like "$ph" '^airlock-ph-gh-' "--placeholders: GITHUB_TOKEN holds the git credential's placeholder"
+is "$(sed -n 's/^GH_TOKEN=//p' "$T/ph.env")" "$ph" "  and so does GH_TOKEN"
+basic_tok="Basic $(printf 'x-access-token:%s' "$TOKEN" | base64 -w0)"
+n_auth() { # VALUE: requests that reached the TLS origin with that Authorization
+	python3 - "$NETLOG" "$1" <<'PY'
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("srv") == "tls" and e.get("event") == "request" and \
+            any(k.lower() == "authorization" and v == sys.argv[2] for k, v in e.get("headers", [])):
+        n += 1
+print(n)
+PY
+}
+req "https://git.airlock.test/Acme/Api/info/refs?service=git-upload-pack" --cacert "$T/bundle.pem"
+is "$CODE" 200 "over intercepted TLS the session repository's info/refs is allowed"
+is "$(n_auth "$basic_tok")" 1 "  and carries Basic x-access-token:TOKEN, injected by the proxy"
+like "$(cat "$T/b")" "path=/acme/api.git/info/refs" "  at the normalised path"
+req "https://git.airlock.test/acme/api.git/info/refs?service=git-upload-pack" --cacert "$T/bundle.pem" \
+	-H "Authorization: Basic $(printf 'agent:guess' | base64 -w0)"
+is "$(n_auth "$basic_tok")" 2 "the agent's own Authorization is replaced on an allowed SCM request"
+req "https://git.airlock.test/acme/secret.git/info/refs?service=git-upload-pack" --cacert "$T/bundle.pem"
+is "$(verdict)" "403 git.repo git.block/block/git.repo" "an unlisted repository over TLS: 403"
+is "$(n_auth "$basic_tok")" 2 "  and no credential went anywhere"
+req "https://api.airlock.test/repos/acme/api/pulls" --cacert "$T/bundle.pem" -H "Authorization: Bearer $ph"
+is "$CODE/$(n_auth "Bearer $TOKEN")" "200/1" "API in scope: the placeholder becomes the token"
+req "https://api.airlock.test/repos/acme/secret/pulls" --cacert "$T/bundle.pem" -H "Authorization: Bearer $ph"
+is "$(verdict)/$(n_auth "Bearer $TOKEN")" "403 git.repo git.block/block/git.repo/1" "API out of scope: 403, nothing sent"
 pl_stop_proxy
 
 for e in $STREAMS; do
