@@ -24,8 +24,9 @@
  *   operations fail upstream).
  * - The App's key signs a JWT valid for ten minutes (iat 60 s in the past
  *   for clock skew, exp 540 s ahead: GitHub refuses more than ten
- *   minutes). The key is only ever in the key holder, which calls this;
- *   the JWT and the token are wiped from every buffer that held them,
+ *   minutes). The key is only ever in the key holder, which signs; the
+ *   supervisor sends the request (ghapp_mint_jwt). The JWT and the token
+ *   are wiped from every buffer that held them,
  *   including jansson's (the answer is parsed with a wiping allocator) and
  *   OpenSSL's record buffers (SSL_OP_CLEANSE_PLAINTEXT).
  * - The connection is the proxy's, minus the agent: the API's name is
@@ -41,7 +42,7 @@
  *   length is assumed: GitHub's token format changes), the whole mint's
  *   time.
  *
- * The mint is blocking: the key holder does it at session start (a
+ * The mint is blocking: the supervisor does it at session start (a
  * failure refuses the session) and before each expiry, never on the
  * proxy's event loop.
  */
