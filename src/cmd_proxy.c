@@ -413,7 +413,6 @@ static void write_ca_out(struct session *s, const char *path)
 static void write_placeholders(struct session *s, const struct broker *b,
 			       const struct gitcred *g, const char *path)
 {
-	char err[512];
 	size_t len, i;
 	char *text = broker_placeholders_text(b, &len);
 	int r;
@@ -437,9 +436,10 @@ static void write_placeholders(struct session *s, const struct broker *b,
 		len = strlen(text);
 	}
 	r = write_file(path, text, len, 0600);
-
 	free(text);
 	if (r < 0) {
+		char err[512];
+
 		snprintf(err, sizeof(err), "--placeholders %s: %s", path, strerror(-r));
 		session_refuse(s, "secrets", err);
 	}
