@@ -261,7 +261,20 @@ static int no_password(char *buf, int size, int rwflag, void *u)
 
 EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen)
 {
+	char warn[PATH_MAX + 64];
+	EVP_PKEY *key = ghapp_key_load_quiet(path, warn, sizeof(warn), err, errlen);
+
+	if (warn[0])
+		util_warn("%s", warn);
+	return key;
+}
+
+EVP_PKEY *ghapp_key_load_quiet(const char *path, char *warn, size_t warnlen, char *err,
+			       size_t errlen)
+{
 	EVP_PKEY *key = NULL;
+
+	warn[0] = '\0';
 	BIO *bio = NULL;
 	struct stat st;
 	char *text = NULL;
@@ -273,8 +286,10 @@ EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen)
 			 errno == EFBIG ? "too large for a private key" : strerror(errno));
 		goto out;
 	}
+	warn[0] = '\0';
 	if (stat(path, &st) == 0 && (st.st_mode & 077))
-		util_warn("%s: the GitHub App key is readable by group or others", path);
+		snprintf(warn, warnlen, "%s: the GitHub App key is readable by group or others",
+			 path);
 	bio = BIO_new_mem_buf(text, (int)len);
 	ASSERT(bio);
 	key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);

@@ -86,6 +86,11 @@ char *ghapp_request_body(const struct ghapp_scope *s);
  * EVP_PKEY_free(). */
 EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen);
 
+/* The same without printing: the warning (or "") goes to @warn, for a
+ * caller that reports it later in its own order (the key holder). */
+EVP_PKEY *ghapp_key_load_quiet(const char *path, char *warn, size_t warnlen, char *err,
+			       size_t errlen);
+
 /* The App's JWT for @app_id at @now: header {"alg":"RS256","typ":"JWT"},
  * claims {"iat":now-60,"exp":now+540,"iss":app_id} (compact, in that
  * order), base64url without padding, signed RS256 (PKCS#1 v1.5, SHA-256)

@@ -274,6 +274,27 @@ static json_t *git_subject(const struct gstate *st)
 	return s;
 }
 
+/* Does an Authorization of @rq hold the placeholder (in a form that
+ * gitfilter_subst_auth() replaces)? */
+static bool holds_placeholder(const struct gitfilter *g, const struct filter_request *rq)
+{
+	int i;
+
+	if (!g->placeholder)
+		return false;
+	for (i = filter_headers_find(&rq->headers, "authorization", 0); i >= 0;
+	     i = filter_headers_find(&rq->headers, "authorization", (size_t)i + 1)) {
+		char *nv = gitfilter_subst_auth(rq->headers.h[i].value, g->placeholder,
+						g->placeholder_len, "x", 1);
+
+		if (nv) {
+			free(nv);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The request is decided (ALLOW or DENY): record, rewrite, inject. */
 static enum filter_result conclude(struct gstate *st, struct verdict *v)
 {
@@ -292,9 +313,9 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 		return FILTER_VERDICT;
 	}
 	cred = gitfilter_cred_plan(st->v.decision, st->api, rq->client_tls, have_token(g));
-	if (cred == GITFILTER_CRED_MISSING &&
-	    (!st->api || (g->placeholder &&
-			  filter_headers_find(&rq->headers, "authorization", 0) >= 0))) {
+	/* An API request needs the token only when it carries the
+	 * placeholder; an SCM request always does. */
+	if (cred == GITFILTER_CRED_MISSING && (!st->api || holds_placeholder(g, rq))) {
 		verdict_set(v, VERDICT_FAIL, 502, "git.token",
 			    "no valid git token: the last mint failed and the token it "
 			    "replaced has expired");

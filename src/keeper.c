@@ -218,6 +218,8 @@ struct kstate {
 	bool orphaned;             /* the supervisor's channel closed without END */
 	EVP_PKEY *app_key;         /* git.github_app's key, or NULL */
 	const char *app_id;
+	char app_key_err[1024];    /* why it could not be loaded, or "" */
+	char app_key_warn[PATH_MAX + 64]; /* a warning about its file, or "" */
 	struct tls_ca *ca;         /* the session CA, or NULL */
 	const struct policy *ca_policy; /* what a leaf may be issued for */
 };
@@ -364,17 +366,22 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
 				struct msg_reader *r, int fd)
 {
-	char err[256] = "";
+	char err[1024] = "";
 	char *jwt = NULL;
 	int sr;
 
 	(void)fd;
-	if (!msg_end(r) || !ks->app_key)
+	if (!msg_end(r) || (!ks->app_key && !ks->app_key_err[0]))
 		return VERDICT_BAD;
-	jwt = ghapp_jwt(ks->app_key, ks->app_id, time(NULL), err, sizeof(err));
+	if (ks->app_key)
+		jwt = ghapp_jwt(ks->app_key, ks->app_id, time(NULL), err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s", ks->app_key_err);
 	msg_start(&ks->reply, MSG_JWT);
 	msg_put_cstr(&ks->reply, jwt ? jwt : "");
 	msg_put_cstr(&ks->reply, jwt ? "" : err);
+	msg_put_cstr(&ks->reply, ks->app_key_warn);
+	ks->app_key_warn[0] = '\0'; /* said once */
 	sr = msg_send(c->fd, &ks->reply, -1, 0);
 	explicit_bzero(ks->reply.buf, ks->reply.len);
 	if (jwt) {
@@ -667,10 +674,15 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 			keeper_fatal(&ks, "cannot generate a signing key");
 	}
 	if (cfg->github_app_key) {
-		ks.app_key = ghapp_key_load(cfg->github_app_key, err, sizeof(err));
+		/* A key that cannot be used is the supervisor's to report, in
+		 * its order (a key file the agent could write is refused
+		 * first, for what it is): the first JWT request answers why. */
+		ks.app_key = ghapp_key_load_quiet(cfg->github_app_key, ks.app_key_warn,
+						  sizeof(ks.app_key_warn), err, sizeof(err));
 		if (!ks.app_key)
-			keeper_fatal(&ks, "git.github_app.private_key_file %s: %s",
-				     cfg->github_app_key, err);
+			snprintf(ks.app_key_err, sizeof(ks.app_key_err),
+				 "git.github_app.private_key_file %s: %s", cfg->github_app_key,
+				 err);
 		ks.app_id = cfg->github_app_id;
 	}
 	if (!receipt_pubkey_b64(key, ks.pubkey, sizeof(ks.pubkey)))
@@ -828,7 +840,7 @@ out:
 char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen)
 {
 	struct msg_reader r;
-	const char *jwt = NULL, *why = NULL;
+	const char *jwt = NULL, *why = NULL, *warn = NULL;
 	size_t jlen = 0;
 	char *out = NULL;
 	ssize_t n = -1;
@@ -845,8 +857,10 @@ char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen)
 	if (fd >= 0)
 		close(fd);
 	if (n > 0 && msg_reader_init(&r, k->link.in, (size_t)n) && r.type == MSG_JWT &&
-	    msg_get_str(&r, MSG_MAX, &jwt, &jlen) && msg_get_str(&r, 256, &why, NULL) &&
-	    msg_end(&r)) {
+	    msg_get_str(&r, MSG_MAX, &jwt, &jlen) && msg_get_str(&r, 1024, &why, NULL) &&
+	    msg_get_str(&r, PATH_MAX + 64, &warn, NULL) && msg_end(&r)) {
+		if (warn[0])
+			util_warn("%s", warn);
 		if (jlen)
 			out = util_xstrndup(jwt, jlen);
 		else

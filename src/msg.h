@@ -45,7 +45,8 @@ enum msg_type {
 	MSG_JWT_SIGN,         /* supervisor -> key holder: no fields: sign the
 				 App's JWT for now */
 	MSG_JWT,              /* key holder -> supervisor: str jwt ("" when
-				 it could not sign), str error */
+				 it could not sign), str error, str warning
+				 about the key's file ("" for none) */
 	MSG_GIT_TOKEN,        /* supervisor -> proxy worker: u64 expires_at
 				 (Unix time), bytes token: the git
 				 credential from now on */

@@ -312,4 +312,46 @@ is "$(glog path~secret authorised=True)" 0 "shadow: the server never saw the unl
 r=$(grep '"type":"git.block"' "$T/ev.jsonl" | grep '"repo":"acme/secret"' | head -n 1)
 is "$(jf "$r" decision rule)" "would_block git.repo" "shadow: recorded as would_block"
 
+# --- refresh before expiry ----------------------------------------------------------------
+#
+# A token that lives 125 s is refreshed half way (about 62 s). After the
+# first clone the git server accepts only the second token, which the API
+# answers from then on: the agent's later fetch works only if the proxy
+# injects the refreshed token.
+TOKEN2="ghs_$(head -c 600 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 90)"
+gpolicy enforce app
+api_config '{"expires_in": 125}'
+: > "$T/git.log"
+: > "$T/api.log"
+rm -rf "$T/ws" && mkdir -p "$T/ws"
+rm -f "$T/ev.jsonl"
+( cd "$T/ws" && timeout 180 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
+cd "$0"
+export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
+git clone -q https://git.test/acme/api.git api 2> clone.err; echo $? > clone.rc
+sleep 80
+git -C api fetch -q origin 2> fetch.err; echo $? > fetch.rc' "$T/ws" > "$T/out" 2> "$T/err" ) &
+RUN_PID=$!
+i=0
+while [ "$(glog path~git-upload-pack authorised=True)" -lt 1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+# from now on: the API answers TOKEN2, the git server accepts only TOKEN2
+"$PY" - "$T/api.json" "$TOKEN2" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])); c["token"] = sys.argv[2]; c["expires_in"] = 3600
+json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+PY
+"$PY" - "$T/git.json" "$TOKEN2" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2]]
+json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+PY
+wait "$RUN_PID"
+is "$(rcs clone fetch)" "0 0 " "refresh: the clone used the first token, the fetch 80 s later the refreshed one: $(cat "$T/ws/fetch.err" 2>/dev/null | head -c 200)"
+is "$(mints)" 2 "refresh: the API was asked twice"
+r=$(grep '"type":"git.token"' "$T/ev.jsonl" | tail -n 1)
+is "$(grep -c '"type":"git.token"' "$T/ev.jsonl") $(jf "$r" decision reason)" \
+	"2 allow installation token refreshed before expiry" "refresh: recorded as a second git.token"
+if grep -qF "$TOKEN2" "$T/ev.jsonl" "$T/ws"/* 2>/dev/null; then ok 1 "refresh: the new token is in no receipt nor file of the agent"; else ok 0 "refresh: the new token is in no receipt nor file of the agent"; fi
+api_config '{}'
+
 done_testing
