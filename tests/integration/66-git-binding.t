@@ -154,6 +154,7 @@ raw "CONNECT git.airlock.test:22 HTTP/1.1\r\nHost: git.airlock.test:22\r\n\r\n" 
 is "$(verdict)" "403 git.ssh git.block/block/git.ssh" "git.ssh false: port 22 refused, even to a git host"
 is "$(net_count listen=198.18.0.10:22)" 0 "and nothing reached port 22"
 pl_stop_proxy
+is "$?" 0 "the proxy stops cleanly (and no sanitizer spoke)"
 
 start enforce true
 raw "CONNECT git.airlock.test:22 HTTP/1.1\r\nHost: git.airlock.test:22\r\n\r\nSSH-2.0-test\r\n" --idle 1
@@ -163,6 +164,7 @@ raw "CONNECT other.airlock.test:22 HTTP/1.1\r\nHost: other.airlock.test:22\r\n\r
 is "$(verdict)" "403 git.ssh git.block/block/git.ssh" "git.ssh true: port 22 elsewhere is refused"
 is "$(net_count listen=198.18.0.13:22)" 0 "and nothing reached it"
 pl_stop_proxy
+is "$?" 0 "the proxy stops cleanly (and no sanitizer spoke)"
 
 # --- shadow mode ---------------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ is "$(jf "$r" decision)/$(jf "$r" rule)/$(jf "$r" subject.repo)" "would_block/gi
 	"and is recorded as a would_block git.block"
 is "$(auth_seen)" 1 "and carries no credential (still only the agent's own, above)"
 pl_stop_proxy
+is "$?" 0 "the proxy stops cleanly (and no sanitizer spoke)"
 
 # --- the standalone proxy intercepts git hosts and injects the credential ------------------
 
@@ -214,6 +217,7 @@ is "$CODE/$(n_auth "Bearer $TOKEN")" "200/1" "API in scope: the placeholder beco
 req "https://api.airlock.test/repos/acme/secret/pulls" --cacert "$T/bundle.pem" -H "Authorization: Bearer $ph"
 is "$(verdict)/$(n_auth "Bearer $TOKEN")" "403 git.repo git.block/block/git.repo/1" "API out of scope: 403, nothing sent"
 pl_stop_proxy
+is "$?" 0 "the proxy stops cleanly (and no sanitizer spoke)"
 
 for e in $STREAMS; do
 	st=$("$AIRLOCK" verify "$e" >/dev/null 2>&1; echo $?)

@@ -265,6 +265,7 @@ for cred in app static; do
 	: > "$T/git.log"
 	grun enforce
 	is "$RC" 0 "[$cred] the session ran: $(head -c 300 "$T/err")"
+	is "$(grep -c 'Sanitizer\|runtime error:' "$T/err")" 0 "[$cred] no sanitizer report"
 	is "$(rcs clone push fetch)" "0 0 0 " "[$cred] stock git clones, pushes and fetches the session repository with no credential inside: $(cat "$T/ws/clone.err" "$T/ws/push.err" 2>/dev/null | head -c 200)"
 	is "$(git --git-dir="$T/repos/acme/api.git" log -1 --format=%an main)" "agent" "[$cred] the push reached the repository"
 	is "$(rcs lib)" "0 " "[$cred] the fetch-only sibling clones"
