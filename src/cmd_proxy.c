@@ -48,6 +48,7 @@
 
 #include "addr.h"
 #include "broker.h"
+#include "gitcred.h"
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
@@ -106,6 +107,7 @@ struct proxy_state {
 	size_t nold;
 	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
 	char failure[512];    /* why the proxy ended itself, or "" */
+	struct gitcred git;   /* the credential the workers inject */
 };
 
 static uint64_t monotonic_ms(void)
@@ -332,6 +334,16 @@ static void serve(struct proxy_state *st, int sfd)
 			}
 			timeout = (int)(st->kill_at - now);
 		}
+		if (gitcred_next(&st->git) && !st->wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= gitcred_next(&st->git)) {
+				gitcred_refresh(st->s, st->s->p, &st->git, &st->wp);
+				continue;
+			}
+			if (timeout < 0 || (gitcred_next(&st->git) - now) * 1000 < timeout)
+				timeout = (int)((gitcred_next(&st->git) - now) * 1000);
+		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -399,12 +411,31 @@ static void write_ca_out(struct session *s, const char *path)
 }
 
 static void write_placeholders(struct session *s, const struct broker *b,
-			       const char *path)
+			       const struct gitcred *g, const char *path)
 {
-	size_t len;
+	size_t len, i;
 	char *text = broker_placeholders_text(b, &len);
-	int r = write_file(path, text, len, 0600);
+	int r;
 
+	/* the git token's placeholder under each git.token_env variable */
+	for (i = 0; g->placeholder && i < s->p->ngit_token_env; i++) {
+		char *more;
+		size_t j;
+
+		/* git.credential's own variable is the broker's line already */
+		for (j = 0; j < b->count; j++)
+			if (strcmp(b->secrets[j].def->env, s->p->git_token_env[i]) == 0)
+				break;
+		if (j < b->count)
+			continue;
+		more = util_xasprintf("%s%s=%s\n", text, s->p->git_token_env[i],
+					    g->placeholder);
+
+		free(text);
+		text = more;
+		len = strlen(text);
+	}
+	r = write_file(path, text, len, 0600);
 	free(text);
 	if (r < 0) {
 		char err[512];
@@ -546,10 +577,11 @@ int cmd_proxy(int argc, char **argv)
 	/* Secrets only now: the key holder, a fork of ours, never held one. */
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
+	gitcred_start(&s, p, &broker, &st.git);
 	if (ca_out)
 		write_ca_out(&s, ca_out);
 	if (placeholders)
-		write_placeholders(&s, &broker, placeholders);
+		write_placeholders(&s, &broker, &st.git, placeholders);
 	st.path = policy_path;
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
@@ -558,6 +590,7 @@ int cmd_proxy(int argc, char **argv)
 	wc.client_limit = (unsigned int)client_limit;
 	wc.intercept = ca.cert || ca_out;
 	wc.broker = &broker;
+	gitcred_config(&st.git, &wc);
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {
@@ -567,6 +600,7 @@ int cmd_proxy(int argc, char **argv)
 	close(fd); /* the workers serve it */
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "egress proxy started");
+	gitcred_record(&s, p, &st.git);
 	if (worker_pool_go(&st.wp) < 0)
 		fail(&st, json_object(), "cannot start the egress proxy workers");
 	if (ss.ss_family == AF_INET6) {
@@ -593,6 +627,7 @@ int cmd_proxy(int argc, char **argv)
 	for (i = 0; i < st.nold; i++)
 		policy_free(st.old[i]);
 	free(st.old);
+	gitcred_free(&st.git);
 	broker_free(&broker);
 	policy_free(p);
 	free(id);

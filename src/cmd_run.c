@@ -58,6 +58,7 @@
 #include "broker.h"
 #include "commands.h"
 #include "dnsstub.h"
+#include "gitcred.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -358,6 +359,7 @@ struct supervise_ctx {
 	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
 	char *failure;          /* why airlock ended the session, or "" */
 	size_t failure_len;
+	struct gitcred *git;   /* the credential the workers inject */
 };
 
 static uint64_t monotonic_ms(void)
@@ -488,7 +490,8 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
-		     unsigned int nworkers, const struct broker *broker, char *failure,
+		     unsigned int nworkers, const struct broker *broker, struct gitcred *git,
+		     char *failure,
 		     size_t failure_len)
 {
 	int tl[2];
@@ -507,6 +510,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 	x.stub = stub;
 	x.failure = failure;
 	x.failure_len = failure_len;
+	x.git = git;
 	failure[0] = '\0';
 	util_session_sigset(&mask);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
@@ -528,6 +532,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		wc.tlisten_fds = tl;
 		wc.names = stub->table;
 	}
+	gitcred_config(git, &wc);
 	wc.intercept = s->open;
 	wc.broker = broker;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
@@ -570,6 +575,16 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				x.kill_at = now + WORKER_STOP_MS;
 			}
 			timeout = (int)(x.kill_at - now);
+		}
+		if (gitcred_next(git) && !x.wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= gitcred_next(git)) {
+				gitcred_refresh(s, s->p, git, &x.wp);
+				continue;
+			}
+			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
+				timeout = (int)((gitcred_next(git) - now) * 1000);
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -662,6 +677,7 @@ static void free_paths(char **v, size_t n)
 struct scrub_ctx {
 	struct broker *broker;
 	struct session *session;
+	struct gitcred *git;
 };
 
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
@@ -685,6 +701,7 @@ static void scrub_secrets(void *arg)
 				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
 	}
 	broker_free(b);
+	gitcred_free(x->git); /* a minted token */
 }
 
 static bool is_path_dest(const char *events)
@@ -882,6 +899,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct env_result env;
 	struct broker broker;
 	struct stub_run stub;
+	struct gitcred git;
 	struct sandbox sb;
 	struct session s;
 	struct session_ca ca = { NULL, NULL, 0 };
@@ -934,8 +952,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
+	gitcred_start(&s, p, &broker, &git);
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
+	gitcred_env(p, &git, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
@@ -945,12 +965,14 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			  "doctor'): this shadow session runs without it");
 	scrub.broker = &broker;
 	scrub.session = &s;
+	scrub.git = &git;
 	cfg.scrub = scrub_secrets;
 	cfg.scrub_arg = &scrub;
 
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      enforce ? "session started in mode enforce"
 			      : "session started in mode shadow");
+	gitcred_record(&s, p, &git);
 	for (i = 0; i < env.ndropped; i++)
 		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
@@ -987,7 +1009,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
-			   &broker, err, sizeof(err));
+			   &broker, &git, err, sizeof(err));
 	dnsstub_free(stub.stub);
 	dnsstub_table_free(stub.table);
 	if (err[0]) {
@@ -1005,6 +1027,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
+	gitcred_free(&git);
 	broker_free(&broker);
 	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);

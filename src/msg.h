@@ -41,6 +41,15 @@ enum msg_type {
 	MSG_STOP,             /* u32 drain_ms: stop accepting, drain, exit */
 	/* proxy worker -> supervisor */
 	MSG_WORKER_READY,     /* no fields: listening, under its filter */
+	/* the git binding's GitHub App token */
+	MSG_JWT_SIGN,         /* supervisor -> key holder: no fields: sign the
+				 App's JWT for now */
+	MSG_JWT,              /* key holder -> supervisor: str jwt ("" when
+				 it could not sign), str error, str warning
+				 about the key's file ("" for none) */
+	MSG_GIT_TOKEN,        /* supervisor -> proxy worker: u64 expires_at
+				 (Unix time), bytes token: the git
+				 credential from now on */
 	/* proxy worker -> key holder, and its answer */
 	MSG_LEAF,             /* str host (normalised): a leaf certificate for
 				 an intercepted host */

@@ -65,6 +65,10 @@ void session_open_ca(struct session *s, const char *events, const char *signing_
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
+					    ? p->git_github_app->private_key_file
+					    : NULL;
+		kc.github_app_id = p->git_github_app ? p->git_github_app->app_id : NULL;
 		if (ca) {
 			kc.ca = true;
 			kc.ca_cert = ca->cert;

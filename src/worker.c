@@ -66,6 +66,7 @@
 #include "broker.h"
 #include "confine.h"
 #include "dnsstub.h"
+#include "gitfilter.h"
 #include "intercept.h"
 #include "keeper.h"
 #include "secretfilter.h"
@@ -118,6 +119,7 @@ struct wctx {
 	struct policy **policies;  /* reloaded ones: rules may be pointed at
 				      until exit */
 	size_t npolicies;
+	struct gitfilter *git;     /* the git binding's credential */
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -176,6 +178,16 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
 		n++;
 	}
+	/* git: every request to a git host, with the session's credential */
+	x->git = gitfilter_new(worker_record, x);
+	if (cfg->git_token &&
+	    !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+				 cfg->git_token_expires))
+		worker_fatal(x, "the git token is not a valid token");
+	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+	reg[n].ops = &gitfilter_ops;
+	reg[n].arg = x->git;
+	n++;
 	return n;
 }
 
@@ -216,6 +228,21 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 	x->policies[x->npolicies++] = np;
 }
 
+/* MSG_GIT_TOKEN: the git credential from now on (a refreshed token). */
+static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
+{
+	const void *tok = NULL;
+	uint64_t expires = 0;
+	size_t len = 0;
+
+	msg_get_u64(r, &expires);
+	msg_get_bytes(r, GITRULES_TOKEN_MAX, &tok, &len);
+	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
+	    !gitfilter_set_token(x->git, tok, len, (time_t)expires))
+		worker_fatal(x, "the supervisor sent a bad git token message");
+	explicit_bzero(x->in, MSG_MAX);
+}
+
 /* Handles every message the supervisor left on the channel. */
 static void serve_ctl(struct wctx *x)
 {
@@ -248,6 +275,9 @@ static void serve_ctl(struct wctx *x)
 				worker_fatal(x, "the supervisor sent a bad stop message");
 			proxy_stop(x->px, drain);
 			break;
+		case MSG_GIT_TOKEN:
+			set_git_token(x, &r, fd);
+			break;
 		case MSG_KEEPER_READY:
 		case MSG_FATAL:
 		case MSG_RECORD:
@@ -257,6 +287,8 @@ static void serve_ctl(struct wctx *x)
 		case MSG_END:
 		case MSG_GO:
 		case MSG_WORKER_READY:
+		case MSG_JWT_SIGN:
+		case MSG_JWT:
 		case MSG_LEAF:
 		case MSG_LEAF_ANSWER:
 		case MSG_CA_CERT:
@@ -291,6 +323,10 @@ static bool wait_go(struct wctx *x)
 		return false;
 	if (r.type == MSG_GO && msg_end(&r))
 		return true;
+	if (r.type == MSG_GIT_TOKEN) { /* a refresh before go */
+		set_git_token(x, &r, -1);
+		return wait_go(x);
+	}
 	if (r.type == MSG_STOP)
 		return false;
 	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
@@ -587,6 +623,21 @@ out:
 	msg_free(&m);
 	close(fd);
 	return r < 0 ? -1 : 0;
+}
+
+int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
+			  time_t expires_at)
+{
+	struct msg m = { 0 };
+	int r;
+
+	msg_start(&m, MSG_GIT_TOKEN);
+	msg_put_u64(&m, (uint64_t)expires_at);
+	msg_put_bytes(&m, token, len);
+	r = send_all(wp, &m, -1, true);
+	explicit_bzero(m.buf, m.cap);
+	msg_free(&m);
+	return r;
 }
 
 void worker_pool_stop(struct worker_pool *wp, unsigned int drain_ms)
