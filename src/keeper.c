@@ -350,6 +350,20 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 	return VERDICT_END;
 }
 
+static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
+				 struct msg_reader *r, int fd)
+{
+	uint64_t nano;
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &nano);
+	if (!msg_end(r) || !ks->started || nano > (uint64_t)INT64_MAX)
+		return VERDICT_BAD;
+	receipt_set_spend(ks->w, (int64_t)nano);
+	return VERDICT_OK;
+}
+
 #define PEER_BIT(p) (1u << (p))
 
 /* Every request the key holder answers, and who may ask it. A leaf for a
@@ -366,6 +380,7 @@ static const struct {
 	{ MSG_SET_POLICY, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_set_policy },
 	{ MSG_ADD_CHANNEL, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_add_channel },
 	{ MSG_END, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_end },
+	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -793,6 +808,14 @@ int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 	msg_put_cstr(&k->link.out, digest);
 	put_subject(&k->link.out, subject);
 	put_text(&k->link.out, reason, KEEPER_TEXT_MAX);
+	return msg_send(k->link.fd, &k->link.out, -1, 0);
+}
+
+int keeper_set_spend(struct keeper *k, int64_t nano)
+{
+	ASSERT(nano >= 0);
+	msg_start(&k->link.out, MSG_SPEND_USD);
+	msg_put_u64(&k->link.out, (uint64_t)nano);
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 

@@ -79,6 +79,10 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 		      const char *reason);
 
+/* session.end will carry spend_usd = @nano nano-dollars. Returns 0 or
+ * -errno. */
+int keeper_set_spend(struct keeper *k, int64_t nano);
+
 /* Ends the session: session.end with @exit_status, then the key holder
  * exits; waits for that. Returns 0 when session.end was written and
  * synced, else -1 with the reason in @err. */

@@ -67,6 +67,8 @@
 #include "keeper.h"
 #include "msg.h"
 #include "proxy.h"
+#include "spendd.h"
+#include "spendfilter.h"
 #include "util.h"
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
@@ -148,6 +150,18 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	return seq;
 }
 
+/* The spend filter refused a call for the cap under on_exhausted "stop":
+ * the supervisor ends the session. */
+static void worker_exhausted(void *arg, const char *reason)
+{
+	struct wctx *x = arg;
+
+	msg_start(&x->out, MSG_SPEND_EXHAUSTED);
+	msg_put_cstr(&x->out, reason);
+	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
+		worker_fatal(x, "cannot tell the supervisor the spend cap is exhausted");
+}
+
 /* Reads the policy in @fd, checks it is @digest and puts it in force. */
 static void apply_policy(struct wctx *x, const char *digest, int fd)
 {
@@ -226,6 +240,15 @@ static void serve_ctl(struct wctx *x)
 		case MSG_END:
 		case MSG_GO:
 		case MSG_WORKER_READY:
+		case MSG_SPEND_READY:
+		case MSG_SPEND_CHANNEL:
+		case MSG_SPEND_CLOSE:
+		case MSG_SPEND_TOTAL:
+		case MSG_SPEND_RESERVE:
+		case MSG_SPEND_RESERVED:
+		case MSG_SPEND_SETTLE:
+		case MSG_SPEND_EXHAUSTED:
+		case MSG_SPEND_USD:
 		case MSG_TYPE_COUNT:
 			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
 		}
@@ -290,10 +313,12 @@ static size_t read_paths(const struct policy *p, const char **out, char **dir)
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
-						  pid_t parent)
+						  int ledger_fd, pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
-			     cfg->listen_fd, ctl, kfd };
+			     cfg->listen_fd, ctl, kfd, ledger_fd };
+	struct filter_reg filters[1];
+	struct spendfilter *spend = NULL;
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
 	struct wctx x;
@@ -342,9 +367,21 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
 	po.worker = index;
+	if (ledger_fd >= 0) {
+		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
+						 &x };
+
+		spend = spendfilter_new(&sc, err, sizeof(err));
+		if (!spend)
+			worker_fatal(&x, "%s", err);
+		filters[po.nfilters++] = (struct filter_reg){ &spendfilter_ops, spend };
+		po.filters = filters;
+	}
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);
+	if (spend && spendfilter_start(spend, x.px) < 0)
+		worker_fatal(&x, "cannot watch the spend ledger's channel");
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
 		worker_fatal(&x, "%s", err);
@@ -379,7 +416,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 	wp->w = util_xcalloc(n, sizeof(*wp->w));
 	for (i = 0; i < n; i++) {
 		struct worker *w = &wp->w[i];
-		int sv[2], kfd;
+		int sv[2], kfd, sfd = -1;
 		pid_t pid;
 
 		w->pid = -1;
@@ -390,6 +427,15 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			goto fail;
 		}
 		kfd = session_worker_channel(s);
+		if (cfg->spend && spendd_new_channel(cfg->spend, &sfd) < 0) {
+			snprintf(err, errlen, "egress proxy worker: no channel to the "
+				 "spend ledger");
+			close(sv[0]);
+			close(sv[1]);
+			if (kfd >= 0)
+				close(kfd);
+			goto fail;
+		}
 		fflush(NULL);
 		pid = fork();
 		if (pid < 0) {
@@ -399,13 +445,17 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			close(sv[1]);
 			if (kfd >= 0)
 				close(kfd);
+			if (sfd >= 0)
+				close(sfd);
 			goto fail;
 		}
 		if (pid == 0)
-			worker_main(cfg, wp->shared, i, sv[1], kfd, parent);
+			worker_main(cfg, wp->shared, i, sv[1], kfd, sfd, parent);
 		close(sv[1]);
 		if (kfd >= 0)
 			close(kfd);
+		if (sfd >= 0)
+			close(sfd);
 		w->pid = pid;
 		w->ctl = sv[0];
 		wp->n++;
@@ -480,6 +530,10 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_WORKER_READY &&
 		    msg_end(&r)) {
 			w->ready = true;
+		} else if (r.type == MSG_SPEND_EXHAUSTED &&
+			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
+			   msg_end(&r)) {
+			w->exhausted = true;
 		} else if (r.type == MSG_FATAL &&
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {

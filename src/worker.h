@@ -14,6 +14,8 @@
 #include "proxy.h"
 #include "session.h"
 
+struct spendd;
+
 /* The most workers `--workers` accepts. */
 #define WORKER_MAX 256
 
@@ -28,6 +30,8 @@ struct worker_config {
 	unsigned int client_limit;   /* per client address; 0: a quarter of
 					the connection limit,
 					PROXY_CLIENT_LIMIT_NONE: none */
+	struct spendd *spend;        /* the ledger process, or NULL: nothing
+					is metered */
 };
 
 struct worker {
@@ -38,6 +42,9 @@ struct worker {
 	bool killed;                 /* stopped before go: killed, never served */
 	int wstatus;                 /* once reaped */
 	char fatal[256];             /* its last words (MSG_FATAL), or "" */
+	bool exhausted;              /* it refused a call for the spend cap
+					under on_exhausted "stop"
+					(MSG_SPEND_EXHAUSTED) */
 };
 
 struct worker_pool {
