@@ -356,7 +356,9 @@ struct supervise_ctx {
 	struct worker_pool wp;
 	struct spendd *spend;   /* NULL: nothing metered */
 	bool exhausted;         /* on_exhausted stop: the agent is being ended */
+	uint64_t term_at;       /* ms: then init gets SIGTERM (exhausted) */
 	uint64_t term_kill_at;  /* ms: then init is killed (exhausted) */
+	bool term_sent;
 	int init_status;
 	bool init_done;
 	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
@@ -431,8 +433,11 @@ static void spend_lost(struct supervise_ctx *x)
 	stop_workers(x);
 }
 
-/* How long the agent has after SIGTERM when the spend cap ends the
- * session (on_exhausted "stop"). */
+/* When the spend cap ends the session (on_exhausted "stop"): the agent
+ * gets SIGTERM this long after the refusal (so that the refused call's
+ * 429 reaches it, rather than racing the signal), and SIGKILL the grace
+ * after that. */
+#define SPEND_STOP_NOTICE_MS 1000
 #define SPEND_STOP_GRACE_MS 10000
 
 /* A worker refused a call for the cap under on_exhausted "stop": the
@@ -449,11 +454,9 @@ static void spend_exhausted(struct supervise_ctx *x)
 	session_record(x->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
 		       "a metered call was refused for the spend cap: the agent is "
-		       "sent SIGTERM, and SIGKILL 10 s later");
-	if (!x->init_done) {
-		kill(x->sb->init_pid, SIGTERM);
-		x->term_kill_at = monotonic_ms() + SPEND_STOP_GRACE_MS;
-	}
+		       "sent SIGTERM in 1 s, and SIGKILL 10 s after that");
+	x->term_at = monotonic_ms() + SPEND_STOP_NOTICE_MS;
+	x->term_kill_at = x->term_at + SPEND_STOP_GRACE_MS;
 }
 
 static void reap_children(struct supervise_ctx *x)
@@ -577,14 +580,19 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 			timeout = (int)(x.kill_at - now);
 		}
 		if (x.exhausted && !x.init_done) {
-			uint64_t now = monotonic_ms();
+			uint64_t now = monotonic_ms(), next;
 
+			if (!x.term_sent && now >= x.term_at) {
+				kill(sb->init_pid, SIGTERM);
+				x.term_sent = true;
+			}
 			if (now >= x.term_kill_at) {
 				kill(sb->init_pid, SIGKILL);
 				x.term_kill_at = now + SPEND_STOP_GRACE_MS;
 			}
-			if (timeout < 0 || (uint64_t)timeout > x.term_kill_at - now)
-				timeout = (int)(x.term_kill_at - now);
+			next = x.term_sent ? x.term_kill_at : x.term_at;
+			if (timeout < 0 || (uint64_t)timeout > next - now)
+				timeout = (int)(next - now);
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)

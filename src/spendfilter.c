@@ -64,6 +64,9 @@ struct spendfilter {
 	struct meter_config mc;
 	int fd;
 	bool broken;                 /* the ledger channel failed */
+	bool stopping;               /* a call was refused for the cap under
+					on_exhausted "stop": the session is
+					ending, no metered call goes on */
 	struct proxy *px;
 	uint32_t next_tag;
 	struct spend_state *pending; /* waiting for RESERVED */
@@ -259,11 +262,13 @@ static void on_reserved(struct spendfilter *sf, struct msg_reader *r)
 		/* the exchange is gone without done(): nothing was sent */
 		verdict_clear(&v);
 	}
-	if (exhausted && sf->exhausted &&
-	    sf->policy->spend_on_exhausted == POLICY_EXHAUSTED_STOP &&
-	    sf->policy->mode == POLICY_MODE_ENFORCE)
-		sf->exhausted(sf->exhausted_arg, "a metered call was refused for the "
-			      "spend cap and spend.on_exhausted is stop");
+	if (exhausted && sf->policy->spend_on_exhausted == POLICY_EXHAUSTED_STOP &&
+	    sf->policy->mode == POLICY_MODE_ENFORCE && !sf->stopping) {
+		sf->stopping = true;
+		if (sf->exhausted)
+			sf->exhausted(sf->exhausted_arg, "a metered call was refused for "
+				      "the spend cap and spend.on_exhausted is stop");
+	}
 }
 
 /* Fails every pending request: the ledger is gone. */
@@ -414,6 +419,14 @@ static enum filter_result sf_request_body(void *arg, const char *data, size_t le
 		st->ep = METER_ENDPOINT_NONE;
 		verdict_set(v, VERDICT_FAIL, 502, "spend.ledger",
 			    "the spend ledger is gone: the call cannot be reserved");
+		return FILTER_VERDICT;
+	}
+	if (sf->stopping) {
+		st->ep = METER_ENDPOINT_NONE;
+		verdict_set(v, VERDICT_DENY, 429, "spend.on_exhausted",
+			    "the spend cap is exhausted and the session is ending "
+			    "(spend.on_exhausted is stop)");
+		v->type = "budget.block";
 		return FILTER_VERDICT;
 	}
 	nb = meter_request_rewrite(&st->req, body->data, body->len, &nlen);

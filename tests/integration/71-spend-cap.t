@@ -1,0 +1,206 @@
+#!/bin/sh
+# 71-spend-cap.t - the spend cap inside `airlock run` (docs/SPEND.md): the
+# agent calls the stand-in Anthropic and OpenAI APIs through the proxy;
+# each metered call is reserved before anything is forwarded and charged
+# from the provider's answer, at costs computed here by hand; calls past
+# the cap get 429 and never reach the provider, however many run at once;
+# a cap raised live lets blocked work resume; on_exhausted "stop" ends the
+# session; shadow mode records what enforce would refuse.
+#
+# Prices (n$ = nano-dollars, per token): claude-sonnet-4-5* input 3000,
+# output 15000, cache_write 3750 (1.25 x input), cache_read 300;
+# gpt-4o input 2500, output 10000, cache_read 250.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/spendlib.sh"
+
+WS="$T/ws"
+mkdir "$WS"
+sl_start '{
+  "cache": {"usage": {"input": 25, "output": 15, "cache_write": 100, "cache_read": 200}, "deltas": 3},
+  "chat": {"usage": {"input": 600, "output": 50, "cache_read": 400}},
+  "resp": {"usage": {"input": 300, "output": 120}},
+  "cut": {"usage": {"input": 25, "output": 15}, "cut_after": 5},
+  "slowcut": {"usage": {"input": 25, "output": 15}, "delay_ms": 400, "cut_after": 3},
+  "overloaded": {"status": 529},
+  "nousage": {"omit_usage": true}
+}'
+
+# The bodies the agent sends (their sizes enter the reservations).
+printf '{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' >"$WS/a.json"
+printf '{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$WS/as.json"
+printf '{"model":"gpt-4o","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$WS/cs.json"
+printf '{"model":"gpt-4o","max_output_tokens":200,"input":"hi"}' >"$WS/r.json"
+printf '{"model":"mystery-1","max_tokens":10,"messages":[]}' >"$WS/unpriced.json"
+printf '{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}' >"$WS/count.json"
+B_AS=$(wc -c <"$WS/as.json")
+B_A=$(wc -c <"$WS/a.json")
+# reservation of a claude-sonnet call: body x 3750 + max_tokens x 15000
+RES_AS=$((B_AS * 3750 + 100 * 15000))
+RES_A=$((B_A * 3750 + 100 * 15000))
+
+# call NAME SCRIPT FILE URL: one call from inside; writes NAME.code,
+# NAME.h (headers) and NAME.b (body) in the workspace.
+cat >"$WS/call.sh" <<'EOF'
+#!/bin/sh
+# call NAME SCRIPT FILE URL
+curl -sS --max-time 30 -o "$1.b" -D "$1.h" -w '%{http_code}' -H "X-Llm-Script: $2" \
+	-H 'content-type: application/json' --data-binary @"$3" "$4" >"$1.code" 2>"$1.err"
+exit 0
+EOF
+chmod +x "$WS/call.sh"
+A=http://api.anthropic.com
+O=http://api.openai.com
+
+# charge_of FILTER FIELD: a member of the one budget.charge matching FILTER
+charge_of() {
+	jsel "$EV" "[e['subject'].get('$2') for e in L if e['type'] == 'budget.charge' and ($1)]"
+}
+
+# --- 1. exact costs, every shape ------------------------------------------------
+EV="$T/ev1.jsonl"
+LEDGER="sqlite:$T/spend.db"
+sl_policy "$T/p1.json" enforce "\"cap_usd\": 1, \"ledger\": \"$LEDGER\""
+"$AIRLOCK" check "$T/p1.json" >/dev/null
+ok $? "the policy is valid"
+sl_run costs "$T/p1.json" "$EV" '
+cd "$0"
+./call.sh j cache a.json '"$A"'/v1/messages
+./call.sh s cache as.json '"$A"'/v1/messages
+./call.sh c chat cs.json '"$O"'/v1/chat/completions
+./call.sh r resp r.json '"$O"'/v1/responses
+./call.sh cut cut as.json '"$A"'/v1/messages
+./call.sh err overloaded a.json '"$A"'/v1/messages
+./call.sh nou nousage a.json '"$A"'/v1/messages
+./call.sh unp cache unpriced.json '"$A"'/v1/messages
+./call.sh cnt cache count.json '"$A"'/v1/messages/count_tokens
+' "$WS"
+is $? 0 "airlock run: the agent's calls ran (exit 0)"
+is "$(cat "$WS/j.code") $(cat "$WS/s.code") $(cat "$WS/c.code") $(cat "$WS/r.code")" "200 200 200 200" \
+	"JSON and streaming calls of both APIs are answered through the proxy"
+is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" cost_nano)" \
+	"[735000, 735000]" \
+	"anthropic JSON and SSE: 25 x 3000 + 100 x 3750 + 200 x 300 + 15 x 15000 = 735000 n$ each"
+is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" output_tokens)" \
+	"[15, 15]" "the stream's three cumulative message_delta counts are not summed: the last one (15) is"
+is "$(charge_of "e['subject']['endpoint'] == '/v1/messages'" cache_write_tokens | cut -c1-10)" "[100, 100," \
+	"cache writes are read and priced"
+is "$(charge_of "e['subject']['endpoint'] == '/v1/chat/completions'" cost_nano)" "[2100000]" \
+	"openai chat stream: (1000 - 400) x 2500 + 400 x 250 + 50 x 10000 = 2100000 n$"
+is "$(jsel "$SL_LOG" "[(e['body'] if isinstance(e['body'], dict) else json.loads(e['body'])).get('stream_options') for e in L if e['event'] == 'request' and e['path'] == '/v1/chat/completions']")" \
+	"[{'include_usage': True}]" "the proxy set stream_options.include_usage on the openai stream"
+is "$(charge_of "e['subject']['endpoint'] == '/v1/responses'" cost_nano)" "[1950000]" \
+	"openai responses: 300 x 2500 + 120 x 10000 = 1950000 n$"
+is "$(charge_of "e['subject']['outcome'] == 'cut'" cost_nano)" "[$RES_AS]" \
+	"a cut stream is charged its whole reservation ($B_AS x 3750 + 100 x 15000)"
+is "$(charge_of "e['subject']['outcome'] == 'error'" cost_nano)" "[0]" \
+	"an error answer without usage (529) is charged nothing"
+is "$(charge_of "e['subject']['outcome'] == 'no_usage'" cost_nano)" "[$RES_A]" \
+	"a 2xx answer without usage is charged its reservation"
+is "$(cat "$WS/unp.code")" 403 "an unpriced model is refused (403)"
+is "$(jsel "$EV" "[(e['rule'], e['decision']) for e in L if e['type'] == 'budget.block']")" \
+	"[('spend.prices', 'block')]" "with a budget.block receipt, rule spend.prices"
+is "$(sl_requests /v1/messages)" 5 "the unpriced call never reached the provider (the 5 others did)"
+is "$(cat "$WS/cnt.code") $(charge_of "e['subject']['endpoint'] == '/v1/messages/count_tokens'" cost_nano)" "200 []" \
+	"count_tokens passes unmetered"
+total=$((735000 * 2 + 2100000 + 1950000 + RES_AS + RES_A))
+is "$(jsel "$EV" "[e['subject']['total_nano'] for e in L if e['type'] == 'budget.charge'][-1]")" "$total" \
+	"the last charge's session total is the sum of the charges"
+is "$(jsel "$EV" "round([e for e in L if e['type'] == 'session.end'][0]['subject']['spend_usd'] * 1e9)")" "$total" \
+	"session.end's spend_usd is the session's spend"
+is "$("$AIRLOCK" spend show --ledger "$LEDGER" --json costs | python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["own_spent_nano"], s["reserved_nano"])')" \
+	"$total 0" "the ledger holds the same spend, nothing left reserved"
+"$AIRLOCK" verify "$EV" >/dev/null 2>&1
+ok $? "the stream verifies"
+
+# --- 2. refusal: 429 before any byte is forwarded --------------------------------
+EV="$T/ev2.jsonl"
+before=$(sl_requests)
+sl_policy "$T/p2.json" enforce "\"cap_usd\": 0.001, \"ledger\": \"$LEDGER\""
+sl_run tiny "$T/p2.json" "$EV" 'cd "$0"; ./call.sh t cache a.json '"$A"'/v1/messages' "$WS"
+is "$(cat "$WS/t.code")" 429 "a call whose reservation passes the cap gets 429"
+seq=$(sed -n 's/^X-Airlock-Receipt: *\([0-9]*\).*/\1/ip' "$WS/t.h" | tr -d '\r')
+is "$(jsel "$EV" "[(e['type'], e['rule'], e['subject']['reservation_nano'], e['subject']['cap_session']) for e in L if e['seq'] == ${seq:-999999}]")" \
+	"[('budget.block', 'spend.cap_usd', $RES_A, 'tiny')]" \
+	"X-Airlock-Receipt names its budget.block receipt: the reservation and whose cap"
+is "$(sl_requests)" "$before" "and nothing reached the provider"
+
+# --- 3. many calls at once against a cap -----------------------------------------
+# Each call is a stream cut after a while, so each is charged its whole
+# reservation: exactly 4 of 12 fit under a cap of 4.5 reservations,
+# whatever the order in which they are answered.
+EV="$T/ev3.jsonl"
+before=$(sl_requests)
+cap=$((RES_AS * 9 / 2))
+sl_policy "$T/p3.json" enforce "\"cap_usd\": $(python3 -c "print('%.9f' % ($cap / 1e9))"), \"ledger\": \"$LEDGER\""
+sl_run para "$T/p3.json" "$EV" '
+cd "$0"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do ./call.sh p$i slowcut as.json '"$A"'/v1/messages & done
+wait
+' "$WS"
+n200=0
+n429=0
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	case $(cat "$WS/p$i.code") in 200) n200=$((n200 + 1)) ;; 429) n429=$((n429 + 1)) ;; esac
+done
+is "$n200 $n429" "4 8" "12 parallel calls under a cap of 4.5 reservations: 4 forwarded, 8 refused with 429"
+is "$(($(sl_requests) - before))" 4 "the provider saw exactly the 4 reserved calls"
+spent=$("$AIRLOCK" spend show --ledger "$LEDGER" --json para | python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["spent_nano"], s["reserved_nano"])')
+is "$spent" "$((4 * RES_AS)) 0" "the session spent 4 reservations, never more than its cap"
+
+# --- 4. a cap raised live: blocked work resumes ---------------------------------
+EV="$T/ev4.jsonl"
+sl_policy "$T/p4.json" enforce "\"cap_usd\": 0.001, \"ledger\": \"$LEDGER\""
+rm -f "$WS/raised"
+sl_run live "$T/p4.json" "$EV" '
+cd "$0"
+./call.sh l1 cache a.json '"$A"'/v1/messages
+touch blocked
+i=0; while [ ! -e raised ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+./call.sh l2 cache a.json '"$A"'/v1/messages
+' "$WS" &
+lp=$!
+wait_file "$WS/blocked" 60
+out=$("$AIRLOCK" spend set --ledger "$LEDGER" live --cap 0.01)
+is "$out" "live: cap 0.01 (was 0.001)" "the owner raises the cap of the running session"
+touch "$WS/raised"
+wait $lp
+is "$(cat "$WS/l1.code") $(cat "$WS/l2.code")" "429 200" "refused at 0.001, the same call goes through after the raise"
+
+# --- 5. on_exhausted stop ----------------------------------------------------------
+EV="$T/ev5.jsonl"
+sl_policy "$T/p5.json" enforce "\"cap_usd\": 0.001, \"ledger\": \"$LEDGER\", \"on_exhausted\": \"stop\""
+start=$(date +%s)
+sl_run stop "$T/p5.json" "$EV" 'cd "$0"; ./call.sh x cache a.json '"$A"'/v1/messages; sleep 60; touch survived' "$WS"
+st=$?
+is "$st" 125 "a refusal under on_exhausted stop ends the session: exit 125"
+[ $(($(date +%s) - start)) -lt 40 ]
+ok $? "at once (the agent's sleep was ended)"
+[ ! -e "$WS/survived" ]; ok $? "the agent did not go on"
+is "$(cat "$WS/x.code")" 429 "the call itself got 429"
+is "$(jsel "$EV" "[e['type'] for e in L if e['type'].startswith('budget.')]")" "['budget.block', 'budget.exhausted']" \
+	"budget.block, then budget.exhausted"
+like "$(cat "$T/stop.out")" "spend cap is exhausted" "airlock says why it ended the session"
+
+# --- 6. shadow: what enforce would refuse is recorded, forwarded and charged ------
+EV="$T/ev6.jsonl"
+before=$(sl_requests)
+sl_policy "$T/p6.json" shadow "\"cap_usd\": 0.001, \"ledger\": \"$LEDGER\""
+sl_run shadow "$T/p6.json" "$EV" 'cd "$0"; ./call.sh sh cache a.json '"$A"'/v1/messages' "$WS"
+is "$(cat "$WS/sh.code")" 200 "shadow: the call past the cap goes through"
+is "$(jsel "$EV" "[(e['type'], e['decision']) for e in L if e['type'].startswith('budget.')]")" \
+	"[('budget.block', 'would_block'), ('budget.charge', 'info')]" "recorded as would_block, then charged"
+is "$(($(sl_requests) - before))" 1 "the provider saw it"
+
+# --- 7. a missing parent refuses the session ---------------------------------------
+EV="$T/ev7.jsonl"
+SL_RUN_OPTS="--parent no-such-team"
+sl_run orphan "$T/p1.json" "$EV" 'touch "$0/ran"' "$WS"
+st=$?
+SL_RUN_OPTS=""
+is "$st" 125 "a session whose parent is not in the ledger is refused (125)"
+like "$(cat "$T/orphan.out")" "no-such-team.*not in the ledger" "naming the parent"
+[ ! -e "$WS/ran" ]; ok $? "the command never ran"
+is "$(jsel "$EV" "[(e['type'], e['rule']) for e in L]")" "[('session.refused', 'spend.parent'), ('session.end', 'session')]" \
+	"session.refused, rule spend.parent"
+
+done_testing
