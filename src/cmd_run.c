@@ -66,6 +66,7 @@
 #include "session.h"
 #include "spendd.h"
 #include "stdio_relay.h"
+#include "tls_ca.h"
 #include "util.h"
 #include "worker.h"
 
@@ -514,7 +515,8 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
-		     struct spendd *spend, char *failure, size_t failure_len)
+		     const struct broker *broker, struct spendd *spend, char *failure,
+		     size_t failure_len)
 {
 	struct supervise_ctx x;
 	struct worker_config wc;
@@ -545,6 +547,8 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The sandbox is the proxy socket's only client: no share of its
 	 * own, the connection limit is all of its. */
 	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
+	wc.intercept = s->open;
+	wc.broker = broker;
 	wc.spend = spend;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
@@ -873,6 +877,28 @@ static void report_receipts(const struct session *s, const struct run_opts *o,
 		  o->signing_key ? "" : ", made for this session");
 }
 
+/* The CA bundle the sandbox trusts: the system's, egress.upstream_ca's
+ * and the session CA the key holder made. Refuses the session when it
+ * cannot be built. */
+static char *make_ca_bundle(struct session *s, const struct policy *p, size_t *len)
+{
+	char err[512], *pem = NULL, *bundle;
+
+	*len = 0;
+	if (!s->open)
+		return NULL;
+	if (keeper_ca_cert(&s->k, &pem, err, sizeof(err)) < 0)
+		session_refuse(s, "tls.ca", err);
+	if (!pem)
+		return NULL;
+	bundle = tls_bundle_make(pem, strlen(pem), TLS_SYSTEM_BUNDLE, p->upstream_ca, len,
+				 err, sizeof(err));
+	free(pem);
+	if (!bundle)
+		session_refuse(s, "egress.upstream_ca", err);
+	return bundle;
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 const char *id, const char *workspace, const char *events,
 			 bool events_default)
@@ -887,7 +913,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	bool metered = spendd_wanted(p) || o->parent;
 	struct sandbox sb;
 	struct session s;
-	char err[512];
+	struct session_ca ca = { NULL, NULL, 0 };
+	char err[512], *ca_bundle;
 	int status, exec_err;
 	size_t i;
 
@@ -909,7 +936,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	for (i = 0; i < 3; i++)
 		cfg.stdio[i] = relay.agent[i];
 
-	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
+	session_open_ca(&s, events, o->signing_key, p, id, o->cmd[0], &ca);
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -945,6 +972,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			session_refuse(&s, rule, err);
 	}
 	cfg.home = getenv("HOME");
+	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
+	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 
@@ -986,7 +1015,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	stdio_relay_detach(&relay);
 	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
-			   metered ? &spend : NULL, err, sizeof(err));
+			   &broker, metered ? &spend : NULL, err, sizeof(err));
 	if (metered) {
 		char serr[256];
 		int64_t own;
@@ -1014,6 +1043,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 
 	env_result_free(&env);
 	broker_free(&broker);
+	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
 	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);

@@ -90,6 +90,12 @@ static const struct conn_state_info conn_states[] = {
 			     exchange_step },
 	[CONN_PENDING] = { "pending", TIMER_FILTER, EXPIRE_FILTER, false, false,
 			   exchange_step },
+	/* The handshakes of an intercepted tunnel: the upstream's reports its
+	 * own failure; the client is not read until its turn. */
+	[CONN_TLS_UPSTREAM] = { "tls-upstream", TIMER_CONNECT, EXPIRE_CLOSE, false,
+				true, intercept_step },
+	[CONN_TLS_CLIENT] = { "tls-client", TIMER_CONNECT, EXPIRE_CLOSE, true, false,
+			      intercept_step },
 	[CONN_ANSWERING] = { "answering", TIMER_ANSWER, EXPIRE_CLOSE, false, false,
 			     step_closing },
 	[CONN_LINGER] = { "linger", TIMER_LINGER, EXPIRE_CLOSE, true, false,
@@ -242,6 +248,7 @@ void conn_close(struct conn *c)
 	if (c->x)
 		exchange_free(c, FILTER_OUTCOME_CLIENT_GONE);
 	tunnel_free(c);
+	intercept_free(c);
 	endpoint_close(&c->client);
 	endpoint_close(&c->upstream);
 	release_half(p, &c->c2u);
@@ -403,12 +410,19 @@ json_t *conn_subject(const struct conn *c)
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason)
 {
+	return conn_record_at(c, RECEIPT_POINT_EGRESS_PROXY, type, d, rule, subject,
+			      reason);
+}
+
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason)
+{
 	const struct proxy_opts *o = &c->p->o;
 	int64_t seq = -1;
 
 	if (o->record)
-		seq = o->record(o->record_arg, type, d, RECEIPT_POINT_EGRESS_PROXY,
-				rule, subject, reason);
+		seq = o->record(o->record_arg, type, d, point, rule, subject, reason);
 	json_decref(subject);
 	return seq;
 }

@@ -56,6 +56,8 @@ enum conn_state {
 	CONN_RESP_HEAD,    /* HTTP: waiting for the response head */
 	CONN_RESP_BODY,    /* HTTP: the response body goes to the client */
 	CONN_PENDING,      /* HTTP: a filter waits for proxy_resume() */
+	CONN_TLS_UPSTREAM, /* intercepted: the upstream TLS handshake */
+	CONN_TLS_CLIENT,   /* intercepted: the client's TLS handshake */
 	CONN_ANSWERING,    /* an error answer is being written */
 	CONN_LINGER,       /* answer sent and FIN with it: waiting for the
 			      client's FIN so that closing resets nothing */
@@ -75,6 +77,8 @@ struct half {
 
 struct exchange;
 struct tls_watch;
+struct intercept_state;
+struct intercept_cache;
 
 struct conn {
 	struct proxy *p;
@@ -108,6 +112,8 @@ struct conn {
 	struct half c2u, u2c;
 	struct half *draining;/* one side gone: the half it is still owed */
 	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
+	bool intercept;       /* TLS is terminated here (intercept.c) */
+	struct intercept_state *ic; /* the handshakes in progress */
 	/* HTTP */
 	struct exchange *x;
 	/* CONN_PENDING: called by proxy_resume() */
@@ -147,6 +153,8 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
+	const struct intercept_opts *intercept; /* NULL: never intercept */
+	struct intercept_cache *leaves;         /* parsed leaves, per host */
 };
 
 /* --- conn.c ------------------------------------------------------------ */
@@ -185,6 +193,10 @@ json_t *conn_subject(const struct conn *c);
 /* Writes one receipt; returns its seq or -1. Consumes @subject. */
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason);
+/* The same, observed by @point. */
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason);
 
 /* --- upstream.c: decide, resolve, check, connect ------------------------ */
 
@@ -212,6 +224,21 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events);
  * on; cin/uin hold bytes already read past the heads. */
 void tunnel_from_exchange(struct conn *c);
 void tunnel_free(struct conn *c);
+
+/* --- intercept.c: TLS interception -------------------------------------- */
+
+/* Is c's tunnel (its ClientHello read and checked) one whose TLS the proxy
+ * terminates? The one question a CONNECT and a transparent connection
+ * ask before their upstream is connected. */
+bool intercept_wanted(const struct conn *c);
+/* The upstream TCP connection of an intercepted tunnel is open: the
+ * upstream handshake (verified), then the client's (its ClientHello is in
+ * c->cin), then HTTP inside (exchange.c, inner) over the two TLS
+ * endpoints; an upstream that does not verify gets the client a 502
+ * naming the reason inside TLS, and nothing of the request is sent. */
+void intercept_connected(struct conn *c);
+void intercept_step(struct conn *c, bool upstream, uint32_t events);
+void intercept_free(struct conn *c);
 
 /* --- exchange.c ---------------------------------------------------------- */
 

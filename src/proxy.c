@@ -57,6 +57,7 @@
 #include "conn.h"
 #include "dns.h"
 #include "ifaddr.h"
+#include "intercept.h"
 #include "util.h"
 
 #define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
@@ -606,6 +607,9 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	if (opts->nfilters)
 		memcpy(p->filters, opts->filters, opts->nfilters * sizeof(*p->filters));
 	p->nfilters = opts->nfilters;
+	p->intercept = opts->intercept;
+	if (p->intercept)
+		p->leaves = intercept_cache_new();
 	raise_fd_limit();
 	if (opts->shared) {
 		p->shared = opts->shared;
@@ -803,6 +807,7 @@ void proxy_free(struct proxy *p)
 		close(p->pool[p->npool][0]);
 		close(p->pool[p->npool][1]);
 	}
+	intercept_cache_free(p->leaves);
 	dns_free(p->dns);
 	ifaddr_close(p->ifaddrs);
 	close(p->epfd);

@@ -61,6 +61,9 @@ struct proxy_opts {
 	unsigned int worker;         /* this worker's index in @shared */
 	const struct filter_reg *filters; /* NULL: none; see filter.h */
 	size_t nfilters;             /* at most FILTER_MAX */
+	const struct intercept_opts *intercept; /* TLS interception
+					(intercept.h); NULL: every tunnel
+					passes through */
 };
 
 /* State the workers of one proxy share: per-client connection counts and

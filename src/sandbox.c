@@ -94,6 +94,7 @@
 #include <unistd.h>
 
 #include "sandbox_filter.h"
+#include "tls_ca.h"
 #include "usock.h"
 #include "util.h"
 #include "view.h"
@@ -296,6 +297,41 @@ static void proc_read_only(const struct init_ctx *c)
 	}
 }
 
+/* The CA bundle the agent trusts (the session CA among the system's),
+ * written on the staging tmpfs and bound read-only over the system
+ * bundle's path, so that clients reading no variable trust it too. A host
+ * without that file keeps its own (the variables name the path anyway). */
+static void show_ca_bundle(const struct init_ctx *c)
+{
+	struct mount_attr attr;
+	struct stat st;
+	size_t done = 0;
+	int fd;
+
+	if (!c->cfg->ca_bundle || stat(NEW TLS_SYSTEM_BUNDLE, &st) < 0 ||
+	    !S_ISREG(st.st_mode))
+		return;
+	fd = open("/ca-bundle.crt", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+	if (fd < 0)
+		init_fail(c, "creating the CA bundle");
+	while (done < c->cfg->ca_bundle_len) {
+		ssize_t n = write(fd, c->cfg->ca_bundle + done, c->cfg->ca_bundle_len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			init_fail(c, "writing the CA bundle");
+		done += (size_t)n;
+	}
+	close(fd);
+	if (mount("/ca-bundle.crt", NEW TLS_SYSTEM_BUNDLE, NULL, MS_BIND, NULL) < 0)
+		init_fail(c, "binding the CA bundle");
+	memset(&attr, 0, sizeof(attr));
+	attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (mount_setattr(AT_FDCWD, NEW TLS_SYSTEM_BUNDLE, 0, &attr, sizeof(attr)) < 0)
+		init_fail(c, "making the CA bundle read-only");
+}
+
 static void build_root(const struct init_ctx *c)
 {
 	struct mount_attr attr;
@@ -341,6 +377,7 @@ static void build_root(const struct init_ctx *c)
 		errno = 0;
 		init_fail(c, "%s", msg);
 	}
+	show_ca_bundle(c);
 
 	/* Enter the view and drop the host root and the staging tmpfs. */
 	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||

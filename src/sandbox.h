@@ -35,6 +35,10 @@ struct sandbox_config {
 	char **argv;           /* the agent command */
 	char **envp;           /* its complete environment */
 	uint16_t proxy_port;   /* 127.0.0.1:PORT inside the sandbox */
+	const char *ca_bundle; /* the CA bundle the agent trusts, shown
+				  read-only at TLS_SYSTEM_BUNDLE; NULL: the
+				  host's own */
+	size_t ca_bundle_len;
 	/* Called first thing in the sandbox's init (a copy of the caller's
 	 * memory): wipes what the sandbox must not hold, e.g. secret values. */
 	void (*scrub)(void *arg);

@@ -170,6 +170,12 @@ static void first_flight(struct conn *c)
 				  json_pack("{s:s?}", "sni", ch.has_sni ? ch.sni : NULL));
 		return;
 	}
+	if (intercept_wanted(c)) {
+		/* TLS ends here: no HelloRetryRequest to watch, the proxy
+		 * answers the ClientHello itself. */
+		c->intercept = true;
+		tunnel_free(c);
+	}
 	upstream_connect(c);
 }
 
@@ -202,6 +208,10 @@ static void step_first_flight(struct conn *c, uint32_t events)
 
 void tunnel_connected(struct conn *c)
 {
+	if (c->intercept) {
+		intercept_connected(c);
+		return;
+	}
 	/* The first flight, unchanged. */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);

@@ -63,8 +63,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "confine.h"
+#include "intercept.h"
 #include "keeper.h"
+#include "secretfilter.h"
+#include "tls.h"
 #include "msg.h"
 #include "proxy.h"
 #include "spendd.h"
@@ -162,6 +166,45 @@ static void worker_exhausted(void *arg, const char *reason)
 		worker_fatal(x, "cannot tell the supervisor the spend cap is exhausted");
 }
 
+static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
+		       size_t errlen)
+{
+	struct wctx *x = arg;
+	int r = keeper_leaf(&x->link, host, out, err, errlen);
+
+	if (r < -1)
+		worker_fatal(x, "cannot ask for a leaf: %s", err);
+	return r < 0 ? -1 : 0;
+}
+
+/* The filters every request runs through, in this order: secrets (the
+ * placeholders), then git, then spend. Returns how many are in @reg. */
+static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
+			    int ledger_fd, struct spendfilter **spend,
+			    struct filter_reg *reg)
+{
+	size_t n = 0;
+
+	if (cfg->broker && cfg->broker->count > 0) {
+		reg[n].ops = &secretfilter_ops;
+		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
+		n++;
+	}
+	if (ledger_fd >= 0) {
+		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
+						 x };
+		char err[256];
+
+		*spend = spendfilter_new(&sc, err, sizeof(err));
+		if (!*spend)
+			worker_fatal(x, "%s", err);
+		reg[n].ops = &spendfilter_ops;
+		reg[n].arg = *spend;
+		n++;
+	}
+	return n;
+}
+
 /* Reads the policy in @fd, checks it is @digest and puts it in force. */
 static void apply_policy(struct wctx *x, const char *digest, int fd)
 {
@@ -249,6 +292,10 @@ static void serve_ctl(struct wctx *x)
 		case MSG_SPEND_SETTLE:
 		case MSG_SPEND_EXHAUSTED:
 		case MSG_SPEND_USD:
+		case MSG_LEAF:
+		case MSG_LEAF_ANSWER:
+		case MSG_CA_CERT:
+		case MSG_CA_CERT_ANSWER:
 		case MSG_TYPE_COUNT:
 			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
 		}
@@ -317,10 +364,11 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
 			     cfg->listen_fd, ctl, kfd, ledger_fd };
-	struct filter_reg filters[1];
 	struct spendfilter *spend = NULL;
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
+	struct intercept_opts io;
+	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
 	char err[512], *dir;
 	sigset_t set;
@@ -367,16 +415,21 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
 	po.worker = index;
-	if (ledger_fd >= 0) {
-		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
-						 &x };
-
-		spend = spendfilter_new(&sc, err, sizeof(err));
-		if (!spend)
+	if (cfg->intercept) {
+		/* Before the filter: the client side reads the trust store. */
+		memset(&io, 0, sizeof(io));
+		io.server = tls_server_ctx_new(err, sizeof(err));
+		if (!io.server)
 			worker_fatal(&x, "%s", err);
-		filters[po.nfilters++] = (struct filter_reg){ &spendfilter_ops, spend };
-		po.filters = filters;
+		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
+		if (!io.client)
+			worker_fatal(&x, "%s", err);
+		io.leaf = kfd >= 0 ? worker_leaf : NULL;
+		io.leaf_arg = &x;
+		po.intercept = &io;
 	}
+	po.nfilters = build_filters(cfg, &x, ledger_fd, &spend, reg);
+	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);

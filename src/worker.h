@@ -30,6 +30,11 @@ struct worker_config {
 	unsigned int client_limit;   /* per client address; 0: a quarter of
 					the connection limit,
 					PROXY_CLIENT_LIMIT_NONE: none */
+	bool intercept;              /* the key holder has a session CA:
+					terminate TLS for the hosts the
+					policy intercepts (intercept.h) */
+	const struct broker *broker; /* brokered secrets (values and
+					placeholders), or NULL: none */
 	struct spendd *spend;        /* the ledger process, or NULL: nothing
 					is metered */
 };
