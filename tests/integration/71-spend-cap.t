@@ -1,6 +1,7 @@
 #!/bin/sh
 # 71-spend-cap.t - the spend cap inside `airlock run` (docs/SPEND.md): the
-# agent calls the stand-in Anthropic and OpenAI APIs through the proxy;
+# agent calls the stand-in Anthropic and OpenAI APIs over HTTPS through
+# the proxy, which intercepts their hosts (and once over plain HTTP);
 # each metered call is reserved before anything is forwarded and charged
 # from the provider's answer, at costs computed here by hand; calls past
 # the cap get 429 and never reach the provider, however many run at once;
@@ -48,8 +49,8 @@ curl -sS --max-time 30 -o "$1.b" -D "$1.h" -w '%{http_code}' -H "X-Llm-Script: $
 exit 0
 EOF
 chmod +x "$WS/call.sh"
-A=http://api.anthropic.com
-O=http://api.openai.com
+A=https://api.anthropic.com
+O=https://api.openai.com
 
 # charge_of FILTER FIELD: a member of the one budget.charge matching FILTER
 charge_of() {
@@ -73,15 +74,16 @@ cd "$0"
 ./call.sh nou nousage a.json '"$A"'/v1/messages
 ./call.sh unp cache unpriced.json '"$A"'/v1/messages
 ./call.sh cnt cache count.json '"$A"'/v1/messages/count_tokens
+./call.sh plain cache a.json http://api.anthropic.com/v1/messages
 ' "$WS"
 is $? 0 "airlock run: the agent's calls ran (exit 0)"
 is "$(cat "$WS/j.code") $(cat "$WS/s.code") $(cat "$WS/c.code") $(cat "$WS/r.code")" "200 200 200 200" \
 	"JSON and streaming calls of both APIs are answered through the proxy"
 is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" cost_nano)" \
-	"[735000, 735000]" \
-	"anthropic JSON and SSE: 25 x 3000 + 100 x 3750 + 200 x 300 + 15 x 15000 = 735000 n$ each"
+	"[735000, 735000, 735000]" \
+	"anthropic JSON and SSE, and JSON over plain http: 25 x 3000 + 100 x 3750 + 200 x 300 + 15 x 15000 = 735000 n$ each"
 is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" output_tokens)" \
-	"[15, 15]" "the stream's three cumulative message_delta counts are not summed: the last one (15) is"
+	"[15, 15, 15]" "the stream's three cumulative message_delta counts are not summed: the last one (15) is"
 is "$(charge_of "e['subject']['endpoint'] == '/v1/messages'" cache_write_tokens | cut -c1-10)" "[100, 100," \
 	"cache writes are read and priced"
 is "$(charge_of "e['subject']['endpoint'] == '/v1/chat/completions'" cost_nano)" "[2100000]" \
@@ -102,7 +104,9 @@ is "$(jsel "$EV" "[(e['rule'], e['decision']) for e in L if e['type'] == 'budget
 is "$(sl_requests /v1/messages)" 5 "the unpriced call never reached the provider (the 5 others did)"
 is "$(cat "$WS/cnt.code") $(charge_of "e['subject']['endpoint'] == '/v1/messages/count_tokens'" cost_nano)" "200 []" \
 	"count_tokens passes unmetered"
-total=$((735000 * 2 + 2100000 + 1950000 + RES_AS + RES_A))
+is "$(cat "$WS/plain.code") $(sl_requests /v1/messages "$SL_LOG80")" "200 1" \
+	"plain http:// to a provider host is metered the same way"
+total=$((735000 * 3 + 2100000 + 1950000 + RES_AS + RES_A))
 is "$(jsel "$EV" "[e['subject']['total_nano'] for e in L if e['type'] == 'budget.charge'][-1]")" "$total" \
 	"the last charge's session total is the sum of the charges"
 is "$(jsel "$EV" "round([e for e in L if e['type'] == 'session.end'][0]['subject']['spend_usd'] * 1e9)")" "$total" \

@@ -5,9 +5,14 @@
 # it after lib.sh; it refuses to run outside tests/netns-exec (it adds
 # addresses to lo).
 #
-#   198.18.0.20  api.anthropic.com   llm_api.py, plain HTTP :80
-#   198.18.0.21  api.openai.com      llm_api.py, plain HTTP :80
+#   198.18.0.20  api.anthropic.com   llm_api.py: HTTPS :443, plain HTTP :80
+#   198.18.0.21  api.openai.com      llm_api.py: HTTPS :443, plain HTTP :80
 #   127.0.0.1:5353                   DNS (testnet.py)
+#
+# The HTTPS servers' certificates are issued by $SL_CA, which policies
+# name in egress.upstream_ca: the proxy intercepts the provider hosts,
+# verifies them against it, and the agent trusts the session CA.
+# $SL_LOG logs the HTTPS servers' requests, $SL_LOG80 the plain ones'.
 #
 # Functions (each bounded in time):
 #   sl_start SCRIPTS_JSON        start DNS and the stand-in APIs
@@ -27,6 +32,8 @@
 TESTNET="$AIRLOCK_SRC/tests/helpers/testnet.py"
 LLM="$AIRLOCK_SRC/tests/helpers/llm_api.py"
 SL_LOG="$T/llm.log"
+SL_LOG80="$T/llm80.log"
+SL_CA="$T/tls/ca.pem"
 SL_PIDS=""
 SL_RUN_OPTS=""
 USD=1000000000
@@ -82,13 +89,22 @@ EOF
 	SL_PIDS="$SL_PIDS $!"
 	cat >"$T/llm.json" <<EOF
 {"log": "$SL_LOG", "ready": "$T/llm.ready", "lifetime": 600,
+ "listen": ["198.18.0.20:443", "198.18.0.21:443"],
+ "tls": {"dir": "$T/tls", "names": ["api.anthropic.com", "api.openai.com"]},
+ "scripts": $1}
+EOF
+	cat >"$T/llm80.json" <<EOF
+{"log": "$SL_LOG80", "ready": "$T/llm80.ready", "lifetime": 600,
  "listen": ["198.18.0.20:80", "198.18.0.21:80"], "tls": null,
  "scripts": $1}
 EOF
 	python3 "$LLM" --config "$T/llm.json" >/dev/null 2>"$T/llm.err" &
 	SL_PIDS="$SL_PIDS $!"
-	wait_file "$T/net.ready" 30 && wait_file "$T/llm.ready" 30 || {
-		echo "Bail out! the stand-in network did not start: $(cat "$T/net.out" "$T/llm.err")"
+	python3 "$LLM" --config "$T/llm80.json" >/dev/null 2>"$T/llm80.err" &
+	SL_PIDS="$SL_PIDS $!"
+	wait_file "$T/net.ready" 30 && wait_file "$T/llm.ready" 30 &&
+		wait_file "$T/llm80.ready" 30 || {
+		echo "Bail out! the stand-in network did not start: $(cat "$T/net.out" "$T/llm.err" "$T/llm80.err")"
 		exit 1
 	}
 }
@@ -102,7 +118,8 @@ sl_policy() {
   "egress": {
     "allow": ["api.anthropic.com", "api.openai.com"],
     "allow_ranges": ["198.18.0.0/15"],
-    "resolver": ["127.0.0.1:5353"]
+    "resolver": ["127.0.0.1:5353"],
+    "upstream_ca": "$SL_CA"
   },
   "spend": {
     "providers": [{"api": "anthropic", "hosts": ["api.anthropic.com"]},
@@ -128,8 +145,10 @@ sl_run() {
 		--workspace "$WS" $SL_RUN_OPTS -- sh -c "$_s" "$@" >"$T/$_id.out" 2>&1 </dev/null
 }
 
-# sl_requests [PATH]: how many requests the stand-in APIs read (to PATH).
+# sl_requests [PATH [LOG]]: how many requests the stand-in APIs read (to
+# PATH; "" for any), by default over HTTPS.
 sl_requests() {
-	[ -f "$SL_LOG" ] || { echo 0; return; }
-	jsel "$SL_LOG" "len([e for e in L if e['event'] == 'request' and ('${1:-}' == '' or e['path'] == '${1:-}')])"
+	_log=${2:-$SL_LOG}
+	[ -f "$_log" ] || { echo 0; return; }
+	jsel "$_log" "len([e for e in L if e['event'] == 'request' and ('${1:-}' == '' or e['path'] == '${1:-}')])"
 }
