@@ -207,4 +207,38 @@ like "$(cat "$T/orphan.out")" "no-such-team.*not in the ledger" "naming the pare
 is "$(jsel "$EV" "[(e['type'], e['rule']) for e in L]")" "[('session.refused', 'spend.parent'), ('session.end', 'session')]" \
 	"session.refused, rule spend.parent"
 
+# --- 8. what is refused before reserving, and what is released --------------------
+EV="$T/ev8.jsonl"
+before=$(sl_requests)
+before80=$(sl_requests "" "$SL_LOG80")
+sl_policy "$T/p8.json" enforce "\"cap_usd\": 1, \"ledger\": \"$LEDGER\", \"max_body_bytes\": 120"
+sed -i 's/"hosts": \["api.anthropic.com"\]/"hosts": ["api.anthropic.com", "down.anthropic.com"]/; s/"allow": \[/"allow": ["down.anthropic.com", /' "$T/p8.json"
+printf '{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"%0100d"}]}' 0 >"$WS/big.json"
+sl_run edges "$T/p8.json" "$EV" '
+cd "$0"
+c() { curl -sS --max-time 20 -o /dev/null -w "%{http_code}" "$@"; }
+c -X POST -H "content-length: 0" '"$A"'/v1/messages > nobody.code 2>/dev/null
+c -H "content-type: application/json" --data-binary @a.json '"$A"'//v1/messages > slash.code 2>/dev/null
+c -H "content-type: application/json" --data-binary @a.json '"$A"'/v1/Messages > case.code 2>/dev/null
+c -H "content-type: application/json" --data-binary @big.json '"$A"'/v1/messages > big.code 2>/dev/null
+c -H "content-type: application/json" -H "Transfer-Encoding: chunked" --data-binary @big.json '"$A"'/v1/messages > bigch.code 2>/dev/null
+c -H "content-type: application/json" --data-binary "{\"model\":" '"$A"'/v1/messages > bad.code 2>/dev/null
+c -H "X-Llm-Script: cache" -H "Accept-Encoding: gzip" -H "content-type: application/json" --data-binary @a.json '"$A"'/v1/messages > gz.code 2>/dev/null
+c -H "content-type: application/json" --data-binary @a.json http://down.anthropic.com/v1/messages > down.code 2>/dev/null
+' "$WS"
+is "$(cat "$WS/nobody.code")" 400 "a metered request without a body is refused (400)"
+is "$(cat "$WS/slash.code") $(cat "$WS/case.code")" "400 400" "disguised spellings of the metered path are refused (400)"
+is "$(cat "$WS/big.code") $(cat "$WS/bigch.code")" "413 413" "a body over spend.max_body_bytes is refused (413), Content-Length or chunked"
+is "$(cat "$WS/bad.code")" 400 "a body that is not JSON is refused (400)"
+is "$(jsel "$EV" "sorted(e['rule'] for e in L if e['type'] == 'budget.block')")" \
+	"['spend.body', 'spend.body', 'spend.max_body_bytes', 'spend.path', 'spend.path']" \
+	"each with a budget.block receipt naming its rule"
+is "$(($(sl_requests) - before))" 1 "of them all, only the well-formed call reached the provider"
+is "$(jsel "$SL_LOG" "[e['headers'].get('accept-encoding', e['headers'].get('Accept-Encoding')) for e in L if e['event'] == 'request'][-1]")" \
+	"identity" "the metered call asked for an uncompressed answer, whatever the agent asked"
+is "$(cat "$WS/down.code") $(($(sl_requests "" "$SL_LOG80") - before80))" "502 0" \
+	"a provider host that cannot be reached: 502"
+is "$("$AIRLOCK" spend show --ledger "$LEDGER" --json edges | python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["own_spent_nano"], s["reserved_nano"])')" \
+	"735000 0" "its reservation was released: the session paid for the one answered call only"
+
 done_testing

@@ -7,6 +7,7 @@
 #
 #   198.18.0.20  api.anthropic.com   llm_api.py: HTTPS :443, plain HTTP :80
 #   198.18.0.21  api.openai.com      llm_api.py: HTTPS :443, plain HTTP :80
+#   198.18.0.22  down.anthropic.com  nothing listens (connections refused)
 #   127.0.0.1:5353                   DNS (testnet.py)
 #
 # The HTTPS servers' certificates are issued by $SL_CA, which policies
@@ -53,7 +54,7 @@ sl_cleanup() {
 }
 trap sl_cleanup EXIT
 
-for a in 198.18.0.20 198.18.0.21; do
+for a in 198.18.0.20 198.18.0.21 198.18.0.22; do
 	ip addr add "$a/32" dev lo || { echo "Bail out! ip addr add $a"; exit 1; }
 done
 
@@ -83,7 +84,8 @@ sl_start() {
 	cat >"$T/net.json" <<EOF
 {"log": "$T/net.log", "ready": "$T/net.ready", "lifetime": 600,
  "dns": {"listen": ["127.0.0.1:5353"],
-         "zone": {"api.anthropic.com": ["198.18.0.20"], "api.openai.com": ["198.18.0.21"]}}}
+         "zone": {"api.anthropic.com": ["198.18.0.20"], "api.openai.com": ["198.18.0.21"],
+                  "down.anthropic.com": ["198.18.0.22"]}}}
 EOF
 	python3 "$TESTNET" --config "$T/net.json" >"$T/net.out" 2>&1 &
 	SL_PIDS="$SL_PIDS $!"
