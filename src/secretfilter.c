@@ -130,6 +130,11 @@ void secretfilter_free(struct secretfilter *f)
 	free(f);
 }
 
+const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f)
+{
+	return f->scrub;
+}
+
 static int64_t record(struct sf_state *st, const char *type, enum receipt_decision d,
 		      const char *rule, json_t *subject, const char *reason)
 {
