@@ -52,9 +52,10 @@ enum msg_type {
 	/* spend (spendd.h): ledger process <-> supervisor */
 	MSG_SPEND_READY,      /* ledger -> supervisor: no fields: the session
 				 is open in the ledger */
-	MSG_SPEND_CHANNEL,    /* supervisor -> ledger: no fields; carries a
-				 descriptor: a proxy worker's channel, or
-				 (first) the ledger's own key holder channel */
+	MSG_SPEND_CHANNEL,    /* supervisor -> ledger: u32 kind
+				 (MSG_SPEND_CHANNEL_*); carries a descriptor:
+				 a proxy worker's channel, or the ledger's own
+				 channel to the key holder */
 	MSG_SPEND_CLOSE,      /* supervisor -> ledger: no fields: the workers
 				 have exited; close the session */
 	MSG_SPEND_TOTAL,      /* ledger -> supervisor: u64 the session's own
@@ -79,6 +80,8 @@ enum msg_type {
 };
 
 #define MSG_RECORD_WANT_SEQ 1u
+#define MSG_SPEND_CHANNEL_KEEPER 0u
+#define MSG_SPEND_CHANNEL_WORKER 1u
 
 const char *msg_type_to_string(enum msg_type t);
 

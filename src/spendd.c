@@ -361,6 +361,7 @@ static void serve_ctl(struct dctx *x)
 {
 	for (;;) {
 		struct msg_reader r;
+		uint32_t kind;
 		int fd = -1;
 		ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
 
@@ -370,8 +371,11 @@ static void serve_ctl(struct dctx *x)
 			finish(x, false); /* the supervisor is gone */
 		if (!msg_reader_init(&r, x->in, (size_t)n))
 			spendd_fatal(x, "the supervisor sent a bad message: %s", r.error);
-		if (r.type == MSG_SPEND_CHANNEL && msg_end(&r) && fd >= 0) {
-			if (x->keeper.fd < 0) {
+		if (r.type == MSG_SPEND_CHANNEL && msg_get_u32(&r, &kind) && msg_end(&r) &&
+		    fd >= 0 && kind <= MSG_SPEND_CHANNEL_WORKER) {
+			if (kind == MSG_SPEND_CHANNEL_KEEPER) {
+				if (x->keeper.fd >= 0)
+					close(x->keeper.fd);
 				x->keeper.fd = fd;
 			} else if (x->nchans < SPENDD_MAX_CHANNELS) {
 				(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -572,12 +576,13 @@ out:
 	return rc;
 }
 
-static int send_fd(struct spendd *d, int fd)
+static int send_fd(struct spendd *d, int fd, uint32_t kind)
 {
 	struct msg m = { 0 };
 	int r;
 
 	msg_start(&m, MSG_SPEND_CHANNEL);
+	msg_put_u32(&m, kind);
 	r = msg_send(d->ctl, &m, fd, 0);
 	msg_free(&m);
 	return r;
@@ -585,7 +590,7 @@ static int send_fd(struct spendd *d, int fd)
 
 int spendd_give_keeper(struct spendd *d, int fd)
 {
-	int r = fd >= 0 ? send_fd(d, fd) : -EBADF;
+	int r = fd >= 0 ? send_fd(d, fd, MSG_SPEND_CHANNEL_KEEPER) : -EBADF;
 
 	if (fd >= 0)
 		close(fd);
@@ -599,7 +604,7 @@ int spendd_new_channel(struct spendd *d, int *worker_end)
 	*worker_end = -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	r = send_fd(d, sv[1]);
+	r = send_fd(d, sv[1], MSG_SPEND_CHANNEL_WORKER);
 	close(sv[1]);
 	if (r < 0) {
 		close(sv[0]);

@@ -241,4 +241,22 @@ is "$(cat "$WS/down.code") $(($(sl_requests "" "$SL_LOG80") - before80))" "502 0
 is "$("$AIRLOCK" spend show --ledger "$LEDGER" --json edges | python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["own_spent_nano"], s["reserved_nano"])')" \
 	"735000 0" "its reservation was released: the session paid for the one answered call only"
 
+# --- 9. the standalone proxy meters the sessions it serves ------------------------
+EV="$T/ev9.jsonl"
+sl_policy "$T/p9.json" enforce "\"cap_usd\": 0.01, \"ledger\": \"$LEDGER\""
+"$AIRLOCK" proxy --policy "$T/p9.json" --listen 127.0.0.1:18090 --events "$EV" \
+	--session standalone --ca-out "$T/proxy-ca.pem" >"$T/proxy.out" 2>&1 </dev/null &
+pp=$!
+i=0
+while ! grep -q listening "$T/proxy.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+code1=$(curl -sS --max-time 20 --proxy http://127.0.0.1:18090 --cacert "$T/proxy-ca.pem" \
+	-o /dev/null -w '%{http_code}' -H 'content-type: application/json' -H 'X-Llm-Script: cache' \
+	--data-binary @"$WS/a.json" https://api.anthropic.com/v1/messages 2>/dev/null)
+kill -TERM $pp
+wait $pp
+is "$? $code1" "0 200" "airlock proxy: a metered call through the standalone proxy"
+is "$(jsel "$EV" "[e['subject']['cost_nano'] for e in L if e['type'] == 'budget.charge']")" "[735000]" \
+	"is charged from the answer"
+is "$(jsel "$EV" "round(L[-1]['subject']['spend_usd'] * 1e9)")" 735000 "and its session.end carries spend_usd"
+
 done_testing
