@@ -21,6 +21,7 @@ sl_start '{
   "chat": {"usage": {"input": 600, "output": 50, "cache_read": 400}},
   "resp": {"usage": {"input": 300, "output": 120}},
   "cut": {"usage": {"input": 25, "output": 15}, "cut_after": 5},
+  "slow": {"usage": {"input": 10, "output": 4}, "delay_ms": 150, "chunks": 4},
   "slowcut": {"usage": {"input": 25, "output": 15}, "delay_ms": 400, "cut_after": 3},
   "overloaded": {"status": 529},
   "nousage": {"omit_usage": true}
@@ -31,6 +32,8 @@ printf '{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user"
 printf '{"model":"claude-sonnet-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$WS/as.json"
 printf '{"model":"gpt-4o","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$WS/cs.json"
 printf '{"model":"gpt-4o","max_output_tokens":200,"input":"hi"}' >"$WS/r.json"
+printf '{"model":"gpt-4o","max_output_tokens":200,"stream":true,"input":"hi"}' >"$WS/rs.json"
+printf '{"model":"gpt-4o","max_tokens":64,"prompt":"hi"}' >"$WS/cmp.json"
 printf '{"model":"mystery-1","max_tokens":10,"messages":[]}' >"$WS/unpriced.json"
 printf '{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}' >"$WS/count.json"
 B_AS=$(wc -c <"$WS/as.json")
@@ -69,6 +72,9 @@ cd "$0"
 ./call.sh s cache as.json '"$A"'/v1/messages
 ./call.sh c chat cs.json '"$O"'/v1/chat/completions
 ./call.sh r resp r.json '"$O"'/v1/responses
+./call.sh rs resp rs.json '"$O"'/v1/responses
+./call.sh cmp chat cmp.json '"$O"'/v1/completions
+./call.sh slow slow as.json '"$A"'/v1/messages
 ./call.sh cut cut as.json '"$A"'/v1/messages
 ./call.sh err overloaded a.json '"$A"'/v1/messages
 ./call.sh nou nousage a.json '"$A"'/v1/messages
@@ -79,19 +85,23 @@ cd "$0"
 is $? 0 "airlock run: the agent's calls ran (exit 0)"
 is "$(cat "$WS/j.code") $(cat "$WS/s.code") $(cat "$WS/c.code") $(cat "$WS/r.code")" "200 200 200 200" \
 	"JSON and streaming calls of both APIs are answered through the proxy"
-is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" cost_nano)" \
+is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages' and e['subject']['input_tokens'] == 25" cost_nano)" \
 	"[735000, 735000, 735000]" \
 	"anthropic JSON and SSE, and JSON over plain http: 25 x 3000 + 100 x 3750 + 200 x 300 + 15 x 15000 = 735000 n$ each"
-is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages'" output_tokens)" \
+is "$(charge_of "e['subject']['outcome'] == 'usage' and e['subject']['endpoint'] == '/v1/messages' and e['subject']['input_tokens'] == 25" output_tokens)" \
 	"[15, 15, 15]" "the stream's three cumulative message_delta counts are not summed: the last one (15) is"
-is "$(charge_of "e['subject']['endpoint'] == '/v1/messages'" cache_write_tokens | cut -c1-10)" "[100, 100," \
+is "$(charge_of "e['subject']['endpoint'] == '/v1/messages' and e['subject'].get('input_tokens') == 25" cache_write_tokens)" "[100, 100, 100]" \
 	"cache writes are read and priced"
 is "$(charge_of "e['subject']['endpoint'] == '/v1/chat/completions'" cost_nano)" "[2100000]" \
 	"openai chat stream: (1000 - 400) x 2500 + 400 x 250 + 50 x 10000 = 2100000 n$"
 is "$(jsel "$SL_LOG" "[(e['body'] if isinstance(e['body'], dict) else json.loads(e['body'])).get('stream_options') for e in L if e['event'] == 'request' and e['path'] == '/v1/chat/completions']")" \
 	"[{'include_usage': True}]" "the proxy set stream_options.include_usage on the openai stream"
-is "$(charge_of "e['subject']['endpoint'] == '/v1/responses'" cost_nano)" "[1950000]" \
-	"openai responses: 300 x 2500 + 120 x 10000 = 1950000 n$"
+is "$(charge_of "e['subject']['endpoint'] == '/v1/responses'" cost_nano)" "[1950000, 1950000]" \
+	"openai responses, JSON and stream (response.completed): 300 x 2500 + 120 x 10000 = 1950000 n$"
+is "$(charge_of "e['subject']['endpoint'] == '/v1/completions'" cost_nano)" "[2100000]" \
+	"openai completions: (1000 - 400) x 2500 + 400 x 250 + 50 x 10000 = 2100000 n$"
+is "$(cat "$WS/slow.code") $(charge_of "e['subject'].get('input_tokens') == 10" cost_nano)" "200 [90000]" \
+	"a slow stream (150 ms between events) is relayed and charged: 10 x 3000 + 4 x 15000 = 90000 n$"
 is "$(charge_of "e['subject']['outcome'] == 'cut'" cost_nano)" "[$RES_AS]" \
 	"a cut stream is charged its whole reservation ($B_AS x 3750 + 100 x 15000)"
 is "$(charge_of "e['subject']['outcome'] == 'error'" cost_nano)" "[0]" \
@@ -101,12 +111,12 @@ is "$(charge_of "e['subject']['outcome'] == 'no_usage'" cost_nano)" "[$RES_A]" \
 is "$(cat "$WS/unp.code")" 403 "an unpriced model is refused (403)"
 is "$(jsel "$EV" "[(e['rule'], e['decision']) for e in L if e['type'] == 'budget.block']")" \
 	"[('spend.prices', 'block')]" "with a budget.block receipt, rule spend.prices"
-is "$(sl_requests /v1/messages)" 5 "the unpriced call never reached the provider (the 5 others did)"
+is "$(sl_requests /v1/messages)" 6 "the unpriced call never reached the provider (the 6 others did)"
 is "$(cat "$WS/cnt.code") $(charge_of "e['subject']['endpoint'] == '/v1/messages/count_tokens'" cost_nano)" "200 []" \
 	"count_tokens passes unmetered"
 is "$(cat "$WS/plain.code") $(sl_requests /v1/messages "$SL_LOG80")" "200 1" \
 	"plain http:// to a provider host is metered the same way"
-total=$((735000 * 3 + 2100000 + 1950000 + RES_AS + RES_A))
+total=$((735000 * 3 + 2100000 * 2 + 1950000 * 2 + 90000 + RES_AS + RES_A))
 is "$(jsel "$EV" "[e['subject']['total_nano'] for e in L if e['type'] == 'budget.charge'][-1]")" "$total" \
 	"the last charge's session total is the sum of the charges"
 is "$(jsel "$EV" "round([e for e in L if e['type'] == 'session.end'][0]['subject']['spend_usd'] * 1e9)")" "$total" \
@@ -248,7 +258,7 @@ sl_policy "$T/p9.json" enforce "\"cap_usd\": 1, \"ledger\": \"$LEDGER\""
 	--session standalone --ca-out "$T/proxy-ca.pem" >"$T/proxy.out" 2>&1 </dev/null &
 pp=$!
 i=0
-while ! grep -q listening "$T/proxy.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+while ! grep -qs listening "$T/proxy.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 code1=$(curl -sS --max-time 20 --proxy http://127.0.0.1:18090 --cacert "$T/proxy-ca.pem" \
 	-o /dev/null -w '%{http_code}' -H 'content-type: application/json' -H 'X-Llm-Script: cache' \
 	--data-binary @"$WS/a.json" https://api.anthropic.com/v1/messages 2>/dev/null)
