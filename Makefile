@@ -142,9 +142,12 @@ fuzz: $(FUZZ_BIN)
 	done
 
 install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/doc/airlock/examples
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/airlock
 	install -m 0644 man/airlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/airlock.1
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/airlock/
+	install -m 0644 examples/*.json $(DESTDIR)$(PREFIX)/share/doc/airlock/examples/
 
 # The Debian package (scripts/mkdeb): binary, man page, docs, examples and
 # a systemd unit for `airlock proxy`, in build/.

@@ -272,6 +272,7 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 				strerror(errno));
 			_exit(EXIT_AIRLOCK_FAILURE);
 		}
+		util_stdio_unfill();
 		execvp(cmd[0], cmd);
 		err = errno;
 		(void)util_write_all(errpipe[1], &err, sizeof(err));
@@ -1120,6 +1121,7 @@ int cmd_run(int argc, char **argv)
 		free(session);
 		free(workspace);
 		free(events_default);
+		util_stdio_unfill();
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);
