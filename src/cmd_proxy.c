@@ -431,13 +431,14 @@ static void write_ca_out(struct session *s, const char *path)
 static void write_placeholders(struct session *s, const struct broker *b,
 			       const char *path)
 {
-	char err[512];
 	size_t len;
 	char *text = broker_placeholders_text(b, &len);
 	int r = write_file(path, text, len, 0600);
 
 	free(text);
 	if (r < 0) {
+		char err[512];
+
 		snprintf(err, sizeof(err), "--placeholders %s: %s", path, strerror(-r));
 		session_refuse(s, "secrets", err);
 	}

@@ -821,12 +821,8 @@ static bool response_head(struct conn *c)
 	/* the head, from the copies */
 	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
 	write_headers(&c->cout, &x->rs.headers);
-	if (x->transform && !x->transform_changes_length &&
-	    resp.body == HTTP_BODY_LENGTH) {
-		/* as many bytes out as in: the length stands */
-		buf_printf(&c->cout, "Content-Length: %llu\r\n",
-			   (unsigned long long)resp.content_length);
-	} else if (x->transform) {
+	/* A transform that keeps the length keeps Content-Length too. */
+	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {
 		x->rechunk = x->version_minor >= 1;
 		if (x->rechunk)
 			buf_puts(&c->cout, "Transfer-Encoding: chunked\r\n");

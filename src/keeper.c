@@ -593,14 +593,14 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
  * in OpenSSL's secure heap, which needs locked memory. */
 static void make_ca(struct kstate *ks, const struct keeper_config *cfg)
 {
+	const rlim_t want = (rlim_t)256 * 1024;
 	struct rlimit rl;
 	char err[512];
 
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < 256 * 1024) {
-		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= 256 * 1024
-				      ? 256 * 1024
-				      : rl.rlim_max;
+	    rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want
+										  : rl.rlim_max;
 		(void)setrlimit(RLIMIT_MEMLOCK, &rl);
 	}
 	if (cfg->ca_cert && cfg->ca_key)
@@ -976,8 +976,8 @@ bad:
 int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen)
 {
 	struct msg_reader r;
-	const char *text;
-	size_t len;
+	const char *text = NULL;
+	size_t len = 0;
 	int rc;
 
 	*pem = NULL;

@@ -105,7 +105,8 @@ static bool feed_body(void *st, const char *body, size_t len, size_t a, size_t b
 		      bool chunked, struct buf *dec, struct buf *out)
 {
 	struct http_chunked ch;
-	size_t cuts[4] = { 0, a, b, len }, i;
+	const size_t cuts[4] = { 0, a, b, len };
+	size_t i;
 	bool done = false;
 
 	http_chunked_init(&ch, NULL);
