@@ -16,7 +16,9 @@
  *      and ~/.pgpass); everything else is wiped (the supervisor's
  *      environment may hold the values of brokered secrets);
  *   2. it names itself "airlock-ledger", is not dumpable and dies with
- *      the supervisor;
+ *      the supervisor; once its ledger is open it confines itself
+ *      (confine.c, CONFINE_LEDGER): no capabilities, no exec, files
+ *      written only below an SQLite ledger's directory;
  *   3. it opens the ledger and the session's row (creating it under its
  *      parent, which must exist) and says READY, or its reason (FATAL),
  *      which refuses the session before session.start;
@@ -76,6 +78,15 @@ extern char **environ;
  * server that does not answer is given libpq's own connect timeout
  * first; a lock is given the ledger's busy timeout (10 s). */
 #define SPENDD_WAIT_MS 60000
+/* What the ledger process may still read once confined (libpq's
+ * resolver, passwd lookup for ~, TLS trust; the PG* files are added). */
+static const char *const ledger_reads[] = {
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
+	"/etc/gai.conf", "/etc/passwd", "/etc/group", "/etc/ssl", "/usr/lib/ssl",
+	"/usr/share/ca-certificates", "/etc/ca-certificates", "/etc/postgresql-common",
+	"/dev/urandom",
+};
+
 /* The environment libpq may read. */
 static const char *const keep_env_prefix[] = { "PG" };
 static const char *const keep_env_names[] = { "HOME" };
@@ -393,6 +404,50 @@ static void serve_ctl(struct dctx *x)
 	}
 }
 
+/* Confines the process once its ledger is open: no exec, no new
+ * privileges or capabilities, files written only in an SQLite ledger's
+ * directory, read only where libpq and OpenSSL look. */
+static void confine_ledger(struct dctx *x, const struct policy *p)
+{
+	const char *reads[ARRAY_SIZE(ledger_reads) + 5], *rw[1];
+	char *home_files[3] = { NULL, NULL, NULL }, *dir = NULL, err[256];
+	const char *home = getenv("HOME"), *v, *path;
+	size_t nr = 0, nrw = 0, i;
+	int rc;
+
+	for (i = 0; i < ARRAY_SIZE(ledger_reads); i++)
+		reads[nr++] = ledger_reads[i];
+	if (home && home[0] == '/') {
+		home_files[0] = util_xasprintf("%s/.pgpass", home);
+		home_files[1] = util_xasprintf("%s/.pg_service.conf", home);
+		home_files[2] = util_xasprintf("%s/.postgresql", home);
+		for (i = 0; i < 3; i++)
+			reads[nr++] = home_files[i];
+	}
+	if ((v = getenv("PGPASSFILE")) && v[0] == '/')
+		reads[nr++] = v;
+	if ((v = getenv("PGSERVICEFILE")) && v[0] == '/')
+		reads[nr++] = v;
+	path = p->spend_ledger_kind == POLICY_LEDGER_SQLITE ? p->spend_ledger_target : NULL;
+	if (path && path[0] == '/') {
+		char *slash;
+
+		dir = util_xstrdup(path);
+		slash = strrchr(dir, '/');
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		rw[nrw++] = dir;
+	}
+	rc = confine_self_rw(CONFINE_LEDGER, reads, nr, rw, nrw, err, sizeof(err));
+	for (i = 0; i < 3; i++)
+		free(home_files[i]);
+	free(dir);
+	if (rc < 0)
+		spendd_fatal(x, "cannot confine the spend ledger process: %s", err);
+}
+
 __attribute__((noreturn)) static void spendd_main(const struct policy *p, const char *id,
 						  const char *parent, int ctl, pid_t sup)
 {
@@ -449,6 +504,7 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 		spendd_fatal(&x, "spend.ledger %s: cannot open session '%s' (%s): %s",
 			     shown, id, ledger_status_to_string(st), ledger_error(x.l));
 	free(shown);
+	confine_ledger(&x, p);
 	msg_start(&x.out, MSG_SPEND_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
 		_exit(EXIT_AIRLOCK_FAILURE);

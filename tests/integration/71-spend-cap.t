@@ -126,6 +126,25 @@ is "$("$AIRLOCK" spend show --ledger "$LEDGER" --json costs | python3 -c 'import
 "$AIRLOCK" verify "$EV" >/dev/null 2>&1
 ok $? "the stream verifies"
 
+# --- the ledger process: its own, confined --------------------------------------
+rm -f "$WS/up" "$WS/go"
+sl_run confined "$T/p1.json" "$T/evc.jsonl" 'cd "$0"; touch up; i=0; while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done' "$WS" &
+cp=$!
+wait_file "$WS/up" 60
+# the ledger process of this session: a child of its supervisor
+lpid=""
+for l in $(pgrep -x airlock-ledger); do
+	pp=$(ps -o ppid= "$l" | tr -d ' ')
+	tr '\0' ' ' <"/proc/$pp/cmdline" 2>/dev/null | grep -q -- "--policy $T/p1.json --session confined" && lpid=$l
+done
+st=$(grep -E '^(Seccomp|NoNewPrivs|CapEff):' "/proc/$lpid/status" 2>/dev/null | tr -s '\t ' ' ' | sort | tr '\n' ' ')
+is "$st" "CapEff: 0000000000000000 NoNewPrivs: 1 Seccomp: 2 " "the session has a ledger process (airlock-ledger): no privileges, under its seccomp filter"
+# /proc/PID/environ is the environment block it inherited: wiped in place
+envs=$(tr '\0' '\n' <"/proc/$lpid/environ" 2>/dev/null | grep -v '^$' | cut -d= -f1 | grep -v '^PG' | grep -cv '^HOME$')
+is "$envs" 0 "the environment it inherited is wiped (but PG* and HOME)"
+touch "$WS/go"
+wait $cp
+
 # --- 2. refusal: 429 before any byte is forwarded --------------------------------
 EV="$T/ev2.jsonl"
 before=$(sl_requests)
@@ -257,6 +276,7 @@ sl_policy "$T/p9.json" enforce "\"cap_usd\": 1, \"ledger\": \"$LEDGER\""
 "$AIRLOCK" proxy --policy "$T/p9.json" --listen 127.0.0.1:18090 --events "$EV" \
 	--session standalone --ca-out "$T/proxy-ca.pem" >"$T/proxy.out" 2>&1 </dev/null &
 pp=$!
+SL_EXTRA_CLEANUP="kill -TERM $pp 2>/dev/null"
 i=0
 while ! grep -qs listening "$T/proxy.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 code1=$(curl -sS --max-time 20 --proxy http://127.0.0.1:18090 --cacert "$T/proxy-ca.pem" \
