@@ -283,9 +283,9 @@ code1=$(curl -sS --max-time 20 --proxy http://127.0.0.1:18090 --cacert "$T/proxy
 	-o /dev/null -w '%{http_code}' -H 'content-type: application/json' -H 'X-Llm-Script: cache' \
 	--data-binary @"$WS/a.json" https://api.anthropic.com/v1/messages 2>/dev/null)
 # 100 metered calls on one kept-alive intercepted connection: each is a
-# reservation and a settlement, and no write of the proxy's waits for a
-# delayed ACK (with Nagle's algorithm 8-15 ms a call on the test machine,
-# 1.2 without: the bound is 4).
+# reservation and a settlement, and no write of the proxy's waits for the
+# peer's delayed ACK (40 ms: with Nagle's algorithm a fifth of the calls
+# here took 40 ms or more, without it none does).
 ms=$(python3 - "$T/proxy-ca.pem" "$WS/a.json" <<'PY'
 import http.client, ssl, sys, time
 ctx = ssl.create_default_context(cafile=sys.argv[1])
@@ -294,21 +294,26 @@ c.set_tunnel("api.anthropic.com", 443)
 body = open(sys.argv[2], "rb").read()
 h = {"content-type": "application/json", "X-Llm-Script": "cache"}
 c.request("POST", "/v1/messages", body, h); c.getresponse().read()
-t = time.monotonic()
+slow = 0
 for i in range(100):
+    t = time.monotonic()
     c.request("POST", "/v1/messages", body, h)
     r = c.getresponse(); r.read()
     assert r.status == 200, r.status
-print(int((time.monotonic() - t) * 1000))
+    slow += time.monotonic() - t >= 0.035
+print(slow)
 PY
 )
-[ -n "$ms" ] && [ "$ms" -lt 400 ]
-ok $? "100 metered calls on one intercepted connection take ${ms:-?} ms (no Nagle stall per write)"
+[ -n "$ms" ] && [ "$ms" -lt 5 ]
+ok $? "100 metered calls on one intercepted connection: ${ms:-?} took 35 ms or more (no Nagle stall)"
 kill -TERM $pp
 wait $pp
 is "$? $code1" "0 200" "airlock proxy: a metered call through the standalone proxy"
 is "$(jsel "$EV" "len([e for e in L if e['type'] == 'budget.charge' and e['subject']['cost_nano'] == 735000])")" 102 \
 	"each is charged from the answer"
 is "$(jsel "$EV" "round(L[-1]['subject']['spend_usd'] * 1e9)")" $((102 * 735000)) "and its session.end carries spend_usd"
+
+! cat "$T"/*.out | grep -q 'Sanitizer\|runtime error:'
+ok $? "no sanitizer report from airlock's processes"
 
 done_testing

@@ -114,4 +114,7 @@ else
 	unset PGPASSWORD
 fi
 
+! cat "$T"/run*.out | grep -q 'Sanitizer\|runtime error:'
+ok $? "no sanitizer report from airlock's processes"
+
 done_testing
