@@ -235,6 +235,13 @@ like "$(cat "$T/orphan.out")" "no-such-team.*not in the ledger" "naming the pare
 [ ! -e "$WS/ran" ]; ok $? "the command never ran"
 is "$(jsel "$EV" "[(e['type'], e['rule']) for e in L]")" "[('session.refused', 'spend.parent'), ('session.end', 'session')]" \
 	"session.refused, rule spend.parent"
+sl_policy "$T/p7.json" enforce '"cap_usd": 1'
+SL_RUN_OPTS="--parent costs"
+sl_run memparent "$T/p7.json" "$T/ev7b.jsonl" 'touch "$0/ran"' "$WS"
+st=$?
+SL_RUN_OPTS=""
+is "$st" 125 "--parent with the session's own memory ledger is refused (125)"
+like "$(cat "$T/memparent.out")" "needs a spend.ledger" "saying a parent needs a shared ledger"
 
 # --- 8. what is refused before reserving, and what is released --------------------
 EV="$T/ev8.jsonl"
