@@ -52,6 +52,7 @@
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
+#include "spendd.h"
 #include "util.h"
 #include "worker.h"
 
@@ -108,6 +109,8 @@ struct proxy_state {
 	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
 	char failure[512];    /* why the proxy ended itself, or "" */
 	struct gitcred git;   /* the credential the workers inject */
+	struct spendd spend;  /* the ledger process (pid -1: none) */
+	bool exhausted;       /* on_exhausted stop: the proxy is stopping */
 };
 
 static uint64_t monotonic_ms(void)
@@ -194,6 +197,23 @@ fail(struct proxy_state *st, json_t *subject, const char *fmt, ...)
 	stop(st, 0);
 }
 
+/* A worker refused a call for the spend cap under on_exhausted "stop":
+ * the session the proxy serves is ended (it has no agent of its own to
+ * signal): budget.exhausted, then the workers drain and the proxy exits
+ * 125. */
+static void exhausted(struct proxy_state *st)
+{
+	st->exhausted = true;
+	if (!st->failure[0])
+		snprintf(st->failure, sizeof(st->failure),
+			 "the spend cap is exhausted and spend.on_exhausted is stop: "
+			 "the proxy stops");
+	session_record(st->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
+		       st->failure);
+	stop(st, DRAIN_MS);
+}
+
 /* SIGHUP: the new policy is parsed here; the key holder writes the
  * policy.reload line, where the stream's digest changes; then every
  * worker gets the policy, checks it is the one named, and puts it in
@@ -243,6 +263,13 @@ static void reap(struct proxy_state *st)
 		if (pid == st->s->k.pid) {
 			worker_pool_release(&st->wp);
 			session_lost(st->s, ws);
+		}
+		if (pid == st->spend.pid) {
+			spendd_reaped(&st->spend, ws);
+			spendd_describe_exit(&st->spend, how, sizeof(how));
+			fail(st, json_object(), "the spend ledger process ended (%s): spend "
+			     "can no longer be metered, so the proxy stops", how);
+			continue;
 		}
 		w = worker_pool_find(&st->wp, pid);
 		if (!w)
@@ -351,12 +378,15 @@ static void serve(struct proxy_state *st, int sfd)
 		}
 		if (pfd[1].revents)
 			keeper_open = false;
-		for (i = 0; i < st->wp.n; i++)
+		for (i = 0; i < st->wp.n; i++) {
 			if (pfd[2 + i].revents && !worker_pool_read(&st->wp, i) &&
 			    st->wp.w[i].ctl >= 0) {
 				close(st->wp.w[i].ctl);
 				st->wp.w[i].ctl = -1;
 			}
+			if (st->wp.w[i].exhausted && !st->exhausted)
+				exhausted(st);
+		}
 		if (pfd[0].revents)
 			read_signals(st, sfd);
 	}
@@ -574,6 +604,15 @@ int cmd_proxy(int argc, char **argv)
 	session_open_ca(&s, events, key, p, id, "airlock-proxy",
 			ca.cert || ca_out ? &ca : NULL);
 	st.s = &s;
+	st.spend.pid = -1;
+	st.spend.ctl = -1;
+	if (spendd_wanted(p)) {
+		const char *rule;
+
+		/* Before the secrets: the ledger process is a fork of ours. */
+		if (spendd_start(&st.spend, p, id, NULL, &rule, err, sizeof(err)) < 0)
+			session_refuse(&s, rule, err);
+	}
 	/* Secrets only now: the key holder, a fork of ours, never held one. */
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
@@ -591,6 +630,7 @@ int cmd_proxy(int argc, char **argv)
 	wc.intercept = ca.cert || ca_out;
 	wc.broker = &broker;
 	gitcred_config(&st.git, &wc);
+	wc.spend = st.spend.pid > 0 ? &st.spend : NULL;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {
@@ -601,6 +641,9 @@ int cmd_proxy(int argc, char **argv)
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "egress proxy started");
 	gitcred_record(&s, p, &st.git);
+	if (wc.spend && spendd_give_keeper(&st.spend, session_worker_channel(&s)) < 0)
+		fail(&st, json_object(), "cannot give the spend ledger its channel to the "
+		     "key holder");
 	if (worker_pool_go(&st.wp) < 0)
 		fail(&st, json_object(), "cannot start the egress proxy workers");
 	if (ss.ss_family == AF_INET6) {
@@ -620,6 +663,16 @@ int cmd_proxy(int argc, char **argv)
 	fflush(stderr);
 	serve(&st, sfd);
 	worker_pool_release(&st.wp);
+	if (wc.spend) {
+		int64_t own;
+
+		/* The workers have exited: every settlement is sent. */
+		if (spendd_finish(&st.spend, &own, err, sizeof(err)) == 0)
+			session_set_spend(&s, own);
+		else
+			util_warn("proxy: spend ledger: %s", err);
+	}
+	spendd_release(&st.spend);
 	c = st.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
 	session_end(&s, c);
 	if (st.failure[0])

@@ -456,6 +456,20 @@ static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
 	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? VERDICT_BAD : VERDICT_OK;
 }
 
+static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
+				 struct msg_reader *r, int fd)
+{
+	uint64_t nano;
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &nano);
+	if (!msg_end(r) || !ks->started || nano > (uint64_t)INT64_MAX)
+		return VERDICT_BAD;
+	receipt_set_spend(ks->w, (int64_t)nano);
+	return VERDICT_OK;
+}
+
 #define PEER_BIT(p) (1u << (p))
 
 /* Every request the key holder answers, and who may ask it. A leaf for a
@@ -475,6 +489,7 @@ static const struct {
 	{ MSG_JWT_SIGN, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_jwt_sign },
 	{ MSG_LEAF, PEER_BIT(KEEPER_PEER_WORKER), on_leaf },
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
+	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -1073,6 +1088,14 @@ int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 	msg_put_cstr(&k->link.out, digest);
 	put_subject(&k->link.out, subject);
 	put_text(&k->link.out, reason, KEEPER_TEXT_MAX);
+	return msg_send(k->link.fd, &k->link.out, -1, 0);
+}
+
+int keeper_set_spend(struct keeper *k, int64_t nano)
+{
+	ASSERT(nano >= 0);
+	msg_start(&k->link.out, MSG_SPEND_USD);
+	msg_put_u64(&k->link.out, (uint64_t)nano);
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 

@@ -98,6 +98,10 @@ char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen);
 int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 		      const char *reason);
 
+/* session.end will carry spend_usd = @nano nano-dollars. Returns 0 or
+ * -errno. */
+int keeper_set_spend(struct keeper *k, int64_t nano);
+
 /* Ends the session: session.end with @exit_status, then the key holder
  * exits; waits for that. Returns 0 when session.end was written and
  * synced, else -1 with the reason in @err. */

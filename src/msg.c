@@ -68,6 +68,15 @@ static const char *const type_names[] = {
 	[MSG_LEAF_ANSWER] = "leaf-answer",
 	[MSG_CA_CERT] = "ca-cert",
 	[MSG_CA_CERT_ANSWER] = "ca-cert-answer",
+	[MSG_SPEND_READY] = "spend-ready",
+	[MSG_SPEND_CHANNEL] = "spend-channel",
+	[MSG_SPEND_CLOSE] = "spend-close",
+	[MSG_SPEND_TOTAL] = "spend-total",
+	[MSG_SPEND_RESERVE] = "spend-reserve",
+	[MSG_SPEND_RESERVED] = "spend-reserved",
+	[MSG_SPEND_SETTLE] = "spend-settle",
+	[MSG_SPEND_EXHAUSTED] = "spend-exhausted",
+	[MSG_SPEND_USD] = "spend-usd",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

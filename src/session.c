@@ -184,6 +184,17 @@ void session_reload(struct session *s, const struct policy *p)
 	s->p = p;
 }
 
+void session_set_spend(struct session *s, int64_t nano)
+{
+	int r;
+
+	if (!s->open)
+		return;
+	r = keeper_set_spend(&s->k, nano);
+	if (r < 0)
+		channel_failed(s, r);
+}
+
 void session_end(struct session *s, int status)
 {
 	char err[512];

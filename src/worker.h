@@ -15,6 +15,8 @@
 #include "proxy.h"
 #include "session.h"
 
+struct spendd;
+
 /* The most workers `--workers` accepts. */
 #define WORKER_MAX 256
 
@@ -49,6 +51,8 @@ struct worker_config {
 					policy intercepts (intercept.h) */
 	const struct broker *broker; /* brokered secrets (values and
 					placeholders), or NULL: none */
+	struct spendd *spend;        /* the ledger process, or NULL: nothing
+					is metered */
 };
 
 struct worker {
@@ -59,6 +63,9 @@ struct worker {
 	bool killed;                 /* stopped before go: killed, never served */
 	int wstatus;                 /* once reaped */
 	char fatal[256];             /* its last words (MSG_FATAL), or "" */
+	bool exhausted;              /* it refused a call for the spend cap
+					under on_exhausted "stop"
+					(MSG_SPEND_EXHAUSTED) */
 };
 
 struct worker_pool {
