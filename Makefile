@@ -92,8 +92,11 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 
 # Test helpers that drive airlock's modules directly link their objects:
 # ghmint (the GitHub App mint of ghapp.c against the stand-in API),
-# spend_tool (ledger.c and meter.c for the spend tests and bench/spend).
-HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool
+# spend_tool (ledger.c and meter.c for the spend tests and bench/spend),
+# transparent-parts (dnsstub.c and transparent.c for
+# tests/integration/75-transparent-parts.t).
+HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool \
+	$(BUILD)/tests/helpers/transparent-parts
 $(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
@@ -142,9 +145,12 @@ fuzz: $(FUZZ_BIN)
 	done
 
 install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/doc/airlock/examples
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/airlock
 	install -m 0644 man/airlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/airlock.1
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/airlock/
+	install -m 0644 examples/*.json $(DESTDIR)$(PREFIX)/share/doc/airlock/examples/
 
 # The Debian package (scripts/mkdeb): binary, man page, docs, examples and
 # a systemd unit for `airlock proxy`, in build/.

@@ -18,14 +18,17 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 echo '{"version": 1, "mode": "enforce"}' > "$T/enforce.json"
 echo '{"version": 1, "mode": "shadow"}' > "$T/shadow.json"
+mkdir "$T/ws"
 command -v bwrap >/dev/null || { echo "bwrap missing (scripts/install-deps --bench)" >&2; exit 1; }
 
 python3 - "$RUNS" "$AIRLOCK" "$T" <<'PY'
 import statistics, subprocess, sys, time
 runs, airlock, t = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 cmds = [
-    ("`airlock run --enforce -- true`", [airlock, "run", "--policy", t + "/enforce.json", "--", "true"]),
-    ("`airlock run --mode shadow -- true`", [airlock, "run", "--policy", t + "/shadow.json", "--", "true"]),
+    ("`airlock run --enforce -- true`", [airlock, "run", "--policy", t + "/enforce.json", "--workspace", t + "/ws",
+      "--events", t + "/events.jsonl", "--", "true"]),
+    ("`airlock run --mode shadow -- true`", [airlock, "run", "--policy", t + "/shadow.json", "--workspace", t + "/ws",
+      "--events", t + "/events.jsonl", "--", "true"]),
     ("`bwrap --unshare-all --ro-bind / / true`", ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"]),
     ("`true`", ["true"]),
 ]

@@ -29,6 +29,7 @@
  * point at its rules when it is recorded.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -40,11 +41,13 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
+#include "broker.h"
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
@@ -57,6 +60,8 @@ const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"
 	"                     [--signing-key FILE] [--session ID] [--workers N]\n"
 	"                     [--max-conns N] [--client-limit N]\n"
+	"                     [--ca-cert FILE --ca-key FILE | --ca-out FILE]\n"
+	"                     [--placeholders FILE]\n"
 	"\n"
 	"Runs the egress proxy alone, for providers that enforce egress at their\n"
 	"network layer. Its receipt stream starts with session.start and ends\n"
@@ -75,6 +80,15 @@ const char cmd_proxy_help[] =
 	"                      and never more than the descriptors allow)\n"
 	"  --client-limit N    connections one client address may hold (default a\n"
 	"                      quarter of the connection limit)\n"
+	"  --ca-cert FILE      intercept TLS (secret, git, spend and\n"
+	"  --ca-key FILE       egress.intercept hosts) with this CA (PEM; the key\n"
+	"                      unencrypted); needs --events\n"
+	"  --ca-out FILE       intercept with a fresh CA (EC P-256, valid 90 days,\n"
+	"                      its key only in memory) and write its certificate\n"
+	"                      here; needs --events\n"
+	"  --placeholders FILE write ENV=PLACEHOLDER lines (mode 0600) for the\n"
+	"                      policy's secrets, read from this process's\n"
+	"                      environment or files\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Signals: SIGHUP reloads the policy (an invalid one is refused and the\n"
@@ -337,10 +351,73 @@ static void serve(struct proxy_state *st, int sfd)
 	free(pfd);
 }
 
+/* A fresh standalone CA outlives a session's: the platform distributes
+ * its certificate to the sandboxes it serves. */
+#define PROXY_CA_LIFETIME ((long)90 * 24 * 3600)
+
+/* Writes @len bytes of @text to @path (created or truncated, @mode, never
+ * through a symbolic link). Returns 0 or -errno. */
+static int write_file(const char *path, const char *text, size_t len, mode_t mode)
+{
+	size_t done = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, mode) < 0)
+		r = -errno;
+	while (r == 0 && done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+static void write_ca_out(struct session *s, const char *path)
+{
+	char err[512], *pem = NULL;
+	int r;
+
+	if (keeper_ca_cert(&s->k, &pem, err, sizeof(err)) < 0 || !pem)
+		session_refuse(s, "tls.ca", pem ? err : "the key holder has no CA");
+	r = write_file(path, pem, strlen(pem), 0644);
+	free(pem);
+	if (r < 0) {
+		snprintf(err, sizeof(err), "--ca-out %s: %s", path, strerror(-r));
+		session_refuse(s, "tls.ca", err);
+	}
+}
+
+static void write_placeholders(struct session *s, const struct broker *b,
+			       const char *path)
+{
+	char err[512];
+	size_t len;
+	char *text = broker_placeholders_text(b, &len);
+	int r = write_file(path, text, len, 0600);
+
+	free(text);
+	if (r < 0) {
+		snprintf(err, sizeof(err), "--placeholders %s: %s", path, strerror(-r));
+		session_refuse(s, "secrets", err);
+	}
+}
+
 int cmd_proxy(int argc, char **argv)
 {
 	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION,
-	       OPT_WORKERS, OPT_MAX_CONNS, OPT_CLIENT_LIMIT };
+	       OPT_WORKERS, OPT_MAX_CONNS, OPT_CLIENT_LIMIT, OPT_CA_CERT, OPT_CA_KEY,
+	       OPT_CA_OUT, OPT_PLACEHOLDERS };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
@@ -350,11 +427,17 @@ int cmd_proxy(int argc, char **argv)
 		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
 		{ "client-limit", required_argument, NULL, OPT_CLIENT_LIMIT },
+		{ "ca-cert", required_argument, NULL, OPT_CA_CERT },
+		{ "ca-key", required_argument, NULL, OPT_CA_KEY },
+		{ "ca-out", required_argument, NULL, OPT_CA_OUT },
+		{ "placeholders", required_argument, NULL, OPT_PLACEHOLDERS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *policy_path = NULL, *listen_at = NULL, *events = NULL,
-		   *key = NULL, *session_id = NULL;
+		   *key = NULL, *session_id = NULL, *ca_out = NULL, *placeholders = NULL;
+	struct session_ca ca = { NULL, NULL, PROXY_CA_LIFETIME };
+	struct broker broker;
 	struct policy_errors errs = { 0 };
 	struct proxy_state st = { 0 };
 	struct sockaddr_storage ss;
@@ -377,6 +460,10 @@ int cmd_proxy(int argc, char **argv)
 		case OPT_LISTEN: listen_at = optarg; break;
 		case OPT_EVENTS: events = optarg; break;
 		case OPT_KEY: key = optarg; break;
+		case OPT_CA_CERT: ca.cert = optarg; break;
+		case OPT_CA_KEY: ca.key = optarg; break;
+		case OPT_CA_OUT: ca_out = optarg; break;
+		case OPT_PLACEHOLDERS: placeholders = optarg; break;
 		case OPT_WORKERS: workers = worker_parse_count("proxy", optarg); break;
 		case OPT_MAX_CONNS:
 			if (!util_parse_uint(optarg, 1, 1u << 24, &max_conns))
@@ -410,6 +497,15 @@ int cmd_proxy(int argc, char **argv)
 		util_die(EXIT_AIRLOCK_FAILURE, "proxy: unexpected argument '%s'", argv[optind]);
 	if (!policy_path || !listen_at)
 		util_die(EXIT_AIRLOCK_FAILURE, "proxy: --policy and --listen are required");
+	if (!ca.cert != !ca.key)
+		util_die(EXIT_AIRLOCK_FAILURE, "proxy: --ca-cert and --ca-key go together");
+	if (ca.cert && ca_out)
+		util_die(EXIT_AIRLOCK_FAILURE,
+			 "proxy: --ca-out writes a fresh CA's certificate: not with --ca-cert");
+	if ((ca.cert || ca_out) && !events)
+		util_die(EXIT_AIRLOCK_FAILURE,
+			 "proxy: interception needs --events: the key holder that keeps the "
+			 "CA key is the one that writes the receipts");
 	if (!parse_listen(listen_at, &ss, &sl))
 		util_die(EXIT_AIRLOCK_FAILURE,
 			 "proxy: --listen must be IPV4:PORT or [IPV6]:PORT, not '%s'", listen_at);
@@ -443,14 +539,24 @@ int cmd_proxy(int argc, char **argv)
 
 	/* The key holder first (it alone loads the key), then the workers,
 	 * which serve only once session.start is written. */
-	session_open(&s, events, key, p, id, "airlock-proxy");
+	session_open_ca(&s, events, key, p, id, "airlock-proxy",
+			ca.cert || ca_out ? &ca : NULL);
 	st.s = &s;
+	/* Secrets only now: the key holder, a fork of ours, never held one. */
+	if (broker_load(&broker, p, err, sizeof(err)) < 0)
+		session_refuse(&s, "secrets", err);
+	if (ca_out)
+		write_ca_out(&s, ca_out);
+	if (placeholders)
+		write_placeholders(&s, &broker, placeholders);
 	st.path = policy_path;
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
 	wc.policy = p;
 	wc.max_conns = (unsigned int)max_conns;
 	wc.client_limit = (unsigned int)client_limit;
+	wc.intercept = ca.cert || ca_out;
+	wc.broker = &broker;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {
@@ -486,6 +592,7 @@ int cmd_proxy(int argc, char **argv)
 	for (i = 0; i < st.nold; i++)
 		policy_free(st.old[i]);
 	free(st.old);
+	broker_free(&broker);
 	policy_free(p);
 	free(id);
 	close(sfd);

@@ -57,6 +57,7 @@
 
 #include "broker.h"
 #include "commands.h"
+#include "dnsstub.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -65,6 +66,8 @@
 #include "sandbox.h"
 #include "session.h"
 #include "stdio_relay.h"
+#include "transparent.h"
+#include "tls_ca.h"
 #include "util.h"
 #include "worker.h"
 
@@ -258,6 +261,7 @@ static int spawn_and_wait(char **cmd, const char *workspace)
 				strerror(errno));
 			_exit(EXIT_AIRLOCK_FAILURE);
 		}
+		util_stdio_unfill();
 		execvp(cmd[0], cmd);
 		err = errno;
 		(void)util_write_all(errpipe[1], &err, sizeof(err));
@@ -337,9 +341,17 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 /* How long stopped workers get to exit before they are killed. */
 #define WORKER_STOP_MS 5000
 
+/* Transparent mode's DNS stub, served by supervise() on the socket the
+ * sandbox made (sb->stub_fd); the table is the writer's. */
+struct stub_run {
+	struct dnsstub_table *table;
+	struct dnsstub *stub;
+};
+
 struct supervise_ctx {
 	struct session *s;
 	struct sandbox *sb;
+	struct stub_run *stub;
 	struct worker_pool wp;
 	int init_status;
 	bool init_done;
@@ -434,6 +446,34 @@ static void read_signals(struct supervise_ctx *x, int sfd)
 	}
 }
 
+/* Answers every query waiting on the stub's socket; a refused name is
+ * recorded once (dns.block). A socket error is logged and the socket kept:
+ * the stub must outlive one bad datagram. */
+static void serve_stub(struct supervise_ctx *x)
+{
+	struct dnsstub_result res;
+	int i;
+
+	/* Bounded: the next poll() comes back for the rest. */
+	for (i = 0; i < 64; i++) {
+		int r = transparent_stub_serve(x->sb->stub_fd, x->stub->stub, &res);
+		if (r < 0) {
+			util_warn("DNS stub: %s", strerror(-r));
+			return;
+		}
+		if (r == 0)
+			return;
+		if (res.record)
+			session_record(x->s, "dns.block",
+				       res.would_block ? RECEIPT_WOULD_BLOCK : RECEIPT_BLOCK,
+				       RECEIPT_POINT_SUPERVISOR, res.rule_id,
+				       json_pack("{s:s, s:i, s:s}", "host", res.display,
+						 "qtype", (int)res.qtype, "answer",
+						 dnsstub_outcome_to_string(res.outcome)),
+				       res.reason ? res.reason : "refused");
+	}
+}
+
 static void block_signals(void)
 {
 	sigset_t mask;
@@ -447,9 +487,11 @@ static void block_signals(void)
  * and reaps until init and every worker have ended. Returns init's wait
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
-static int supervise(struct session *s, struct sandbox *sb, unsigned int nworkers,
-		     char *failure, size_t failure_len)
+static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
+		     unsigned int nworkers, const struct broker *broker, char *failure,
+		     size_t failure_len)
 {
+	int tl[2];
 	struct supervise_ctx x;
 	struct worker_config wc;
 	struct pollfd *pfd;
@@ -462,6 +504,7 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	memset(&x, 0, sizeof(x));
 	x.s = s;
 	x.sb = sb;
+	x.stub = stub;
 	x.failure = failure;
 	x.failure_len = failure_len;
 	failure[0] = '\0';
@@ -478,6 +521,15 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The sandbox is the proxy socket's only client: no share of its
 	 * own, the connection limit is all of its. */
 	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
+	if (stub) {
+		for (i = 0; i < 2; i++)
+			if (sb->tlisten_fd[i] >= 0)
+				tl[wc.ntlisten++] = sb->tlisten_fd[i];
+		wc.tlisten_fds = tl;
+		wc.names = stub->table;
+	}
+	wc.intercept = s->open;
+	wc.broker = broker;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -488,8 +540,13 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 	/* The workers serve it: we keep no copy. */
 	close(sb->proxy_fd);
 	sb->proxy_fd = -1;
+	for (i = 0; i < 2; i++) {
+		if (sb->tlisten_fd[i] >= 0)
+			close(sb->tlisten_fd[i]);
+		sb->tlisten_fd[i] = -1;
+	}
 	keeper_open = session_fd(s) >= 0;
-	pfd = util_xcalloc(2 + x.wp.n, sizeof(*pfd));
+	pfd = util_xcalloc(3 + x.wp.n, sizeof(*pfd));
 	while (!x.init_done || x.wp.alive > 0) {
 		int timeout = -1, n = 0;
 
@@ -498,6 +555,9 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 					    .events = POLLIN };
 		for (i = 0; i < x.wp.n; i++)
 			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
+		/* The stub's socket, last; -1 (ignored by poll) without it. */
+		pfd[n++] = (struct pollfd){ .fd = stub && !x.init_done ? sb->stub_fd : -1,
+					    .events = POLLIN };
 		if (x.wp.stopping) {
 			uint64_t now = monotonic_ms();
 
@@ -526,6 +586,8 @@ static int supervise(struct session *s, struct sandbox *sb, unsigned int nworker
 				close(x.wp.w[i].ctl);
 				x.wp.w[i].ctl = -1;
 			}
+		if (pfd[n - 1].revents & POLLIN)
+			serve_stub(&x);
 		/* The session has begun: a ready worker serves at once. */
 		(void)worker_pool_go(&x.wp);
 		if (pfd[0].revents)
@@ -787,6 +849,28 @@ static void report_receipts(const struct session *s, const struct run_opts *o,
 		  o->signing_key ? "" : ", made for this session");
 }
 
+/* The CA bundle the sandbox trusts: the system's, egress.upstream_ca's
+ * and the session CA the key holder made. Refuses the session when it
+ * cannot be built. */
+static char *make_ca_bundle(struct session *s, const struct policy *p, size_t *len)
+{
+	char err[512], *pem = NULL, *bundle;
+
+	*len = 0;
+	if (!s->open)
+		return NULL;
+	if (keeper_ca_cert(&s->k, &pem, err, sizeof(err)) < 0)
+		session_refuse(s, "tls.ca", err);
+	if (!pem)
+		return NULL;
+	bundle = tls_bundle_make(pem, strlen(pem), TLS_SYSTEM_BUNDLE, p->upstream_ca, len,
+				 err, sizeof(err));
+	free(pem);
+	if (!bundle)
+		session_refuse(s, "egress.upstream_ca", err);
+	return bundle;
+}
+
 static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			 const char *id, const char *workspace, const char *events,
 			 bool events_default)
@@ -797,9 +881,11 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct scrub_ctx scrub;
 	struct env_result env;
 	struct broker broker;
+	struct stub_run stub;
 	struct sandbox sb;
 	struct session s;
-	char err[512];
+	struct session_ca ca = { NULL, NULL, 0 };
+	char err[512], *ca_bundle;
 	int status, exec_err;
 	size_t i;
 
@@ -821,7 +907,9 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	for (i = 0; i < 3; i++)
 		cfg.stdio[i] = relay.agent[i];
 
-	session_open(&s, events, o->signing_key, p, id, o->cmd[0]);
+	session_open_ca(&s, events, o->signing_key, p, id, o->cmd[0], &ca);
+	/* Transparent mode is needed for enforce only when asked for. */
+	s.caps.need_transparent = enforce && p->transparent;
 	if (!doctor_enforce_ready(&s.caps)) {
 		json_t *caps = doctor_caps_json(&s.caps), *name;
 		char missing[256] = "";
@@ -842,6 +930,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	plan_view(&s, o, p, events, &cfg);
 	cfg.home = getenv("HOME");
+	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
+	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 
@@ -849,6 +939,10 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
+	cfg.transparent = p->transparent && s.caps.transparent;
+	if (p->transparent && !s.caps.transparent)
+		util_warn("transparent mode cannot run on this host (see 'airlock "
+			  "doctor'): this shadow session runs without it");
 	scrub.broker = &broker;
 	scrub.session = &s;
 	cfg.scrub = scrub_secrets;
@@ -874,8 +968,28 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
 	stdio_relay_detach(&relay);
-	status = supervise(&s, &sb, o->workers ? o->workers : worker_default_count(),
-			   err, sizeof(err));
+	memset(&stub, 0, sizeof(stub));
+	if (cfg.transparent) {
+		/* After init exists, so that it never holds the table. */
+		int r = dnsstub_table_new(DNSSTUB_TABLE_MAX, &stub.table);
+
+		if (r < 0) {
+			kill(sb.init_pid, SIGKILL);
+			snprintf(err, sizeof(err), "transparent mode: the table of "
+				 "synthetic addresses: %s", strerror(-r));
+			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
+				       RECEIPT_POINT_SUPERVISOR, "transparent",
+				       json_object(), err);
+			session_end(&s, EXIT_AIRLOCK_FAILURE);
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+		}
+		stub.stub = dnsstub_new(p, stub.table);
+	}
+	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
+			   o->workers ? o->workers : worker_default_count(),
+			   &broker, err, sizeof(err));
+	dnsstub_free(stub.stub);
+	dnsstub_table_free(stub.table);
 	if (err[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
@@ -892,6 +1006,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 
 	env_result_free(&env);
 	broker_free(&broker);
+	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
 	free_paths(cfg.ro, cfg.nro);
 	free_paths(cfg.hide, cfg.nhide);
@@ -968,6 +1083,7 @@ int cmd_run(int argc, char **argv)
 		free(session);
 		free(workspace);
 		free(events_default);
+		util_stdio_unfill();
 		execvp(o.cmd[0], o.cmd);
 		status = errno;
 		report_exec_failure(o.cmd[0], status);

@@ -90,6 +90,12 @@ static const struct conn_state_info conn_states[] = {
 			     exchange_step },
 	[CONN_PENDING] = { "pending", TIMER_FILTER, EXPIRE_FILTER, false, false,
 			   exchange_step },
+	/* The handshakes of an intercepted tunnel: the upstream's reports its
+	 * own failure; the client is not read until its turn. */
+	[CONN_TLS_UPSTREAM] = { "tls-upstream", TIMER_CONNECT, EXPIRE_CLOSE, false,
+				true, intercept_step },
+	[CONN_TLS_CLIENT] = { "tls-client", TIMER_CONNECT, EXPIRE_CLOSE, true, false,
+			      intercept_step },
 	[CONN_ANSWERING] = { "answering", TIMER_ANSWER, EXPIRE_CLOSE, false, false,
 			     step_closing },
 	[CONN_LINGER] = { "linger", TIMER_LINGER, EXPIRE_CLOSE, true, false,
@@ -145,7 +151,8 @@ void conn_touch(struct conn *c)
 		c->deadline = util_now_ms() + timer_ms(c, t);
 }
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
+		      bool transparent)
 {
 	struct conn *c;
 	uint32_t index;
@@ -184,7 +191,10 @@ struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
 		free(c);
 		return NULL;
 	}
-	exchange_begin(c, false);
+	if (transparent)
+		tlisten_begin(c);
+	else
+		exchange_begin(c, false);
 	return c;
 }
 
@@ -242,6 +252,7 @@ void conn_close(struct conn *c)
 	if (c->x)
 		exchange_free(c, FILTER_OUTCOME_CLIENT_GONE);
 	tunnel_free(c);
+	intercept_free(c);
 	endpoint_close(&c->client);
 	endpoint_close(&c->upstream);
 	release_half(p, &c->c2u);
@@ -332,7 +343,8 @@ bool conn_can_answer(const struct conn *c)
 	/* A tunnel's client stops speaking HTTP with us at its 200; an
 	 * exchange cannot answer in the middle of a response. */
 	if (c->tunnel)
-		return c->state == CONN_HEAD || c->state == CONN_RESOLVE;
+		return !c->transparent &&
+		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE);
 	return !exchange_response_open(c);
 }
 
@@ -397,18 +409,32 @@ json_t *conn_subject(const struct conn *c)
 	json_object_set_new(s, "method", json_string(c->method));
 	json_object_set_new(s, "host", json_string(c->target.name));
 	json_object_set_new(s, "port", json_integer(c->port));
+	if (c->transparent) {
+		char text[ADDR_STRLEN];
+
+		addr_format(&c->orig_dst, text, sizeof(text));
+		json_object_set_new(s, "transparent", json_true());
+		json_object_set_new(s, "destination", json_string(text));
+	}
 	return s;
 }
 
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason)
 {
+	return conn_record_at(c, RECEIPT_POINT_EGRESS_PROXY, type, d, rule, subject,
+			      reason);
+}
+
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason)
+{
 	const struct proxy_opts *o = &c->p->o;
 	int64_t seq = -1;
 
 	if (o->record)
-		seq = o->record(o->record_arg, type, d, RECEIPT_POINT_EGRESS_PROXY,
-				rule, subject, reason);
+		seq = o->record(o->record_arg, type, d, point, rule, subject, reason);
 	json_decref(subject);
 	return seq;
 }

@@ -43,6 +43,7 @@ enum proxy_tag {
 	PROXY_TAG_DNS,
 	PROXY_TAG_IFADDR,
 	PROXY_TAG_WATCH,
+	PROXY_TAG_TLISTEN,  /* low 32 bits: the index in proxy.tlfd */
 };
 
 /* Keep the table in conn.c in sync (static_assert). */
@@ -56,6 +57,8 @@ enum conn_state {
 	CONN_RESP_HEAD,    /* HTTP: waiting for the response head */
 	CONN_RESP_BODY,    /* HTTP: the response body goes to the client */
 	CONN_PENDING,      /* HTTP: a filter waits for proxy_resume() */
+	CONN_TLS_UPSTREAM, /* intercepted: the upstream TLS handshake */
+	CONN_TLS_CLIENT,   /* intercepted: the client's TLS handshake */
 	CONN_ANSWERING,    /* an error answer is being written */
 	CONN_LINGER,       /* answer sent and FIN with it: waiting for the
 			      client's FIN so that closing resets nothing */
@@ -75,6 +78,8 @@ struct half {
 
 struct exchange;
 struct tls_watch;
+struct intercept_state;
+struct intercept_cache;
 
 struct conn {
 	struct proxy *p;
@@ -88,6 +93,11 @@ struct conn {
 	bool allow_recorded;  /* its egress.allow is written */
 	bool counted;         /* holds a slot of the per-client count */
 	bool client_eof;      /* the client sent its FIN */
+	bool transparent;     /* accepted on a transparent listener: no
+				 HTTP is spoken with the proxy itself */
+	struct addr orig_dst; /* transparent: the destination the client
+				 connected to (a synthetic address or the
+				 literal), and its port in c->port */
 	uint32_t requests;    /* request heads parsed on this connection */
 	struct endpoint client, upstream;
 	uint64_t deadline;    /* ms (util_now_ms); 0: none */
@@ -108,6 +118,8 @@ struct conn {
 	struct half c2u, u2c;
 	struct half *draining;/* one side gone: the half it is still owed */
 	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
+	bool intercept;       /* TLS is terminated here (intercept.c) */
+	struct intercept_state *ic; /* the handshakes in progress */
 	/* HTTP */
 	struct exchange *x;
 	/* CONN_PENDING: called by proxy_resume() */
@@ -147,11 +159,19 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
+	int tlfd[2];                 /* transparent listeners (tlisten.c) */
+	size_t ntlfd;
+	const struct dnsstub_table *names;
+	const struct intercept_opts *intercept; /* NULL: never intercept */
+	struct intercept_cache *leaves;         /* parsed leaves, per host */
 };
 
 /* --- conn.c ------------------------------------------------------------ */
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer);
+/* A connection on @fd from @peer: an HTTP exchange with the proxy, or
+ * with @transparent one redirected to it (tlisten_begin). */
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
+		      bool transparent);
 void conn_enter(struct conn *c, enum conn_state s);
 /* Bytes moved: the state's idle timer starts again. */
 void conn_touch(struct conn *c);
@@ -185,6 +205,10 @@ json_t *conn_subject(const struct conn *c);
 /* Writes one receipt; returns its seq or -1. Consumes @subject. */
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason);
+/* The same, observed by @point. */
+int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *type,
+		       enum receipt_decision d, const char *rule, json_t *subject,
+		       const char *reason);
 
 /* --- upstream.c: decide, resolve, check, connect ------------------------ */
 
@@ -212,6 +236,27 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events);
  * on; cin/uin hold bytes already read past the heads. */
 void tunnel_from_exchange(struct conn *c);
 void tunnel_free(struct conn *c);
+
+/* --- tlisten.c: transparent mode ---------------------------------------- */
+
+/* @c was accepted on a transparent listener: reads its original
+ * destination and decides it as a CONNECT to the name the synthetic
+ * address stands for, or to the IP literal (docs/TRANSPARENT.md). */
+void tlisten_begin(struct conn *c);
+/* --- intercept.c: TLS interception -------------------------------------- */
+
+/* Is c's tunnel (its ClientHello read and checked) one whose TLS the proxy
+ * terminates? The one question a CONNECT and a transparent connection
+ * ask before their upstream is connected. */
+bool intercept_wanted(const struct conn *c);
+/* The upstream TCP connection of an intercepted tunnel is open: the
+ * upstream handshake (verified), then the client's (its ClientHello is in
+ * c->cin), then HTTP inside (exchange.c, inner) over the two TLS
+ * endpoints; an upstream that does not verify gets the client a 502
+ * naming the reason inside TLS, and nothing of the request is sent. */
+void intercept_connected(struct conn *c);
+void intercept_step(struct conn *c, bool upstream, uint32_t events);
+void intercept_free(struct conn *c);
 
 /* --- exchange.c ---------------------------------------------------------- */
 

@@ -28,6 +28,12 @@
  * src/usock.c, serves them). Landlock is a second layer used where the
  * kernel has it, so its absence does not stop enforce mode; its ABI
  * version is reported.
+ *
+ * Transparent mode is probed the same way: in the child's fresh network
+ * namespace the redirect is really loaded and a connection to an outside
+ * address must reach a local listener with its original destination
+ * (transparent.c). It counts for enforce mode only when the caller's
+ * policy asks for it (need_transparent).
  */
 #include "doctor.h"
 
@@ -53,6 +59,7 @@
 
 #include "commands.h"
 #include "sandbox_filter.h"
+#include "transparent.h"
 #include "util.h"
 
 /* Writes "0 ID 1" to /proc/self/FILE (after denying setgroups), mapping
@@ -224,6 +231,32 @@ static int probe_landlock(void)
 	return abi > 0 ? (int)abi : 0;
 }
 
+/* The redirect in this process's fresh network namespace, in a child of
+ * its own (it leaves the redirect there, and a library that gives up may
+ * end the process: the other answers must survive it). Must come before
+ * probe_pidns(), whose next child must be its PID 1. Bounded: the
+ * connection is local, and waited for a second at most. */
+static bool probe_transparent(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		char err[256];
+		/* doctor prints JSON only: libraries' complaints go nowhere. */
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			(void)dup2(null, STDERR_FILENO);
+		_exit(transparent_selftest(err, sizeof(err)) == 0 ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* The slow path, after the all-namespaces clone failed: each namespace
  * on its own, to tell which one the host refuses. */
 __attribute__((noreturn)) static void probe_one_by_one(int fd)
@@ -241,6 +274,7 @@ __attribute__((noreturn)) static void probe_one_by_one(int fd)
 	/* Without a user namespace, the rest is still probed directly: that
 	 * is what a privileged caller would get, and doctor reports it. */
 	c.netns = unshare(CLONE_NEWNET) == 0;
+	c.transparent = c.netns && probe_transparent();
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
@@ -266,6 +300,7 @@ static void probe_in_namespaces(int fd)
 		return;
 	memset(&c, 0, sizeof(c));
 	c.userns = c.netns = c.mountns = c.ipcns = c.utsns = true;
+	c.transparent = probe_transparent();
 	started = seccomp_probe_start(&a, &t);
 	c.pidns = probe_pidns();
 	c.landlock = probe_landlock();
@@ -367,7 +402,7 @@ bool doctor_enforce_ready(const struct doctor_caps *caps)
 	for (i = 0; i < ARRAY_SIZE(required); i++)
 		if (!cap_get(caps, &required[i]))
 			return false;
-	return true;
+	return !caps->need_transparent || caps->transparent;
 }
 
 json_t *doctor_caps_json(const struct doctor_caps *caps)
@@ -385,6 +420,9 @@ json_t *doctor_caps_json(const struct doctor_caps *caps)
 	}
 	/* SPEC §7 prints landlock right after seccomp. */
 	json_object_set_new(o, "landlock", json_integer(caps->landlock));
+	json_object_set_new(o, "transparent", json_boolean(caps->transparent));
+	if (caps->need_transparent && !caps->transparent)
+		json_array_append_new(missing, json_string("transparent"));
 	json_object_set_new(o, "enforce_ready",
 			    json_boolean(json_array_size(missing) == 0));
 	json_object_set_new(o, "missing", missing);
@@ -399,6 +437,8 @@ const char cmd_doctor_help[] =
 	"notifications must reach a supervisor), and prints one JSON object:\n"
 	"  userns netns pidns mountns ipcns utsns seccomp  (true|false)\n"
 	"  landlock       Landlock ABI version (0: absent; optional layer)\n"
+	"  transparent    whether transparent mode (egress.transparent) can run\n"
+	"                 here; enforce needs it only when a policy asks for it\n"
 	"  enforce_ready  true when enforce mode can run here\n"
 	"  missing        the names of the absent required capabilities\n"
 	"\n"

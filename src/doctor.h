@@ -16,6 +16,14 @@ struct doctor_caps {
 	bool utsns;
 	bool seccomp;
 	int landlock; /* Landlock ABI version, 0 when absent */
+	/* Transparent mode works: in a fresh user and network namespace
+	 * the redirect loads and a redirected connection reports its
+	 * original destination (transparent_selftest). */
+	bool transparent;
+	/* Set by the caller, not probed: the policy needs transparent mode
+	 * in enforce mode, so without it enforce is not ready and
+	 * "missing" names it. */
+	bool need_transparent;
 };
 
 /* Starts the probe in a child (cloned into the sandbox's namespaces), so

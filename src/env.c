@@ -20,11 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls_ca.h"
 #include "util.h"
 
 static const char *const airlock_vars[] = {
 	"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
 	"ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+	/* the CA bundle (the session CA among the system's) */
+	"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
+	"NPM_CONFIG_CAFILE", "PIP_CERT", "DENO_CERT", "NODE_EXTRA_CA_CERTS",
 };
 
 bool env_is_airlock_var(const char *name, size_t len)
@@ -105,7 +109,10 @@ void env_build(const struct policy *p, const struct broker *b, char **environ_in
 	for (i = 0; i < ARRAY_SIZE(airlock_vars); i++) {
 		bool no = strcasecmp(airlock_vars[i], "NO_PROXY") == 0;
 
-		if (no)
+		if (!strstr(airlock_vars[i], "PROXY") && !strstr(airlock_vars[i], "proxy"))
+			push(out, &cap, util_xasprintf("%s=%s", airlock_vars[i],
+						       TLS_SYSTEM_BUNDLE));
+		else if (no)
 			push(out, &cap, util_xasprintf("%s=", airlock_vars[i]));
 		else
 			push(out, &cap, util_xasprintf("%s=http://127.0.0.1:%u",

@@ -96,6 +96,7 @@ struct exchange {
 	bool resp_keep_alive;
 	bool upstream_keep_alive;
 	bool transform;
+	bool transform_changes_length; /* some transform may change it */
 	bool rechunk;                /* transformed output goes out chunked */
 	uint64_t bytes_up, bytes_down;
 	enum filter_outcome outcome;
@@ -800,7 +801,7 @@ static bool response_head(struct conn *c)
 			     resp.body != HTTP_BODY_UNTIL_CLOSE &&
 			     (!c->inner || x->upstream_keep_alive);
 	for (i = 0; i < x->nf; i++) {
-		struct filter_transform tf = { false };
+		struct filter_transform tf = { false, false };
 		struct verdict v;
 		enum filter_result r;
 
@@ -811,13 +812,21 @@ static bool response_head(struct conn *c)
 		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
 			return false;
 		verdict_clear(&v);
-		if (tf.enabled && x->resp_body != HTTP_BODY_NONE)
+		if (tf.enabled && x->resp_body != HTTP_BODY_NONE) {
 			x->transform = true;
+			if (!tf.keeps_length)
+				x->transform_changes_length = true;
+		}
 	}
 	/* the head, from the copies */
 	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
 	write_headers(&c->cout, &x->rs.headers);
-	if (x->transform) {
+	if (x->transform && !x->transform_changes_length &&
+	    resp.body == HTTP_BODY_LENGTH) {
+		/* as many bytes out as in: the length stands */
+		buf_printf(&c->cout, "Content-Length: %llu\r\n",
+			   (unsigned long long)resp.content_length);
+	} else if (x->transform) {
 		x->rechunk = x->version_minor >= 1;
 		if (x->rechunk)
 			buf_puts(&c->cout, "Transfer-Encoding: chunked\r\n");
@@ -1110,11 +1119,26 @@ static void step_head(struct conn *c, bool upstream, uint32_t events)
 {
 	if (upstream) {
 		/* An inner connection's idle upstream: bytes out of turn or
-		 * its close end the connection, as they would a tunnel. */
+		 * its close end the connection, as they would a tunnel. A
+		 * TLS upstream may send records that carry no data (a TLS 1.3
+		 * session ticket): reading them moves nothing. */
+		if (!endpoint_plain(&c->upstream) && !(events & (EPOLLHUP | EPOLLERR))) {
+			char b;
+
+			if (endpoint_read(&c->upstream, &b, 1) == -EAGAIN) {
+				conn_watch(c, true,
+					   endpoint_events(&c->upstream, true, false) |
+						   EPOLLRDHUP);
+				return;
+			}
+		}
 		conn_close(c);
 		return;
 	}
-	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+	/* TLS may hold a pipelined request already decrypted, which no
+	 * epoll event announces. */
+	if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
+	    endpoint_pending(&c->client)) {
 		size_t before = c->cin.len;
 		ssize_t n = endpoint_read_buf(&c->client, &c->cin, HEAD_MAX);
 
@@ -1177,6 +1201,8 @@ void exchange_step(struct conn *c, bool upstream, uint32_t events)
 	case CONN_RESOLVE:
 	case CONN_FIRST_FLIGHT:
 	case CONN_CONNECTING:
+	case CONN_TLS_UPSTREAM:
+	case CONN_TLS_CLIENT:
 	case CONN_TUNNEL:
 	case CONN_ANSWERING:
 	case CONN_LINGER:

@@ -129,6 +129,9 @@ struct filter_asks {
 /* What a response-head hook may ask. */
 struct filter_transform {
 	bool enabled;           /* response_body writes the bytes to send */
+	bool keeps_length;      /* ... exactly as many as it is given, in
+				   total: a Content-Length stays valid and
+				   the response keeps it */
 };
 
 /* Names one exchange for proxy_resume(). */

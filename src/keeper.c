@@ -71,12 +71,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "confine.h"
+#include "hostname.h"
+#include "intercept.h"
 #include "receipt_line.h"
+#include "tls_ca.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -211,6 +215,8 @@ struct kstate {
 	struct msg reply;
 	int end_status;            /* session.end's exit status */
 	bool orphaned;             /* the supervisor's channel closed without END */
+	struct tls_ca *ca;         /* the session CA, or NULL */
+	const struct policy *ca_policy; /* what a leaf may be issued for */
 };
 
 /* What a handler says about the request it was given. */
@@ -350,6 +356,71 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 	return VERDICT_END;
 }
 
+/* A leaf for a host the policy intercepts. A worker's lie (a host it
+ * may not have, a name that is not normalised) is answered with a
+ * refusal, not by dropping its channel: the request is well formed, and
+ * the worker answers its client 502. */
+static enum verdict on_leaf(struct kstate *ks, struct chan *c,
+			    struct msg_reader *r, int fd)
+{
+	struct host_target t;
+	struct tls_leaf leaf = { 0 };
+	char err[256] = "", bracketed[HOSTNAME_MAX + 3];
+	const char *host;
+	size_t hlen;
+	int sr;
+
+	(void)fd;
+	msg_get_str(r, HOSTNAME_MAX, &host, &hlen);
+	if (!msg_end(r))
+		return VERDICT_BAD;
+	if (strchr(host, ':'))
+		snprintf(bracketed, sizeof(bracketed), "[%s]", host);
+	else
+		snprintf(bracketed, sizeof(bracketed), "%s", host);
+	if (!ks->ca)
+		snprintf(err, sizeof(err), "no session CA");
+	else if (hostname_normalise(bracketed, strlen(bracketed), &t) != HOSTNAME_OK ||
+		 strcmp(t.name, host) != 0)
+		snprintf(err, sizeof(err), "not a normalised host name");
+	else if (!ks->ca_policy || !intercept_host_named(ks->ca_policy, &t))
+		snprintf(err, sizeof(err), "the policy does not intercept %s", host);
+	else if (tls_ca_issue(ks->ca, host, &leaf, err, sizeof(err)) < 0 && !err[0])
+		snprintf(err, sizeof(err), "the leaf could not be issued");
+	msg_start(&ks->reply, MSG_LEAF_ANSWER);
+	msg_put_u32(&ks->reply, err[0] ? 0 : 1);
+	if (err[0]) {
+		msg_put_cstr(&ks->reply, err);
+	} else {
+		msg_put_str(&ks->reply, leaf.cert_pem, leaf.cert_len);
+		msg_put_str(&ks->reply, leaf.key_pem, leaf.key_len);
+	}
+	sr = msg_send(c->fd, &ks->reply, -1, MSG_DONTWAIT);
+	/* the reply held the leaf's key: wipe it */
+	explicit_bzero(ks->reply.buf, ks->reply.cap);
+	tls_leaf_free(&leaf);
+	if (sr < 0) {
+		util_warn("key holder: cannot answer the %s: %s",
+			  keeper_peer_to_string(c->peer), strerror(-sr));
+		return VERDICT_BAD;
+	}
+	return VERDICT_OK;
+}
+
+static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
+			       struct msg_reader *r, int fd)
+{
+	size_t len = 0;
+	const char *pem = ks->ca ? tls_ca_cert_pem(ks->ca, &len) : "";
+
+	(void)fd;
+	if (!msg_end(r))
+		return VERDICT_BAD;
+	msg_start(&ks->reply, MSG_CA_CERT_ANSWER);
+	msg_put_str(&ks->reply, pem, ks->ca ? len : 0);
+	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? VERDICT_BAD : VERDICT_OK;
+}
+
 #define PEER_BIT(p) (1u << (p))
 
 /* Every request the key holder answers, and who may ask it. A leaf for a
@@ -366,6 +437,8 @@ static const struct {
 	{ MSG_SET_POLICY, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_set_policy },
 	{ MSG_ADD_CHANNEL, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_add_channel },
 	{ MSG_END, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_end },
+	{ MSG_LEAF, PEER_BIT(KEEPER_PEER_WORKER), on_leaf },
+	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -493,10 +566,37 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
 		receipt_abort(ks->w);
 		_exit(EXIT_AIRLOCK_FAILURE);
 	}
+	tls_ca_free(ks->ca);
+	ks->ca = NULL;
 	if (receipt_close(ks->w, ks->end_status) < 0)
 		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
 			     strerror(errno));
 	_exit(0);
+}
+
+/* The session CA, before the filter (loading reads files). Its key lives
+ * in OpenSSL's secure heap, which needs locked memory. */
+static void make_ca(struct kstate *ks, const struct keeper_config *cfg)
+{
+	struct rlimit rl;
+	char err[512];
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < 256 * 1024) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= 256 * 1024
+				      ? 256 * 1024
+				      : rl.rlim_max;
+		(void)setrlimit(RLIMIT_MEMLOCK, &rl);
+	}
+	if (cfg->ca_cert && cfg->ca_key)
+		ks->ca = tls_ca_load(cfg->ca_cert, cfg->ca_key, err, sizeof(err));
+	else
+		ks->ca = tls_ca_new(cfg->session,
+				    cfg->ca_lifetime ? cfg->ca_lifetime : TLS_CA_LIFETIME,
+				    err, sizeof(err));
+	if (!ks->ca)
+		keeper_fatal(ks, "session CA: %s", err);
+	ks->ca_policy = cfg->ca_policy;
 }
 
 __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cfg,
@@ -544,6 +644,8 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	EVP_PKEY_free(key);
 	if (!ks.w)
 		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+	if (cfg->ca)
+		make_ca(&ks, cfg);
 	/* gmtime_r loads the time zone once: before the filter, not after. */
 	util_rfc3339_now(ts);
 	if (confine_self(CONFINE_KEEPER, NULL, 0, err, sizeof(err)) < 0)
@@ -783,6 +885,100 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 	    !msg_end(&r) || written > 1 || v > INT64_MAX)
 		return -EPROTO;
 	*seq = written ? (int64_t)v : -1;
+	return 0;
+}
+
+/* Waits for the answer to a request on @l: the message in l->in, or
+ * -errno (the key holder's last words go to l->fatal). */
+static int await_answer(struct keeper_link *l, struct msg_reader *r,
+			enum msg_type want)
+{
+	ssize_t n;
+	int fd;
+
+	if (!l->in)
+		l->in = util_xmalloc(MSG_MAX);
+	n = msg_recv(l->fd, l->in, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return n == 0 ? -EPIPE : (int)n;
+	if (!msg_reader_init(r, l->in, (size_t)n))
+		return -EPROTO;
+	if (r->type == MSG_FATAL) {
+		const char *why;
+
+		if (msg_get_str(r, sizeof(l->fatal) - 1, &why, NULL) && msg_end(r))
+			(void)util_strlcpy(l->fatal, why, sizeof(l->fatal));
+		return -EPIPE;
+	}
+	return r->type == want ? 0 : -EPROTO;
+}
+
+int keeper_leaf(struct keeper_link *l, const char *host, struct tls_leaf *out,
+		char *err, size_t errlen)
+{
+	struct msg_reader r;
+	const char *cert, *key, *why;
+	size_t clen, klen;
+	uint32_t ok;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	msg_start(&l->out, MSG_LEAF);
+	msg_put_cstr(&l->out, host);
+	rc = msg_send(l->fd, &l->out, -1, 0);
+	if (rc == 0)
+		rc = await_answer(l, &r, MSG_LEAF_ANSWER);
+	if (rc < 0) {
+		snprintf(err, errlen, "the key holder's channel failed: %s", strerror(-rc));
+		return rc;
+	}
+	if (!msg_get_u32(&r, &ok) || ok > 1)
+		goto bad;
+	if (!ok) {
+		if (!msg_get_str(&r, 1024, &why, NULL) || !msg_end(&r))
+			goto bad;
+		snprintf(err, errlen, "the key holder refused a leaf for %s: %s", host, why);
+		explicit_bzero(l->in, MSG_MAX);
+		return -1;
+	}
+	if (!msg_get_str(&r, MSG_MAX, &cert, &clen) ||
+	    !msg_get_str(&r, MSG_MAX, &key, &klen) || !msg_end(&r))
+		goto bad;
+	out->cert_pem = util_xstrndup(cert, clen);
+	out->cert_len = clen;
+	out->key_pem = util_xstrndup(key, klen);
+	out->key_len = klen;
+	explicit_bzero(l->in, MSG_MAX);
+	return 0;
+bad:
+	explicit_bzero(l->in, MSG_MAX);
+	snprintf(err, errlen, "the key holder's answer for a leaf is malformed");
+	return -EPROTO;
+}
+
+int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen)
+{
+	struct msg_reader r;
+	const char *text;
+	size_t len;
+	int rc;
+
+	*pem = NULL;
+	msg_start(&k->link.out, MSG_CA_CERT);
+	rc = msg_send(k->link.fd, &k->link.out, -1, 0);
+	if (rc == 0)
+		rc = await_answer(&k->link, &r, MSG_CA_CERT_ANSWER);
+	if (rc == 0 && (!msg_get_str(&r, MSG_MAX, &text, &len) || !msg_end(&r)))
+		rc = -EPROTO;
+	if (rc < 0) {
+		snprintf(err, errlen, "key holder: %s", k->link.fatal[0] ? k->link.fatal
+								   : strerror(-rc));
+		return -1;
+	}
+	if (len)
+		*pem = util_xstrndup(text, len);
 	return 0;
 }
 

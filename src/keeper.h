@@ -21,6 +21,15 @@ struct keeper_config {
 	const char *signing_key;   /* --signing-key FILE, or NULL: a fresh key */
 	const char *session;       /* the session id */
 	const char *policy_digest; /* the digest of the first lines */
+	/* The session CA of TLS interception (tls_ca.h): with @ca the key
+	 * holder makes one (or loads @ca_cert and @ca_key, both given) before
+	 * it confines itself, and issues leaves for the hosts @ca_policy
+	 * intercepts (intercept.h) to the workers that ask. */
+	bool ca;
+	const char *ca_cert;       /* --ca-cert FILE, or NULL */
+	const char *ca_key;        /* --ca-key FILE, or NULL */
+	long ca_lifetime;          /* a fresh CA's validity; 0: TLS_CA_LIFETIME */
+	const struct policy *ca_policy;
 };
 
 /* One end of a channel to the key holder. */
@@ -94,6 +103,19 @@ void keeper_describe_exit(const struct keeper *k, char *out, size_t len);
 
 /* Kills and reaps the key holder if it still runs; frees @k's memory. */
 void keeper_release(struct keeper *k);
+
+/* Asks the key holder for a leaf certificate for @host (normalised, IPv6
+ * without brackets) on a worker's channel @l, and waits for it. Returns
+ * 0 with @out filled (free it with tls_leaf_free()), -1 with the key
+ * holder's reason in @err (no CA, a host the policy does not intercept),
+ * or -errno when the channel failed. */
+struct tls_leaf;
+int keeper_leaf(struct keeper_link *l, const char *host, struct tls_leaf *out,
+		char *err, size_t errlen);
+
+/* Supervisor only: the session CA's certificate (PEM, malloc'd, in *@pem;
+ * NULL without a CA). Returns 0, or -1 with a reason in @err. */
+int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen);
 
 /* Frees a link's buffers and closes it. */
 void keeper_link_close(struct keeper_link *l);

@@ -74,6 +74,7 @@ int main(int argc, char **argv)
 {
 	const struct command *cmd;
 
+	util_stdio_fill();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -61,6 +61,10 @@ static const char *const type_names[] = {
 	[MSG_GO] = "go",
 	[MSG_STOP] = "stop",
 	[MSG_WORKER_READY] = "worker-ready",
+	[MSG_LEAF] = "leaf",
+	[MSG_LEAF_ANSWER] = "leaf-answer",
+	[MSG_CA_CERT] = "ca-cert",
+	[MSG_CA_CERT_ANSWER] = "ca-cert-answer",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

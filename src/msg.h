@@ -41,6 +41,14 @@ enum msg_type {
 	MSG_STOP,             /* u32 drain_ms: stop accepting, drain, exit */
 	/* proxy worker -> supervisor */
 	MSG_WORKER_READY,     /* no fields: listening, under its filter */
+	/* proxy worker -> key holder, and its answer */
+	MSG_LEAF,             /* str host (normalised): a leaf certificate for
+				 an intercepted host */
+	MSG_LEAF_ANSWER,      /* u32 ok; ok: str cert_pem, str key_pem;
+				 else: str reason */
+	/* supervisor -> key holder, and its answer */
+	MSG_CA_CERT,          /* no fields: the session CA's certificate */
+	MSG_CA_CERT_ANSWER,   /* str cert_pem ("" without a CA) */
 	MSG_TYPE_COUNT
 };
 

@@ -57,6 +57,7 @@
 #include "conn.h"
 #include "dns.h"
 #include "ifaddr.h"
+#include "intercept.h"
 #include "util.h"
 
 #define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
@@ -488,6 +489,7 @@ int proxy_resume(struct proxy *p, const struct filter_ref *ref, int r,
 static void listen_arm(struct proxy *p, bool on)
 {
 	struct epoll_event ev = { 0 };
+	size_t i;
 
 	if (on == p->accepting)
 		return;
@@ -497,10 +499,22 @@ static void listen_arm(struct proxy *p, bool on)
 		 * leaves and re-enters the set). */
 		ev.events = EPOLLIN | EPOLLEXCLUSIVE;
 		ev.data.u64 = (uint64_t)PROXY_TAG_LISTEN << 32;
-		if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->lfd, &ev) == 0)
-			p->accepting = true;
+		if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->lfd, &ev) != 0)
+			return;
+		for (i = 0; i < p->ntlfd; i++) {
+			ev.data.u64 = ((uint64_t)PROXY_TAG_TLISTEN << 32) | i;
+			if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->tlfd[i], &ev) != 0) {
+				while (i-- > 0)
+					epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->tlfd[i], NULL);
+				epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->lfd, NULL);
+				return;
+			}
+		}
+		p->accepting = true;
 	} else {
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->lfd, NULL);
+		for (i = 0; i < p->ntlfd; i++)
+			epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->tlfd[i], NULL);
 		p->accepting = false;
 	}
 }
@@ -521,7 +535,8 @@ static void refuse_client(struct proxy *p, const struct addr *peer)
 	json_decref(s);
 }
 
-static void accept_some(struct proxy *p)
+/* Accepts on @lfd: the proxy's socket, or a transparent listener. */
+static void accept_some(struct proxy *p, int lfd, bool transparent)
 {
 	int i;
 
@@ -531,7 +546,7 @@ static void accept_some(struct proxy *p)
 		struct addr peer;
 		struct conn *c;
 		enum admit a;
-		int fd = accept4(p->lfd, (struct sockaddr *)&ss, &sl,
+		int fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -552,7 +567,7 @@ static void accept_some(struct proxy *p)
 			close(fd); /* this client only */
 			continue;
 		}
-		c = conn_new(p, fd, &peer);
+		c = conn_new(p, fd, &peer, transparent);
 		if (!c) {
 			shared_release(p->shared, p->worker, &peer);
 			close(fd);
@@ -589,6 +604,20 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	p->t = opts->timeouts;
 	p->epfd = -1;
 	p->lfd = opts->listen_fd;
+	p->tlfd[0] = p->tlfd[1] = -1;
+	if (opts->ntlisten > ARRAY_SIZE(p->tlfd)) {
+		snprintf(err, errlen, "at most %zu transparent listeners",
+			 ARRAY_SIZE(p->tlfd));
+		goto fail;
+	}
+	for (p->ntlfd = 0; p->ntlfd < opts->ntlisten; p->ntlfd++) {
+		p->tlfd[p->ntlfd] = opts->tlisten_fds[p->ntlfd];
+		if (fcntl(p->tlfd[p->ntlfd], F_SETFL, O_NONBLOCK) < 0) {
+			snprintf(err, errlen, "transparent listener: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	p->names = opts->names;
 	if (!p->t.head_ms)
 		p->t.head_ms = 10000;
 	if (!p->t.dns_ms)
@@ -606,6 +635,9 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	if (opts->nfilters)
 		memcpy(p->filters, opts->filters, opts->nfilters * sizeof(*p->filters));
 	p->nfilters = opts->nfilters;
+	p->intercept = opts->intercept;
+	if (p->intercept)
+		p->leaves = intercept_cache_new();
 	raise_fd_limit();
 	if (opts->shared) {
 		p->shared = opts->shared;
@@ -750,7 +782,11 @@ int proxy_run(struct proxy *p)
 			switch (tag) {
 			case PROXY_TAG_LISTEN:
 				if (!p->stopping)
-					accept_some(p);
+					accept_some(p, p->lfd, false);
+				break;
+			case PROXY_TAG_TLISTEN:
+				if (!p->stopping && low < p->ntlfd)
+					accept_some(p, p->tlfd[low], true);
 				break;
 			case PROXY_TAG_SIGNAL:
 				on_signal_fd(p);
@@ -803,10 +839,13 @@ void proxy_free(struct proxy *p)
 		close(p->pool[p->npool][0]);
 		close(p->pool[p->npool][1]);
 	}
+	intercept_cache_free(p->leaves);
 	dns_free(p->dns);
 	ifaddr_close(p->ifaddrs);
 	close(p->epfd);
 	close(p->lfd);
+	for (i = 0; i < p->ntlfd; i++)
+		close(p->tlfd[i]);
 	if (p->own_shared)
 		proxy_shared_free(p->shared);
 	free(p->watches);

@@ -36,6 +36,7 @@ struct proxy_timeouts {
 
 struct proxy_shared;
 struct filter_reg;
+struct dnsstub_table;
 
 #define PROXY_CLIENT_LIMIT_NONE UINT32_MAX
 
@@ -59,8 +60,18 @@ struct proxy_opts {
 					its own (one client: a sandbox) */
 	struct proxy_shared *shared; /* NULL: a private one (one worker) */
 	unsigned int worker;         /* this worker's index in @shared */
+	/* Transparent mode (docs/TRANSPARENT.md): listening sockets whose
+	 * connections were redirected in the sandbox's namespace (owned by
+	 * the proxy, like listen_fd; at most 2), and the read-only table of
+	 * the stub's synthetic addresses (borrowed). 0 / NULL: none. */
+	const int *tlisten_fds;
+	size_t ntlisten;
+	const struct dnsstub_table *names;
 	const struct filter_reg *filters; /* NULL: none; see filter.h */
 	size_t nfilters;             /* at most FILTER_MAX */
+	const struct intercept_opts *intercept; /* TLS interception
+					(intercept.h); NULL: every tunnel
+					passes through */
 };
 
 /* State the workers of one proxy share: per-client connection counts and

@@ -61,6 +61,12 @@
  * (outside fs.rw), use io_uring, bpf, perf, keyrings or process_vm_*,
  * outlive the session.
  *
+ * In transparent mode (docs/TRANSPARENT.md) init also makes, in step 2,
+ * the transparent listener's and the DNS stub's sockets, loads the
+ * redirect while it still holds CAP_NET_ADMIN in its namespace
+ * (transparent.c), and hands the sockets over after the proxy's; in step
+ * 3 the view's /etc/resolv.conf names the stub.
+ *
  * Setup failures inside init travel to the supervisor as one line of text
  * over the socket pair; the supervisor reports it and exits 125.
  */
@@ -94,6 +100,8 @@
 #include <unistd.h>
 
 #include "sandbox_filter.h"
+#include "transparent.h"
+#include "tls_ca.h"
 #include "usock.h"
 #include "util.h"
 #include "view.h"
@@ -230,6 +238,137 @@ static void hand_over_proxy_socket(const struct init_ctx *c)
 	close(fd);
 }
 
+/* Transparent mode: the listener's and the stub's sockets, made here and
+ * passed to the supervisor as one message "T" with the count of
+ * descriptors: the IPv4 listener, the stub, and the IPv6 listener when
+ * the namespace has IPv6. The redirect is loaded before they leave. */
+static void hand_over_transparent(const struct init_ctx *c)
+{
+	char cbuf[CMSG_SPACE(3 * sizeof(int))], err[256], tag[2] = { 'T', 0 };
+	int fds[3], lfd[2], stub;
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	size_t n = 0, i;
+
+	if (transparent_sandbox_prepare(lfd, &stub, err, sizeof(err)) < 0) {
+		errno = 0;
+		init_fail(c, "transparent mode: %s", err);
+	}
+	fds[n++] = lfd[0];
+	fds[n++] = stub;
+	if (lfd[1] >= 0)
+		fds[n++] = lfd[1];
+	tag[1] = (char)n;
+	memset(&msg, 0, sizeof(msg));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = tag;
+	iov.iov_len = sizeof(tag);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
+		init_fail(c, "passing the transparent mode's sockets");
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* @path (absolute, inside the view) with "." and ".." components and
+ * duplicate slashes resolved lexically, never above the view's root. */
+static void view_path_clean(char *path)
+{
+	char out[PATH_MAX], *save = NULL, *part;
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (part = strtok_r(path, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		size_t n = strlen(part);
+
+		if (strcmp(part, ".") == 0)
+			continue;
+		if (strcmp(part, "..") == 0) {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		ASSERT(len + 1 + n < sizeof(out));
+		out[len++] = '/';
+		memcpy(out + len, part, n + 1);
+		len += n;
+	}
+	if (len == 0)
+		snprintf(out, sizeof(out), "/");
+	memcpy(path, out, strlen(out) + 1);
+}
+
+/* Transparent mode: the view's /etc/resolv.conf names the stub. A file on
+ * the staging tmpfs is bound over it read-only; where the host's is a
+ * symbolic link, over what it points to inside the view (which must be
+ * shown: a target in a hidden directory is refused with a line saying
+ * how to show it). */
+static void bind_resolv_conf(const struct init_ctx *c)
+{
+	char text[512], path[PATH_MAX], link[PATH_MAX], tmp[2 * PATH_MAX];
+	char where[PATH_MAX + 16];
+	struct transparent_config tc;
+	struct stat st;
+	int fd, hops;
+
+	transparent_config_default(&tc, 1);
+	if (!transparent_resolv_conf(&tc.stub, text, sizeof(text)))
+		init_fail(c, "transparent mode: resolv.conf");
+	fd = open("/resolv.conf", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0 || util_write_all(fd, text, strlen(text)) < 0)
+		init_fail(c, "transparent mode: writing resolv.conf");
+	close(fd);
+	/* path is inside the view; where is the same below NEW. */
+	snprintf(path, sizeof(path), "/etc/resolv.conf");
+	for (hops = 0;; hops++) {
+		ssize_t n;
+
+		snprintf(where, sizeof(where), NEW "%s", path);
+		if (lstat(where, &st) < 0 || !S_ISLNK(st.st_mode))
+			break;
+		n = readlink(where, link, sizeof(link) - 1);
+		if (n <= 0 || hops >= 8)
+			init_fail(c, "transparent mode: /etc/resolv.conf is a symbolic "
+				  "link that does not resolve");
+		link[n] = '\0';
+		if (link[0] == '/') {
+			snprintf(tmp, sizeof(tmp), "%s", link);
+		} else {
+			char *slash = strrchr(path, '/');
+
+			ASSERT(slash);
+			slash[1] = '\0';
+			snprintf(tmp, sizeof(tmp), "%s%s", path, link);
+		}
+		if (strlen(tmp) >= sizeof(path))
+			init_fail(c, "transparent mode: /etc/resolv.conf: link too long");
+		memcpy(path, tmp, strlen(tmp) + 1);
+		view_path_clean(path);
+	}
+	if (lstat(where, &st) < 0 || !S_ISREG(st.st_mode)) {
+		errno = 0;
+		init_fail(c, "transparent mode: /etc/resolv.conf is %s, which the "
+			  "sandbox does not show as a file (list its directory in "
+			  "fs.ro)", path);
+	}
+	if (mount("/resolv.conf", where, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, where, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) < 0)
+		init_fail(c, "transparent mode: binding %s", path);
+}
+
 static void bind_dev_node(const struct init_ctx *c, const char *name)
 {
 	char src[64], dst[64];
@@ -296,6 +435,41 @@ static void proc_read_only(const struct init_ctx *c)
 	}
 }
 
+/* The CA bundle the agent trusts (the session CA among the system's),
+ * written on the staging tmpfs and bound read-only over the system
+ * bundle's path, so that clients reading no variable trust it too. A host
+ * without that file keeps its own (the variables name the path anyway). */
+static void show_ca_bundle(const struct init_ctx *c)
+{
+	struct mount_attr attr;
+	struct stat st;
+	size_t done = 0;
+	int fd;
+
+	if (!c->cfg->ca_bundle || stat(NEW TLS_SYSTEM_BUNDLE, &st) < 0 ||
+	    !S_ISREG(st.st_mode))
+		return;
+	fd = open("/ca-bundle.crt", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+	if (fd < 0)
+		init_fail(c, "creating the CA bundle");
+	while (done < c->cfg->ca_bundle_len) {
+		ssize_t n = write(fd, c->cfg->ca_bundle + done, c->cfg->ca_bundle_len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			init_fail(c, "writing the CA bundle");
+		done += (size_t)n;
+	}
+	close(fd);
+	if (mount("/ca-bundle.crt", NEW TLS_SYSTEM_BUNDLE, NULL, MS_BIND, NULL) < 0)
+		init_fail(c, "binding the CA bundle");
+	memset(&attr, 0, sizeof(attr));
+	attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (mount_setattr(AT_FDCWD, NEW TLS_SYSTEM_BUNDLE, 0, &attr, sizeof(attr)) < 0)
+		init_fail(c, "making the CA bundle read-only");
+}
+
 static void build_root(const struct init_ctx *c)
 {
 	struct mount_attr attr;
@@ -341,6 +515,9 @@ static void build_root(const struct init_ctx *c)
 		errno = 0;
 		init_fail(c, "%s", msg);
 	}
+	if (c->cfg->transparent)
+		bind_resolv_conf(c);
+	show_ca_bundle(c);
 
 	/* Enter the view and drop the host root and the staging tmpfs. */
 	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
@@ -626,6 +803,8 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 		init_fail(c, "sethostname");
 	loopback_up(c);
 	hand_over_proxy_socket(c);
+	if (c->cfg->transparent)
+		hand_over_transparent(c);
 	build_root(c);
 
 	util_session_sigset(&set);
@@ -750,6 +929,71 @@ static int receive_proxy_socket(int ctl, int *fd_out, char *err, size_t errlen)
 	return 0;
 }
 
+/* Transparent mode: receives init's "T" message (hand_over_transparent)
+ * into @sb, or its error line. */
+static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t errlen)
+{
+	char buf[512], cbuf[CMSG_SPACE(3 * sizeof(int))];
+	int fds[3] = { -1, -1, -1 };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	ssize_t r;
+	size_t n;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf) - 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	do
+		r = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		snprintf(err, errlen, "the sandbox ended during setup");
+		return -1;
+	}
+	buf[r] = '\0';
+	if (buf[0] == 'E') {
+		snprintf(err, errlen, "%s", buf + 1);
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(&msg);
+	if (r != 2 || buf[0] != 'T' || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len < CMSG_LEN(2 * sizeof(int)) ||
+	    cm->cmsg_len > CMSG_LEN(3 * sizeof(int))) {
+		snprintf(err, errlen, "the sandbox sent no transparent mode sockets");
+		return -1;
+	}
+	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+	if ((size_t)(unsigned char)buf[1] != n) {
+		size_t i;
+
+		for (i = 0; i < n; i++)
+			close(fds[i]);
+		snprintf(err, errlen, "the sandbox sent a wrong number of sockets");
+		return -1;
+	}
+	sb->tlisten_fd[0] = fds[0];
+	sb->stub_fd = fds[1];
+	sb->tlisten_fd[1] = fds[2];
+	return 0;
+}
+
+static void close_transparent(struct sandbox *sb)
+{
+	if (sb->tlisten_fd[0] >= 0)
+		close(sb->tlisten_fd[0]);
+	if (sb->tlisten_fd[1] >= 0)
+		close(sb->tlisten_fd[1]);
+	if (sb->stub_fd >= 0)
+		close(sb->stub_fd);
+	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
+}
+
 /* Waits for init to finish setup: the control socket closes (EOF) when the
  * agent has been forked, or carries an error line. */
 static int wait_setup(int ctl, char *err, size_t errlen)
@@ -783,6 +1027,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	memset(sb, 0, sizeof(*sb));
 	sb->init_pid = -1;
 	sb->proxy_fd = -1;
+	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
 	sb->exec_err_fd = -1;
 	if (view_plan_build(cfg, &view, err, errlen) < 0)
 		goto out;
@@ -827,6 +1072,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	}
 	if (receive_proxy_socket(ctl[0], &sb->proxy_fd, err, errlen) < 0)
 		goto kill;
+	if (cfg->transparent && receive_transparent(ctl[0], sb, err, errlen) < 0)
+		goto kill;
 	if (wait_setup(ctl[0], err, errlen) < 0)
 		goto kill;
 	sb->exec_err_fd = ex[0];
@@ -845,6 +1092,7 @@ kill:
 	if (sb->proxy_fd >= 0)
 		close(sb->proxy_fd);
 	sb->proxy_fd = -1;
+	close_transparent(sb);
 out:
 	if (sync[0] >= 0)
 		close(sync[0]);
@@ -888,4 +1136,5 @@ void sandbox_release(struct sandbox *sb)
 		close(sb->exec_err_fd);
 	sb->proxy_fd = -1;
 	sb->exec_err_fd = -1;
+	close_transparent(sb);
 }

@@ -35,6 +35,14 @@ struct sandbox_config {
 	char **argv;           /* the agent command */
 	char **envp;           /* its complete environment */
 	uint16_t proxy_port;   /* 127.0.0.1:PORT inside the sandbox */
+	bool transparent;      /* transparent mode (docs/TRANSPARENT.md):
+				  init makes the transparent listener's and
+				  the DNS stub's sockets, sets the redirect
+				  up and names the stub in /etc/resolv.conf */
+	const char *ca_bundle; /* the CA bundle the agent trusts, shown
+				  read-only at TLS_SYSTEM_BUNDLE; NULL: the
+				  host's own */
+	size_t ca_bundle_len;
 	/* Called first thing in the sandbox's init (a copy of the caller's
 	 * memory): wipes what the sandbox must not hold, e.g. secret values. */
 	void (*scrub)(void *arg);
@@ -44,6 +52,10 @@ struct sandbox_config {
 struct sandbox {
 	pid_t init_pid;        /* the sandbox's PID 1, a child of ours */
 	int proxy_fd;          /* listening socket, in the sandbox's netns */
+	int tlisten_fd[2];     /* transparent mode: the transparent listener
+				  on 127.0.0.1 and [::1] (-1: none) */
+	int stub_fd;           /* transparent mode: the DNS stub's UDP
+				  socket on 127.0.0.53:53, or -1 */
 	int exec_err_fd;       /* readable: errno of a failed exec, or EOF */
 	int landlock_abi;      /* Landlock ABI applied (0: none) */
 };

@@ -41,8 +41,17 @@ void session_die_invalid_policy(const char *path, const struct policy_errors *er
 void session_open(struct session *s, const char *events, const char *signing_key,
 		  const struct policy *p, const char *id, const char *argv0)
 {
+	session_open_ca(s, events, signing_key, p, id, argv0, NULL);
+}
+
+void session_open_ca(struct session *s, const char *events, const char *signing_key,
+		     const struct policy *p, const char *id, const char *argv0,
+		     const struct session_ca *ca)
+{
 	struct keeper_config kc;
 	char err[512];
+
+	memset(&kc, 0, sizeof(kc));
 
 	memset(s, 0, sizeof(*s));
 	s->events = events;
@@ -56,6 +65,13 @@ void session_open(struct session *s, const char *events, const char *signing_key
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		if (ca) {
+			kc.ca = true;
+			kc.ca_cert = ca->cert;
+			kc.ca_key = ca->key;
+			kc.ca_lifetime = ca->lifetime;
+			kc.ca_policy = p;
+		}
 		if (keeper_start(&kc, &s->k, err, sizeof(err)) < 0)
 			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 		s->open = true;

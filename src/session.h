@@ -45,6 +45,18 @@ __attribute__((noreturn)) void session_die_invalid_policy(const char *path,
 void session_open(struct session *s, const char *events, const char *signing_key,
 		  const struct policy *p, const char *id, const char *argv0);
 
+/* The session CA of TLS interception, made (or loaded) by the key holder. */
+struct session_ca {
+	const char *cert, *key;    /* --ca-cert/--ca-key, or NULL: a fresh CA */
+	long lifetime;             /* a fresh CA's validity; 0: the default */
+};
+
+/* session_open() with a session CA in the key holder (@ca NULL: none).
+ * Leaves are issued for the hosts @p intercepts. */
+void session_open_ca(struct session *s, const char *events, const char *signing_key,
+		     const struct policy *p, const char *id, const char *argv0,
+		     const struct session_ca *ca);
+
 /* A new channel to the key holder for a proxy worker (see
  * keeper_new_channel()), or -1 without a stream. Dies with 125 on
  * failure. */

@@ -559,6 +559,13 @@ int tls_ca_issue(struct tls_ca *ca, const char *host, struct tls_leaf *out,
 char *tls_ca_bundle(const struct tls_ca *ca, const char *system_bundle,
 		    const char *upstream_ca, size_t *len, char *err, size_t errlen)
 {
+	return tls_bundle_make(ca->pem, ca->pem_len, system_bundle, upstream_ca, len, err,
+			       errlen);
+}
+
+char *tls_bundle_make(const char *ca_pem, size_t ca_len, const char *system_bundle,
+		      const char *upstream_ca, size_t *len, char *err, size_t errlen)
+{
 	STACK_OF(X509) *extra = NULL;
 	BIO *b = BIO_new(BIO_s_mem());
 	char *sys = NULL, *text = NULL;
@@ -583,7 +590,7 @@ char *tls_ca_bundle(const struct tls_ca *ca, const char *system_bundle,
 		goto out;
 	for (i = 0; extra && i < sk_X509_num(extra); i++)
 		ASSERT(PEM_write_bio_X509(b, sk_X509_value(extra, i)) == 1);
-	ASSERT(BIO_write(b, ca->pem, (int)ca->pem_len) == (int)ca->pem_len);
+	ASSERT(BIO_write(b, ca_pem, (int)ca_len) == (int)ca_len);
 	text = bio_text(b, len);
 out:
 	free(sys);

@@ -109,4 +109,9 @@ size_t tls_ca_cache_count(const struct tls_ca *ca);
 char *tls_ca_bundle(const struct tls_ca *ca, const char *system_bundle,
 		    const char *upstream_ca, size_t *len, char *err, size_t errlen);
 
+/* tls_ca_bundle() from the CA's certificate text @ca_pem (@ca_len bytes),
+ * as the supervisor has it from the key holder. */
+char *tls_bundle_make(const char *ca_pem, size_t ca_len, const char *system_bundle,
+		      const char *upstream_ca, size_t *len, char *err, size_t errlen);
+
 #endif /* AIRLOCK_TLS_CA_H */

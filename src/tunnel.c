@@ -88,7 +88,9 @@ void tunnel_begin(struct conn *c)
 
 void tunnel_addressed(struct conn *c)
 {
-	buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+	/* A redirected connection never asked the proxy for a tunnel. */
+	if (!c->transparent)
+		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
 }
@@ -170,6 +172,12 @@ static void first_flight(struct conn *c)
 				  json_pack("{s:s?}", "sni", ch.has_sni ? ch.sni : NULL));
 		return;
 	}
+	if (intercept_wanted(c)) {
+		/* TLS ends here: no HelloRetryRequest to watch, the proxy
+		 * answers the ClientHello itself. */
+		c->intercept = true;
+		tunnel_free(c);
+	}
 	upstream_connect(c);
 }
 
@@ -202,6 +210,10 @@ static void step_first_flight(struct conn *c, uint32_t events)
 
 void tunnel_connected(struct conn *c)
 {
+	if (c->intercept) {
+		intercept_connected(c);
+		return;
+	}
 	/* The first flight, unchanged. */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);

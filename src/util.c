@@ -309,3 +309,33 @@ void util_session_sigset(sigset_t *set)
 	for (i = 0; i < ARRAY_SIZE(forwarded); i++)
 		sigaddset(set, forwarded[i]);
 }
+
+static unsigned int stdio_filled; /* bit n: descriptor n was closed */
+
+void util_stdio_fill(void)
+{
+	int fd;
+
+	for (fd = 0; fd < 3; fd++) {
+		int nfd;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		nfd = open("/dev/null", O_RDWR);
+		if (nfd != fd) {
+			fprintf(stderr, "airlock: cannot open /dev/null on closed descriptor %d\n",
+				fd);
+			exit(EXIT_AIRLOCK_FAILURE);
+		}
+		stdio_filled |= 1u << fd;
+	}
+}
+
+void util_stdio_unfill(void)
+{
+	int fd;
+
+	for (fd = 0; fd < 3; fd++)
+		if (stdio_filled & (1u << fd))
+			close(fd);
+}

@@ -61,6 +61,15 @@ char *util_read_file(const char *path, size_t max, size_t *len);
  * Returns 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
 
+/* Opens /dev/null on each of descriptors 0-2 that is closed, so that no
+ * socket or file airlock opens later can take one of their numbers (and
+ * be handed to a child as its standard stream). Dies if it cannot. */
+void util_stdio_fill(void);
+
+/* Closes again, in a child about to exec a command unchanged, the
+ * descriptors util_stdio_fill() opened. */
+void util_stdio_unfill(void);
+
 /* Lowercase hex of @len bytes into @out (2*len+1 bytes). */
 void util_hex(const uint8_t *in, size_t len, char *out);
 

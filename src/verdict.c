@@ -52,6 +52,7 @@ void verdict_set(struct verdict *v, enum verdict_action action, int status,
 		 const char *rule, const char *reason)
 {
 	memset(v, 0, sizeof(*v));
+	v->point = RECEIPT_POINT_EGRESS_PROXY;
 	v->action = action;
 	v->status = status;
 	if (rule)
@@ -184,7 +185,7 @@ bool verdict_apply(struct conn *c, struct verdict *v)
 	if (v->extra)
 		json_object_update(s, v->extra);
 	verdict_clear(v);
-	seq = conn_record(c, type, d, v->rule, s, v->reason);
+	seq = conn_record_at(c, v->point, type, d, v->rule, s, v->reason);
 	if (d == RECEIPT_WOULD_BLOCK) {
 		c->shadowed = true;
 		return true;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "hostname.h"
+#include "receipt.h"
 
 #define VERDICT_RULE_MAX 48
 #define VERDICT_REASON_MAX 256
@@ -51,6 +52,9 @@ struct verdict {
 	bool always;                          /* enforced in shadow mode too
 						 (address checks, the proxy
 						 itself, protocol errors) */
+	enum receipt_point point;             /* who observed it: the
+						 egress proxy (verdict_set's
+						 default), the broker, git */
 };
 
 /* Fills @v (every field, extra NULL). @reason may be NULL. */

@@ -63,8 +63,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "confine.h"
+#include "dnsstub.h"
+#include "intercept.h"
 #include "keeper.h"
+#include "secretfilter.h"
+#include "tls.h"
 #include "msg.h"
 #include "proxy.h"
 #include "util.h"
@@ -148,6 +153,32 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	return seq;
 }
 
+static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
+		       size_t errlen)
+{
+	struct wctx *x = arg;
+	int r = keeper_leaf(&x->link, host, out, err, errlen);
+
+	if (r < -1)
+		worker_fatal(x, "cannot ask for a leaf: %s", err);
+	return r < 0 ? -1 : 0;
+}
+
+/* The filters every request runs through, in this order: secrets (the
+ * placeholders), then git, then spend. Returns how many are in @reg. */
+static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
+			    struct filter_reg *reg)
+{
+	size_t n = 0;
+
+	if (cfg->broker && cfg->broker->count > 0) {
+		reg[n].ops = &secretfilter_ops;
+		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
+		n++;
+	}
+	return n;
+}
+
 /* Reads the policy in @fd, checks it is @digest and puts it in force. */
 static void apply_policy(struct wctx *x, const char *digest, int fd)
 {
@@ -226,6 +257,10 @@ static void serve_ctl(struct wctx *x)
 		case MSG_END:
 		case MSG_GO:
 		case MSG_WORKER_READY:
+		case MSG_LEAF:
+		case MSG_LEAF_ANSWER:
+		case MSG_CA_CERT:
+		case MSG_CA_CERT_ANSWER:
 		case MSG_TYPE_COUNT:
 			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
 		}
@@ -293,9 +328,13 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 						  pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
-			     cfg->listen_fd, ctl, kfd };
+			     cfg->listen_fd, ctl, kfd,
+			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
+			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
+	struct intercept_opts io;
+	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
 	char err[512], *dir;
 	sigset_t set;
@@ -307,6 +346,11 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.index = index;
 	x.link.fd = kfd;
 	x.in = util_xmalloc(MSG_MAX);
+	/* Before any descriptor is closed: the table's memfd is dropped
+	 * here, and the only mapping left cannot be made writable. */
+	rc = cfg->names ? dnsstub_table_make_reader(cfg->names) : 0;
+	if (rc < 0)
+		worker_fatal(&x, "the table of synthetic addresses: %s", strerror(-rc));
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
 		worker_fatal(&x, "/dev/null: %s", strerror(errno));
@@ -338,10 +382,28 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.signal_fd = sfd;
 	po.on_signal = worker_signal;
 	po.signal_arg = &x;
+	po.tlisten_fds = cfg->tlisten_fds;
+	po.ntlisten = cfg->ntlisten;
+	po.names = cfg->names;
 	po.max_conns = cfg->max_conns;
 	po.client_limit = cfg->client_limit;
 	po.shared = shared;
 	po.worker = index;
+	if (cfg->intercept) {
+		/* Before the filter: the client side reads the trust store. */
+		memset(&io, 0, sizeof(io));
+		io.server = tls_server_ctx_new(err, sizeof(err));
+		if (!io.server)
+			worker_fatal(&x, "%s", err);
+		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
+		if (!io.client)
+			worker_fatal(&x, "%s", err);
+		io.leaf = kfd >= 0 ? worker_leaf : NULL;
+		io.leaf_arg = &x;
+		po.intercept = &io;
+	}
+	po.nfilters = build_filters(cfg, &x, reg);
+	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);

@@ -28,6 +28,18 @@ struct worker_config {
 	unsigned int client_limit;   /* per client address; 0: a quarter of
 					the connection limit,
 					PROXY_CLIENT_LIMIT_NONE: none */
+	/* Transparent mode: the transparent listeners (shared like
+	 * listen_fd; at most 2) and the stub's table of synthetic
+	 * addresses, the writer's, which each worker turns into a
+	 * read-only view of its own first thing. 0 / NULL: none. */
+	const int *tlisten_fds;
+	size_t ntlisten;
+	struct dnsstub_table *names;
+	bool intercept;              /* the key holder has a session CA:
+					terminate TLS for the hosts the
+					policy intercepts (intercept.h) */
+	const struct broker *broker; /* brokered secrets (values and
+					placeholders), or NULL: none */
 };
 
 struct worker {

@@ -53,6 +53,8 @@ followed by the request body as received (Content-Length or chunked,
 de-chunked). GET /bytes/N answers N bytes (byte i is i % 251),
 GET /chunked answers "hello from ..." in chunked encoding, GET
 /sse?n=N&gap=S streams N events ("data: I") S seconds apart (chunked),
+GET /echo[?c=N] reflects the Authorization and x-api-key it got in an X-Echo
+header and twice in the body (in chunks of N bytes when c is given),
 GET /ws with "Upgrade: websocket" answers 101 and then echoes every byte
 it gets, and GET /evil/KEY answers one of the canned answers of EVIL and
 closes. Each connection and each request (line, headers, body length) is
@@ -434,7 +436,19 @@ def serve_http(conn, peer, name, kind):
                 return
         extra = b""
         chunked = False
-        if target.startswith("/bytes/"):
+        echo = None
+        if target.startswith("/echo"):
+            # reflects the credentials it got: in a header, and in the
+            # body (chunks of c bytes when c is given, else Content-Length)
+            q = dict(p.split("=", 1) for p in target.partition("?")[2].split("&") if "=" in p)
+            cred = ",".join(v for k, v in headers
+                            if k.lower() in ("authorization", "x-api-key"))
+            echo = cred
+            out = ("echo %s\nagain:%s;\n" % (cred, cred)).encode()
+            if "c" in q:
+                chunked = True
+                step = max(1, int(q["c"]))
+        elif target.startswith("/bytes/"):
             n = min(int(target[7:].split("?")[0]), MAX_BODY)
             out = bytes(i % 251 for i in range(n))
         elif target.startswith("/chunked"):
@@ -444,10 +458,13 @@ def serve_http(conn, peer, name, kind):
             out = first + body
         hdrs = ["HTTP/1.1 200 OK", "Content-Type: application/octet-stream",
                 "X-Testnet-Server: %s" % name]
+        if echo is not None:
+            hdrs.append("X-Echo: %s" % echo)
         if chunked:
             hdrs.append("Transfer-Encoding: chunked")
-            for i in range(0, len(out), 7):
-                c = out[i:i + 7]
+            step = step if echo is not None else 7
+            for i in range(0, len(out), step):
+                c = out[i:i + step]
                 extra += b"%x\r\n%s\r\n" % (len(c), c)
             extra += b"0\r\n\r\n"
         else:

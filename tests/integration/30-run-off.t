@@ -1,5 +1,5 @@
 #!/bin/sh
-# airlock run in mode off: CMD runs unchanged, exit statuses (SPEC §2),
+# airlock run in mode off: CMD runs unchanged, exit statuses,
 # receipts when --events is given.
 . "$(dirname "$0")/lib.sh"
 
@@ -98,7 +98,7 @@ is "$?" 125 "an unknown option gives 125"
 printf '{"version": 2, "mode": "off", "extra": 1}\n' > "$T/bad.json"
 "$AIRLOCK" run --policy "$T/bad.json" -- true 2>"$T/err"
 is "$?" 125 "an invalid policy gives 125"
-is "$(wc -l < "$T/err")" 1 "with one line on stderr (SPEC §2)"
+is "$(wc -l < "$T/err")" 1 "with one line on stderr"
 like "$(cat "$T/err")" "^airlock: policy $T/bad.json is invalid: version: .* \\(and 1 more: 'airlock check $T/bad.json' lists them all\\)$" "naming the first error and how to see them all"
 
 printf '{"version": 1, "mode": "off"}\n' > "$T/off.json"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# airlock doctor (SPEC §7): the probe reports what the kernel really allows.
+# airlock doctor: the probe reports what the kernel really allows.
 . "$(dirname "$0")/lib.sh"
 
 out=$("$AIRLOCK" doctor)
@@ -14,9 +14,9 @@ def ok(c, msg):
     global n
     n += 1
     print(("ok" if c else "not ok"), n, "-", msg)
-keys = ["userns", "netns", "pidns", "mountns", "ipcns", "utsns", "seccomp", "landlock", "enforce_ready", "missing"]
-ok(list(d.keys()) == keys, "doctor prints the keys of SPEC 7 in order: %s" % list(d.keys()))
-ok(all(isinstance(d[k], bool) for k in keys[:7] + ["enforce_ready"]), "capabilities are booleans")
+keys = ["userns", "netns", "pidns", "mountns", "ipcns", "utsns", "seccomp", "landlock", "transparent", "enforce_ready", "missing"]
+ok(list(d.keys()) == keys, "doctor prints its keys in the documented order: %s" % list(d.keys()))
+ok(all(isinstance(d[k], bool) for k in keys[:7] + ["transparent", "enforce_ready"]), "capabilities are booleans")
 ok(isinstance(d["landlock"], int) and not isinstance(d["landlock"], bool) and d["landlock"] >= 0, "landlock is an ABI number")
 ok(d["missing"] == [k for k in keys[:7] if not d[k]], "missing lists exactly the absent capabilities")
 ok(d["enforce_ready"] == (d["missing"] == []), "enforce_ready iff nothing is missing")

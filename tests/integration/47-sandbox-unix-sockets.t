@@ -11,7 +11,6 @@
 # Needs root: the listeners live in system directories (removed at exit).
 . "$(dirname "$0")/lib.sh"
 : "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the directory of the built test helpers}"
-PROBE="$AIRLOCK_HELPERS/probe"
 PY=/usr/bin/python3
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -38,6 +37,12 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p $DIRS "$RW" || exit 1
+# The helpers run inside, from a path the sandbox's view shows whatever the
+# checkout's (a checkout under /root, /srv or /tmp is hidden there).
+HELPERS=$(helpers_in "$BASE") || exit 1
+cp "$AIRLOCK_SRC/tests/helpers/own_sockets.py" "$HELPERS/" || exit 1
+chmod 0755 "$BASE"
+PROBE="$HELPERS/probe"
 
 # The host's listeners: a stream and a datagram socket in each directory,
 # and two in the workspace for the rename race. Every connection and
@@ -118,7 +123,7 @@ ok $? "the test policies are valid"
 sandbox() {
 	mode=$1
 	shift
-	"$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" -- "$@" >"$T/out" 2>&1 </dev/null
+	"$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" --events "$T/events.jsonl" -- "$@" >"$T/out" 2>&1 </dev/null
 }
 out() {
 	cat "$T/out"
@@ -226,7 +231,7 @@ except OSError as e:
 				cd "$HOME"
 			else
 				cd "$2"
-			fi && exec "$1" "$3"' sh "$PY" "$dir" "$AIRLOCK_SRC/tests/helpers/own_sockets.py"
+			fi && exec "$1" "$3"' sh "$PY" "$dir" "$HELPERS/own_sockets.py"
 		case "$(out)" in
 		not-writable*) ok 0 "# skip $mode: the agent's \$HOME is not writable in this view" ;;
 		*) is "$(out | tr '\n' ' ')" "$want" "$mode: the agent's own unix sockets work in $dir" ;;
@@ -237,12 +242,12 @@ except OSError as e:
 done
 # The same gate for an unprivileged caller (where user namespaces allow).
 if command -v setpriv >/dev/null; then
-	mkdir "$T/nobody"
-	chown 65534:65534 "$T/nobody"
+	mkdir "$T/nobody" "$T/nobody-state"
+	chown 65534:65534 "$T/nobody" "$T/nobody-state"
 	chmod 0755 "$T"
 	(cd "$T/nobody" && setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-		"$AIRLOCK" run --enforce -- sh -c '"$1" unix-connect "$2"; cd /tmp && "$3" "$4"' \
-		sh "$PROBE" "$BESIDE/host.sock" "$PY" "$AIRLOCK_SRC/tests/helpers/own_sockets.py" \
+		"$AIRLOCK" run --enforce --events "$T/nobody-state/events.jsonl" -- sh -c '"$1" unix-connect "$2"; cd /tmp && "$3" "$4"' \
+		sh "$PROBE" "$BESIDE/host.sock" "$PY" "$HELPERS/own_sockets.py" \
 		>"$T/out" 2>&1 </dev/null)
 	is "$(out | tr '\n' ' ')" "denied: EACCES $want" \
 		"as nobody: a host socket is refused, the agent's own work"
@@ -269,7 +274,7 @@ out=$("$PROBE" deny-listener "$AIRLOCK" doctor)
 is "$?" 1 "doctor exits 1 where seccomp cannot create a listener"
 like "$out" '"seccomp":false.*"missing":\["seccomp"\]' "and names seccomp missing"
 for mode in enforce shadow; do
-	"$PROBE" deny-listener "$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" -- true \
+	"$PROBE" deny-listener "$AIRLOCK" run --policy "$T/$mode.json" --workspace "$WS" --events "$T/events.jsonl" -- true \
 		>"$T/out" 2>&1 </dev/null
 	is "$?" 125 "$mode: a session refuses to start there (125)"
 	like "$(out)" 'needs seccomp' "$mode: naming seccomp"

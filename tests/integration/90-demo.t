@@ -8,6 +8,15 @@ printf '%s\n' "$out" > "$T/demo.out"
 like "$out" "DEMO_API_KEY=airlock-ph-api-[A-Za-z0-9_-]{32}" "the agent sees a placeholder"
 if grep -q "sk-demo-REAL" "$T/demo.out"; then ok 1 "the real key never shows"; else ok 0 "the real key never shows"; fi
 if grep -q "AWS_SECRET_ACCESS_KEY=" "$T/demo.out"; then ok 1 "an unclassified secret is dropped"; else ok 0 "an unclassified secret is dropped"; fi
+like "$out" "HTTP 200 over TLS \(the proxy's session CA" "the agent calls the API with its placeholder, through interception"
+like "$out" "the API received x-api-key: sk-demo-\.\.\. \(31 characters\), the caller's real key: yes" \
+	"the API received the real key"
+like "$out" "echo airlock-ph-api-[A-Za-z0-9_-]{32} again:airlock-ph-api-" "the key the API echoes is scrubbed to the placeholder"
+like "$out" "HTTP 403  secrets\.api\.hosts" "the placeholder toward another host is refused"
+like "$out" "secret\.block +block +broker +secrets\.api +api img\.cdn\.airlock\.test x-api-key plain-http" \
+	"... and over plain http, with a secret.block receipt"
+like "$out" "secret\.inject +allow +broker +secrets\.api +api api\.airlock\.test x-api-key" "the injection is recorded"
+like "$out" "secret\.scrub +allow +broker" "the scrub is recorded"
 like "$out" "HTTP 403  egress.default" "exfiltration is denied by the default rule"
 like "$out" "HTTP 403  egress.deny\[0\]" "a deny rule denies"
 like "$out" "HTTP 403  egress.special-address" "the metadata name is denied by its address"

@@ -34,7 +34,8 @@ static double now_us(void)
 
 static void start(struct keeper *k, const char *events)
 {
-	struct keeper_config kc = { events, NULL, "sess-keeper-test", POLICY };
+	struct keeper_config kc = { .events = events, .session = "sess-keeper-test",
+				    .policy_digest = POLICY };
 	char err[256];
 
 	ASSERT(keeper_start(&kc, k, err, sizeof(err)) == 0);

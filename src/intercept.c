@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * intercept.c - TLS interception: the hosts it applies to, and the two
+ * handshakes that turn a CONNECT tunnel into HTTP the proxy reads.
+ *
+ * DOC: Theory of Operation
+ *
+ * The proxy terminates TLS only for the hosts the policy binds something
+ * to: a secret's hosts (substitution needs the request in clear), git's
+ * hosts (repository rules), spend providers (metering) and
+ * egress.intercept (audit). Every other tunnel passes through untouched
+ * after the SNI check (tunnel.c).
+ *
+ * An intercepted tunnel goes through the same steps as any other up to
+ * its first flight: the rules and address checks, the 200, the
+ * ClientHello read and its SNI checked against the CONNECT host. Then:
+ *
+ *  1. the upstream TCP connection is opened to the checked address
+ *     (upstream.c) and the proxy's own TLS handshake runs on it: SNI =
+ *     the host, ALPN http/1.1, the chain and the name verified against
+ *     the system store plus egress.upstream_ca (tls.c). Nothing of the
+ *     client's bytes has gone upstream, and nothing will if this fails;
+ *  2. the client's handshake: a leaf for the host, issued by the session
+ *     CA in the key holder (which alone holds the CA key, and checks that
+ *     the policy intercepts that host) and cached per worker, answers the
+ *     ClientHello already read (OpenSSL reads it from a memory BIO, then
+ *     from the socket);
+ *  3. if the upstream did not verify, the client, now speaking TLS with
+ *     the proxy, gets a 502 naming the reason (proxy.error, rule
+ *     upstream.tls) and the connection ends: never a fallback to
+ *     pass-through. Otherwise the connection is recorded (egress.allow
+ *     with "intercepted": true) and becomes an inner HTTP exchange over
+ *     two TLS endpoints (exchange.c): every request's Host must be the
+ *     tunnel's host, and every request runs the filter chain (secrets,
+ *     git, spend), as HTTP inside a plain tunnel does.
+ *
+ * The upstream is verified before the client's handshake, so a client
+ * never completes a handshake with a proxy that would then have nowhere
+ * to send its request but an unverified server. Leaves are fetched
+ * synchronously: once per host per worker (and again an hour before one
+ * expires), a round trip to the key holder of well under a millisecond.
+ *
+ * Should: terminate TLS only for the hosts above, verify every upstream,
+ * answer the ClientHello the SNI check read. Mustn't: hold the CA key,
+ * pass an intercepted tunnel through, send a byte of the request to an
+ * upstream that did not verify.
+ */
+#include "conn.h"
+#include "intercept.h"
+
+#include <errno.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "tls.h"
+#include "util.h"
+
+#define CACHE_MAX TLS_CA_CACHE_MAX
+
+/* --- which hosts ----------------------------------------------------------- */
+
+static bool name_in(char *const *names, size_t n, const struct host_target *t)
+{
+	size_t i;
+
+	if (t->is_addr)
+		return false;
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], t->name) == 0)
+			return true;
+	return false;
+}
+
+/* A rule on any port, when @any_port; else on @port as egress.allow reads
+ * it. */
+static bool rule_in(const struct host_rule *rules, size_t n, const struct policy *p,
+		    const struct host_target *t, uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct host_rule r = rules[i];
+
+		if (any_port) {
+			r.port = HOST_RULE_PORT_ANY;
+			port = 443;
+		}
+		if (host_rule_matches(&r, t, port, p->ports, p->nports, false))
+			return true;
+	}
+	return false;
+}
+
+static bool wanted(const struct policy *p, const struct host_target *t, uint16_t port,
+		   bool any_port)
+{
+	size_t i;
+
+	if (p->mode == POLICY_MODE_OFF)
+		return false;
+	for (i = 0; i < p->nsecrets; i++)
+		if (rule_in(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port, any_port))
+			return true;
+	if (rule_in(p->intercept, p->nintercept, p, t, port, any_port))
+		return true;
+	if (!any_port && port != 443)
+		return false;
+	if (name_in(p->git_hosts, p->ngit_hosts, t) ||
+	    name_in(p->git_api_hosts, p->ngit_api_hosts, t))
+		return true;
+	for (i = 0; i < p->nspend_providers; i++)
+		if (name_in(p->spend_providers[i].hosts, p->spend_providers[i].nhosts, t))
+			return true;
+	return false;
+}
+
+bool intercept_host_wanted(const struct policy *p, const struct host_target *t,
+			   uint16_t port)
+{
+	return wanted(p, t, port, false);
+}
+
+bool intercept_host_named(const struct policy *p, const struct host_target *t)
+{
+	return wanted(p, t, 0, true);
+}
+
+/* --- the leaf cache ---------------------------------------------------------- */
+
+struct cached_leaf {
+	char host[HOSTNAME_MAX + 1];
+	struct tls_cert *cert;
+	time_t refresh;          /* fetch again from then on */
+	uint64_t used;           /* for eviction: least recently used goes */
+};
+
+struct intercept_cache {
+	struct cached_leaf e[CACHE_MAX];
+	size_t n;
+	uint64_t tick;
+};
+
+struct intercept_cache *intercept_cache_new(void)
+{
+	return util_xcalloc(1, sizeof(struct intercept_cache));
+}
+
+void intercept_cache_free(struct intercept_cache *ic)
+{
+	size_t i;
+
+	if (!ic)
+		return;
+	for (i = 0; i < ic->n; i++)
+		tls_cert_free(ic->e[i].cert);
+	free(ic);
+}
+
+/* The parsed leaf for @host, fetched when missing or due. Borrowed from
+ * the cache (SSL takes its own references). NULL with one line in @err. */
+static const struct tls_cert *leaf_for(struct proxy *p, const char *host, char *err,
+				       size_t errlen)
+{
+	struct intercept_cache *ic = p->leaves;
+	const struct intercept_opts *o = p->intercept;
+	struct cached_leaf *slot = NULL;
+	struct tls_leaf leaf;
+	struct tls_cert *cert;
+	time_t now = time(NULL);
+	size_t i;
+
+	for (i = 0; i < ic->n; i++)
+		if (strcmp(ic->e[i].host, host) == 0) {
+			slot = &ic->e[i];
+			break;
+		}
+	if (slot && now < slot->refresh) {
+		slot->used = ++ic->tick;
+		return slot->cert;
+	}
+	if (!o->leaf) {
+		snprintf(err, errlen, "no session CA");
+		return NULL;
+	}
+	if (o->leaf(o->leaf_arg, host, &leaf, err, errlen) < 0)
+		return NULL;
+	cert = tls_cert_from_pem(leaf.cert_pem, leaf.cert_len, leaf.key_pem, leaf.key_len,
+				 err, errlen);
+	tls_leaf_free(&leaf);
+	if (!cert)
+		return NULL;
+	if (!slot && ic->n < CACHE_MAX) {
+		slot = &ic->e[ic->n++];
+	} else if (!slot) {
+		slot = &ic->e[0];
+		for (i = 1; i < ic->n; i++)
+			if (ic->e[i].used < slot->used)
+				slot = &ic->e[i];
+	}
+	tls_cert_free(slot->cert);
+	(void)util_strlcpy(slot->host, host, sizeof(slot->host));
+	slot->cert = cert;
+	/* leaf.not_after was wiped with the leaf: the leaf lifetime rules */
+	slot->refresh = now + TLS_LEAF_LIFETIME - TLS_LEAF_REFRESH;
+	slot->used = ++ic->tick;
+	return cert;
+}
+
+/* --- the handshakes ------------------------------------------------------------ */
+
+struct intercept_state {
+	BIO *hello;           /* the ClientHello already read, until consumed */
+	char *upstream_error; /* why the upstream did not verify, or NULL */
+};
+
+void intercept_free(struct conn *c)
+{
+	if (!c->ic)
+		return;
+	/* the BIO belongs to the SSL once set */
+	free(c->ic->upstream_error);
+	free(c->ic);
+	c->ic = NULL;
+}
+
+bool intercept_wanted(const struct conn *c)
+{
+	return c->p->intercept && c->tls == 1 &&
+	       intercept_host_wanted(c->policy, &c->target, c->port);
+}
+
+/* Makes @e a TLS endpoint on its socket, keeping its epoll registration. */
+static void make_tls(struct endpoint *e, SSL *ssl)
+{
+	uint32_t reg = e->registered;
+
+	endpoint_set_ssl(e, e->fd, ssl);
+	e->registered = reg;
+}
+
+static void fail_close(struct conn *c, const char *rule, const char *why)
+{
+	struct verdict v;
+
+	verdict_set(&v, VERDICT_FAIL, 0, rule, why);
+	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni, "intercepted", 1);
+	(void)verdict_apply(c, &v);
+}
+
+/* The waiting a TLS call asked for, as epoll interest on @upstream's side. */
+static void want(struct conn *c, bool upstream, int ssl_err)
+{
+	conn_watch(c, upstream, ssl_err == SSL_ERROR_WANT_WRITE ? EPOLLOUT : EPOLLIN);
+}
+
+static void client_begin(struct conn *c);
+
+void intercept_connected(struct conn *c)
+{
+	char err[256];
+	SSL *ssl;
+
+	c->ic = util_xcalloc(1, sizeof(*c->ic));
+	ssl = SSL_new(c->p->intercept->client);
+	if (!ssl) {
+		ERR_clear_error();
+		fail_close(c, "upstream.tls", "cannot make a TLS connection");
+		return;
+	}
+	if (tls_client_prepare(ssl, c->target.name, err, sizeof(err)) < 0) {
+		SSL_free(ssl);
+		fail_close(c, "upstream.tls", err);
+		return;
+	}
+	make_tls(&c->upstream, ssl);
+	conn_enter(c, CONN_TLS_UPSTREAM);
+	/* The client waits for our ServerHello: nothing to read from it. */
+	conn_watch(c, false, 0);
+	intercept_step(c, true, 0);
+}
+
+static void step_upstream(struct conn *c)
+{
+	SSL *ssl = c->upstream.ssl;
+	int r, e;
+
+	ERR_clear_error();
+	r = SSL_connect(ssl);
+	if (r == 1) {
+		if (!tls_alpn_ok(ssl)) {
+			c->ic->upstream_error =
+				util_xstrdup("the upstream chose a protocol other than http/1.1");
+			conn_drop_upstream(c);
+		}
+		client_begin(c);
+		return;
+	}
+	e = SSL_get_error(ssl, r);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		want(c, true, e);
+		return;
+	}
+	{
+		char why[256];
+
+		tls_handshake_error(ssl, r, why, sizeof(why));
+		c->ic->upstream_error = util_xstrdup(why);
+	}
+	conn_drop_upstream(c);
+	client_begin(c);
+}
+
+/* The client's handshake, answering the ClientHello in c->cin. */
+static void client_begin(struct conn *c)
+{
+	const struct tls_cert *cert;
+	char err[256];
+	SSL *ssl;
+
+	if (endpoint_open(&c->upstream))
+		conn_unwatch(c, true); /* not read until the exchange starts */
+	cert = leaf_for(c->p, c->target.name, err, sizeof(err));
+	if (!cert) {
+		fail_close(c, "tls.leaf", err);
+		return;
+	}
+	ssl = SSL_new(c->p->intercept->server);
+	if (!ssl) {
+		ERR_clear_error();
+		fail_close(c, "tls.leaf", "cannot make a TLS connection");
+		return;
+	}
+	if (tls_server_use_cert(ssl, cert, err, sizeof(err)) < 0) {
+		SSL_free(ssl);
+		fail_close(c, "tls.leaf", err);
+		return;
+	}
+	make_tls(&c->client, ssl);
+	c->ic->hello = BIO_new(BIO_s_mem());
+	ASSERT(c->ic->hello);
+	/* empty: "try again", not end of file */
+	BIO_set_mem_eof_return(c->ic->hello, -1);
+	ASSERT(BIO_write(c->ic->hello, c->cin.data, (int)c->cin.len) == (int)c->cin.len);
+	buf_free(&c->cin);
+	SSL_set0_rbio(ssl, c->ic->hello); /* the SSL owns it now */
+	conn_enter(c, CONN_TLS_CLIENT);
+	intercept_step(c, false, 0);
+}
+
+static void established(struct conn *c)
+{
+	if (c->ic->upstream_error) {
+		struct verdict v;
+
+		/* The client speaks TLS with us: the 502 can be written. */
+		c->tunnel = false;
+		c->inner = true;
+		verdict_setf(&v, VERDICT_FAIL, 502, "upstream.tls",
+			     "the upstream's certificate does not verify: %s",
+			     c->ic->upstream_error);
+		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
+				    "intercepted", 1);
+		intercept_free(c);
+		(void)verdict_apply(c, &v);
+		return;
+	}
+	intercept_free(c);
+	verdict_record_allow(c, json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
+					  "intercepted", 1));
+	c->tunnel = false;
+	exchange_begin(c, true);
+	if (!conn_closed(c) && c->state == CONN_HEAD)
+		exchange_step(c, false, EPOLLIN);
+}
+
+static void step_client(struct conn *c)
+{
+	SSL *ssl = c->client.ssl;
+
+	for (;;) {
+		int r, e;
+
+		ERR_clear_error();
+		r = SSL_accept(ssl);
+		if (r == 1) {
+			established(c);
+			return;
+		}
+		e = SSL_get_error(ssl, r);
+		if (e == SSL_ERROR_WANT_READ && c->ic->hello &&
+		    BIO_ctrl_pending(c->ic->hello) == 0) {
+			/* The ClientHello is consumed: the rest comes from the
+			 * socket. */
+			BIO *sock = BIO_new_socket(c->client.fd, BIO_NOCLOSE);
+
+			ASSERT(sock);
+			c->ic->hello = NULL;
+			SSL_set0_rbio(ssl, sock);
+			continue;
+		}
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			want(c, false, e);
+			return;
+		}
+		{
+			char why[256];
+
+			tls_handshake_error(ssl, r, why, sizeof(why));
+			fail_close(c, "tls.client", why);
+		}
+		return;
+	}
+}
+
+void intercept_step(struct conn *c, bool upstream, uint32_t events)
+{
+	(void)events;
+	if (c->state == CONN_TLS_UPSTREAM) {
+		if (upstream || events == 0)
+			step_upstream(c);
+		return;
+	}
+	if (c->state == CONN_TLS_CLIENT && !upstream)
+		step_client(c);
+}
