@@ -21,7 +21,7 @@ ok $? "the test policy is valid"
 
 # The variables airlock may add for TLS interception; they are
 # left out of the exact comparisons below.
-CA_VARS='^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO)$'
+CA_VARS='^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO|NPM_CONFIG_CAFILE|PIP_CERT|DENO_CERT)$'
 
 # inside MODE EVENTS CMD...: runs CMD under the policy with a known caller
 # environment; output in $T/out.
