@@ -49,7 +49,7 @@ HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,tests/fuzz/bin/%,$(FUZZ_SRC))
 
-.PHONY: all deps check unit integration lint fuzz install demo bench deb clean
+.PHONY: all deps check unit integration lint fuzz install demo bench deb e2e clean
 
 all: $(BIN)
 
@@ -161,6 +161,15 @@ deb: $(BIN)
 demo: $(BIN)
 	@scripts/install-deps --test
 	@AIRLOCK=$(abspath $(BIN)) scripts/demo
+
+# The end-to-end test (tests/e2e/run, docs/E2E.md): a real coding agent
+# under `airlock run --enforce`. The first run installs the agent from the
+# npm registry into a cache outside the repository ($$AIRLOCK_E2E_CACHE,
+# default ~/.cache/airlock-e2e); later runs use the cache.
+e2e: $(BIN)
+	@scripts/install-deps --test
+	@command -v npm >/dev/null 2>&1 || scripts/install-deps --e2e
+	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove -v --exec bash tests/e2e/run
 
 bench: $(BIN)
 	@AIRLOCK=$(abspath $(BIN)) bench/run
