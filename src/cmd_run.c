@@ -4,8 +4,8 @@
  *
  * DOC: Theory of Operation
  *
- * `run` loads the effective policy (the file, or the embedded default of
- * SPEC §3.7, with --mode/--enforce applied), picks the session id (--session,
+ * `run` loads the effective policy (the file, or the embedded default
+ * policy, with --mode/--enforce applied), picks the session id (--session,
  * else the policy's session.id, else a random one), and then:
  *
  * - mode off without --events: records session.start, session.exec and
@@ -33,7 +33,7 @@
  *   ~/.local/state/airlock/), named on stderr at the end with the
  *   fingerprint of the key that signed them.
  *
- * Exit status (SPEC §2): CMD's own, 128+N if CMD was killed by signal N,
+ * Exit status (man page, EXIT STATUS): CMD's own, 128+N if CMD was killed by signal N,
  * 125 when airlock fails, 126 when CMD cannot be executed, 127 when it is
  * not found. An exec failure travels back over a close-on-exec pipe, so it
  * is never confused with CMD exiting 126 or 127 itself.
@@ -247,7 +247,7 @@ static void report_exec_failure(const char *cmd, int err)
 		util_warn("%s: cannot execute: %s", cmd, strerror(err));
 }
 
-/* Forks and execs @cmd; returns its wait status encoded as SPEC §2 exit
+/* Forks and execs @cmd; returns its wait status encoded as airlock run's exit
  * status (or 126/127 on exec failure, reported on stderr). */
 static int spawn_and_wait(char **cmd, const char *workspace)
 {

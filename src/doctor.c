@@ -24,7 +24,7 @@
  * probe fails closed.
  *
  * Enforce mode needs the user, network, PID, mount, IPC and UTS namespaces
- * and seccomp with user notifications (SPEC §4; the unix-socket gate,
+ * and seccomp with user notifications (docs/SANDBOX.md; the unix-socket gate,
  * src/usock.c, serves them). Landlock is a second layer used where the
  * kernel has it, so its absence does not stop enforce mode; its ABI
  * version is reported.
@@ -418,7 +418,7 @@ json_t *doctor_caps_json(const struct doctor_caps *caps)
 		if (!v)
 			json_array_append_new(missing, json_string(required[i].name));
 	}
-	/* SPEC §7 prints landlock right after seccomp. */
+	/* The documented order has landlock right after seccomp. */
 	json_object_set_new(o, "landlock", json_integer(caps->landlock));
 	json_object_set_new(o, "transparent", json_boolean(caps->transparent));
 	if (caps->need_transparent && !caps->transparent)

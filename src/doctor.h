@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * doctor.h - probes what isolation this host can really provide (SPEC §7).
+ * doctor.h - probes what isolation this host can really provide (airlock doctor).
  */
 #ifndef AIRLOCK_DOCTOR_H
 #define AIRLOCK_DOCTOR_H
@@ -44,7 +44,7 @@ void doctor_probe(struct doctor_caps *caps);
 /* True when enforce mode can hold its claims with @caps. */
 bool doctor_enforce_ready(const struct doctor_caps *caps);
 
-/* The object of SPEC §7 (new reference): the probed values,
+/* The object `airlock doctor` prints: the probed values,
  * "enforce_ready" and "missing". */
 json_t *doctor_caps_json(const struct doctor_caps *caps);
 
