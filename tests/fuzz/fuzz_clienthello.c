@@ -286,6 +286,7 @@ static void check_after_hello(const uint8_t *data, size_t size, uint32_t seed)
 	ka = serverhello_watch_feed(&a, data, size);
 	CHECK((unsigned int)ka < SERVERHELLO_KIND_COUNT);
 	kb = serverhello_watch_feed(&b, data, cut);
+	CHECK((unsigned int)kb < SERVERHELLO_KIND_COUNT);
 	kb = serverhello_watch_feed(&b, data + cut, size - cut);
 	for (i = 0; i < size; i++)
 		kc = serverhello_watch_feed(&c, data + i, 1);
