@@ -48,9 +48,11 @@
 
 #include "addr.h"
 #include "broker.h"
+#include "gitcred.h"
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
+#include "spendd.h"
 #include "util.h"
 #include "worker.h"
 
@@ -106,6 +108,9 @@ struct proxy_state {
 	size_t nold;
 	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
 	char failure[512];    /* why the proxy ended itself, or "" */
+	struct gitcred git;   /* the credential the workers inject */
+	struct spendd spend;  /* the ledger process (pid -1: none) */
+	bool exhausted;       /* on_exhausted stop: the proxy is stopping */
 };
 
 static uint64_t monotonic_ms(void)
@@ -192,6 +197,23 @@ fail(struct proxy_state *st, json_t *subject, const char *fmt, ...)
 	stop(st, 0);
 }
 
+/* A worker refused a call for the spend cap under on_exhausted "stop":
+ * the session the proxy serves is ended (it has no agent of its own to
+ * signal): budget.exhausted, then the workers drain and the proxy exits
+ * 125. */
+static void exhausted(struct proxy_state *st)
+{
+	st->exhausted = true;
+	if (!st->failure[0])
+		snprintf(st->failure, sizeof(st->failure),
+			 "the spend cap is exhausted and spend.on_exhausted is stop: "
+			 "the proxy stops");
+	session_record(st->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
+		       st->failure);
+	stop(st, DRAIN_MS);
+}
+
 /* SIGHUP: the new policy is parsed here; the key holder writes the
  * policy.reload line, where the stream's digest changes; then every
  * worker gets the policy, checks it is the one named, and puts it in
@@ -241,6 +263,13 @@ static void reap(struct proxy_state *st)
 		if (pid == st->s->k.pid) {
 			worker_pool_release(&st->wp);
 			session_lost(st->s, ws);
+		}
+		if (pid == st->spend.pid) {
+			spendd_reaped(&st->spend, ws);
+			spendd_describe_exit(&st->spend, how, sizeof(how));
+			fail(st, json_object(), "the spend ledger process ended (%s): spend "
+			     "can no longer be metered, so the proxy stops", how);
+			continue;
 		}
 		w = worker_pool_find(&st->wp, pid);
 		if (!w)
@@ -332,6 +361,16 @@ static void serve(struct proxy_state *st, int sfd)
 			}
 			timeout = (int)(st->kill_at - now);
 		}
+		if (gitcred_next(&st->git) && !st->wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= gitcred_next(&st->git)) {
+				gitcred_refresh(st->s, st->s->p, &st->git, &st->wp);
+				continue;
+			}
+			if (timeout < 0 || (gitcred_next(&st->git) - now) * 1000 < timeout)
+				timeout = (int)((gitcred_next(&st->git) - now) * 1000);
+		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -339,12 +378,15 @@ static void serve(struct proxy_state *st, int sfd)
 		}
 		if (pfd[1].revents)
 			keeper_open = false;
-		for (i = 0; i < st->wp.n; i++)
+		for (i = 0; i < st->wp.n; i++) {
 			if (pfd[2 + i].revents && !worker_pool_read(&st->wp, i) &&
 			    st->wp.w[i].ctl >= 0) {
 				close(st->wp.w[i].ctl);
 				st->wp.w[i].ctl = -1;
 			}
+			if (st->wp.w[i].exhausted && !st->exhausted)
+				exhausted(st);
+		}
 		if (pfd[0].revents)
 			read_signals(st, sfd);
 	}
@@ -399,15 +441,35 @@ static void write_ca_out(struct session *s, const char *path)
 }
 
 static void write_placeholders(struct session *s, const struct broker *b,
-			       const char *path)
+			       const struct gitcred *g, const char *path)
 {
-	char err[512];
-	size_t len;
+	size_t len, i;
 	char *text = broker_placeholders_text(b, &len);
-	int r = write_file(path, text, len, 0600);
+	int r;
 
+	/* the git token's placeholder under each git.token_env variable */
+	for (i = 0; g->placeholder && i < s->p->ngit_token_env; i++) {
+		char *more;
+		size_t j;
+
+		/* git.credential's own variable is the broker's line already */
+		for (j = 0; j < b->count; j++)
+			if (strcmp(b->secrets[j].def->env, s->p->git_token_env[i]) == 0)
+				break;
+		if (j < b->count)
+			continue;
+		more = util_xasprintf("%s%s=%s\n", text, s->p->git_token_env[i],
+					    g->placeholder);
+
+		free(text);
+		text = more;
+		len = strlen(text);
+	}
+	r = write_file(path, text, len, 0600);
 	free(text);
 	if (r < 0) {
+		char err[512];
+
 		snprintf(err, sizeof(err), "--placeholders %s: %s", path, strerror(-r));
 		session_refuse(s, "secrets", err);
 	}
@@ -542,13 +604,23 @@ int cmd_proxy(int argc, char **argv)
 	session_open_ca(&s, events, key, p, id, "airlock-proxy",
 			ca.cert || ca_out ? &ca : NULL);
 	st.s = &s;
+	st.spend.pid = -1;
+	st.spend.ctl = -1;
+	if (spendd_wanted(p)) {
+		const char *rule;
+
+		/* Before the secrets: the ledger process is a fork of ours. */
+		if (spendd_start(&st.spend, p, id, NULL, &rule, err, sizeof(err)) < 0)
+			session_refuse(&s, rule, err);
+	}
 	/* Secrets only now: the key holder, a fork of ours, never held one. */
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
+	gitcred_start(&s, p, &broker, &st.git);
 	if (ca_out)
 		write_ca_out(&s, ca_out);
 	if (placeholders)
-		write_placeholders(&s, &broker, placeholders);
+		write_placeholders(&s, &broker, &st.git, placeholders);
 	st.path = policy_path;
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
@@ -557,6 +629,8 @@ int cmd_proxy(int argc, char **argv)
 	wc.client_limit = (unsigned int)client_limit;
 	wc.intercept = ca.cert || ca_out;
 	wc.broker = &broker;
+	gitcred_config(&st.git, &wc);
+	wc.spend = st.spend.pid > 0 ? &st.spend : NULL;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
 			      &s, err, sizeof(err)) < 0 ||
 	    !wait_ready(&st, err, sizeof(err))) {
@@ -566,6 +640,10 @@ int cmd_proxy(int argc, char **argv)
 	close(fd); /* the workers serve it */
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "egress proxy started");
+	gitcred_record(&s, p, &st.git);
+	if (wc.spend && spendd_give_keeper(&st.spend, session_worker_channel(&s)) < 0)
+		fail(&st, json_object(), "cannot give the spend ledger its channel to the "
+		     "key holder");
 	if (worker_pool_go(&st.wp) < 0)
 		fail(&st, json_object(), "cannot start the egress proxy workers");
 	if (ss.ss_family == AF_INET6) {
@@ -585,6 +663,16 @@ int cmd_proxy(int argc, char **argv)
 	fflush(stderr);
 	serve(&st, sfd);
 	worker_pool_release(&st.wp);
+	if (wc.spend) {
+		int64_t own;
+
+		/* The workers have exited: every settlement is sent. */
+		if (spendd_finish(&st.spend, &own, err, sizeof(err)) == 0)
+			session_set_spend(&s, own);
+		else
+			util_warn("proxy: spend ledger: %s", err);
+	}
+	spendd_release(&st.spend);
 	c = st.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
 	session_end(&s, c);
 	if (st.failure[0])
@@ -592,6 +680,7 @@ int cmd_proxy(int argc, char **argv)
 	for (i = 0; i < st.nold; i++)
 		policy_free(st.old[i]);
 	free(st.old);
+	gitcred_free(&st.git);
 	broker_free(&broker);
 	policy_free(p);
 	free(id);

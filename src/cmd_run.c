@@ -58,6 +58,7 @@
 #include "broker.h"
 #include "commands.h"
 #include "dnsstub.h"
+#include "gitcred.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -65,6 +66,7 @@
 #include "runfiles.h"
 #include "sandbox.h"
 #include "session.h"
+#include "spendd.h"
 #include "stdio_relay.h"
 #include "transparent.h"
 #include "tls_ca.h"
@@ -95,6 +97,9 @@ const char cmd_run_help[] =
 	"                      current directory)\n"
 	"  --workers N         egress proxy processes, one event loop each\n"
 	"                      (default: one per online CPU)\n"
+	"  --parent ID         the parent session in the spend ledger (same as\n"
+	"                      spend.parent, which it overrides): this session's\n"
+	"                      spend also counts against every ancestor's cap\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' run it in the\n"
@@ -124,13 +129,14 @@ struct run_opts {
 	const char *session;
 	const char *workspace;
 	unsigned int workers;      /* 0: one per online CPU */
+	const char *parent;        /* --parent, or NULL */
 	char **cmd;
 };
 
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
-	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS };
+	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -140,6 +146,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "session", required_argument, NULL, OPT_SESSION },
 		{ "workspace", required_argument, NULL, OPT_WORKSPACE },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
+		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -186,6 +193,13 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_WORKERS:
 			o->workers = worker_parse_count("run", optarg);
+			break;
+		case OPT_PARENT:
+			if (!policy_session_id_valid(optarg))
+				util_die(EXIT_AIRLOCK_FAILURE,
+					 "run: --parent must be 1-128 characters of "
+					 "A-Z a-z 0-9 . _ : - starting with a letter or digit");
+			o->parent = optarg;
 			break;
 		case 'h':
 			fputs(cmd_run_help, stdout);
@@ -353,11 +367,17 @@ struct supervise_ctx {
 	struct sandbox *sb;
 	struct stub_run *stub;
 	struct worker_pool wp;
+	struct spendd *spend;   /* NULL: nothing metered */
+	bool exhausted;         /* on_exhausted stop: the agent is being ended */
+	uint64_t term_at;       /* ms: then init gets SIGTERM (exhausted) */
+	uint64_t term_kill_at;  /* ms: then init is killed (exhausted) */
+	bool term_sent;
 	int init_status;
 	bool init_done;
 	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
 	char *failure;          /* why airlock ended the session, or "" */
 	size_t failure_len;
+	struct gitcred *git;   /* the credential the workers inject */
 };
 
 static uint64_t monotonic_ms(void)
@@ -408,6 +428,51 @@ static void worker_lost(struct supervise_ctx *x, const struct worker *w, pid_t p
 	stop_workers(x);
 }
 
+/* The ledger process ended before the session: nothing can be metered,
+ * so the session is ended (a metered call is refused meanwhile). */
+static void spend_lost(struct supervise_ctx *x)
+{
+	char how[256];
+
+	if (x->failure[0])
+		return;
+	spendd_describe_exit(x->spend, how, sizeof(how));
+	snprintf(x->failure, x->failure_len,
+		 "the spend ledger process ended (%s): spend can no longer be "
+		 "metered, so the session was ended", how);
+	session_record(x->s, "proxy.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "spend.ledger", json_object(), x->failure);
+	if (!x->init_done)
+		kill(x->sb->init_pid, SIGKILL);
+	stop_workers(x);
+}
+
+/* When the spend cap ends the session (on_exhausted "stop"): the agent
+ * gets SIGTERM this long after the refusal (so that the refused call's
+ * 429 reaches it, rather than racing the signal), and SIGKILL the grace
+ * after that. */
+#define SPEND_STOP_NOTICE_MS 1000
+#define SPEND_STOP_GRACE_MS 10000
+
+/* A worker refused a call for the cap under on_exhausted "stop": the
+ * session ends (SIGTERM, SIGKILL after the grace, exit 125). */
+static void spend_exhausted(struct supervise_ctx *x)
+{
+	if (x->exhausted)
+		return;
+	x->exhausted = true;
+	if (!x->failure[0])
+		snprintf(x->failure, x->failure_len,
+			 "the spend cap is exhausted and spend.on_exhausted is stop: "
+			 "the session was ended");
+	session_record(x->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
+		       "a metered call was refused for the spend cap: the agent is "
+		       "sent SIGTERM in 1 s, and SIGKILL 10 s after that");
+	x->term_at = monotonic_ms() + SPEND_STOP_NOTICE_MS;
+	x->term_kill_at = x->term_at + SPEND_STOP_GRACE_MS;
+}
+
 static void reap_children(struct supervise_ctx *x)
 {
 	struct worker *w;
@@ -428,6 +493,9 @@ static void reap_children(struct supervise_ctx *x)
 			worker_pool_reaped(&x->wp, w, st);
 			if (!worker_exited_cleanly(&x->wp, w))
 				worker_lost(x, w, pid);
+		} else if (x->spend && pid == x->spend->pid) {
+			spendd_reaped(x->spend, st);
+			spend_lost(x);
 		}
 	}
 }
@@ -488,7 +556,8 @@ static void block_signals(void)
  * status; @failure receives why airlock ended the session itself ("" when
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
-		     unsigned int nworkers, const struct broker *broker, char *failure,
+		     unsigned int nworkers, const struct broker *broker, struct gitcred *git,
+		     struct spendd *spend, char *failure,
 		     size_t failure_len)
 {
 	int tl[2];
@@ -507,6 +576,8 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 	x.stub = stub;
 	x.failure = failure;
 	x.failure_len = failure_len;
+	x.git = git;
+	x.spend = spend;
 	failure[0] = '\0';
 	util_session_sigset(&mask);
 	/* Already blocked by run_sandboxed(), before the sandbox started. */
@@ -528,8 +599,10 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		wc.tlisten_fds = tl;
 		wc.names = stub->table;
 	}
+	gitcred_config(git, &wc);
 	wc.intercept = s->open;
 	wc.broker = broker;
+	wc.spend = spend;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -571,6 +644,31 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			}
 			timeout = (int)(x.kill_at - now);
 		}
+		if (gitcred_next(git) && !x.wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= gitcred_next(git)) {
+				gitcred_refresh(s, s->p, git, &x.wp);
+				continue;
+			}
+			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
+				timeout = (int)((gitcred_next(git) - now) * 1000);
+		}
+		if (x.exhausted && !x.init_done) {
+			uint64_t now = monotonic_ms(), next;
+
+			if (!x.term_sent && now >= x.term_at) {
+				kill(sb->init_pid, SIGTERM);
+				x.term_sent = true;
+			}
+			if (now >= x.term_kill_at) {
+				kill(sb->init_pid, SIGKILL);
+				x.term_kill_at = now + SPEND_STOP_GRACE_MS;
+			}
+			next = x.term_sent ? x.term_kill_at : x.term_at;
+			if (timeout < 0 || (uint64_t)timeout > next - now)
+				timeout = (int)(next - now);
+		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -580,12 +678,15 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		 * are read when it is reaped. */
 		if (pfd[1].revents)
 			keeper_open = false;
-		for (i = 0; i < x.wp.n; i++)
+		for (i = 0; i < x.wp.n; i++) {
 			if (pfd[2 + i].revents && !worker_pool_read(&x.wp, i) &&
 			    x.wp.w[i].ctl >= 0) {
 				close(x.wp.w[i].ctl);
 				x.wp.w[i].ctl = -1;
 			}
+			if (x.wp.w[i].exhausted)
+				spend_exhausted(&x);
+		}
 		if (pfd[n - 1].revents & POLLIN)
 			serve_stub(&x);
 		/* The session has begun: a ready worker serves at once. */
@@ -662,6 +763,7 @@ static void free_paths(char **v, size_t n)
 struct scrub_ctx {
 	struct broker *broker;
 	struct session *session;
+	struct gitcred *git;
 };
 
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
@@ -685,6 +787,7 @@ static void scrub_secrets(void *arg)
 				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
 	}
 	broker_free(b);
+	gitcred_free(x->git); /* a minted token */
 }
 
 static bool is_path_dest(const char *events)
@@ -882,6 +985,9 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct env_result env;
 	struct broker broker;
 	struct stub_run stub;
+	struct gitcred git;
+	struct spendd spend = { .pid = -1, .ctl = -1 };
+	bool metered = spendd_wanted(p) || o->parent;
 	struct sandbox sb;
 	struct session s;
 	struct session_ca ca = { NULL, NULL, 0 };
@@ -929,13 +1035,30 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_refuse(&s, "capabilities", err);
 	}
 	plan_view(&s, o, p, events, &cfg);
+	if (metered) {
+		const char *rule;
+
+		/* Before any secret is read: the ledger process is forked. */
+		if (o->parent && p->spend_ledger_kind == POLICY_LEDGER_MEMORY)
+			session_refuse(&s, "spend.parent",
+				       "--parent needs a spend.ledger that the parent "
+				       "is in (sqlite: or postgresql:), not the "
+				       "session's own memory");
+		if (o->parent && strcmp(o->parent, id) == 0)
+			session_refuse(&s, "spend.parent",
+				       "--parent names this session itself");
+		if (spendd_start(&spend, p, id, o->parent, &rule, err, sizeof(err)) < 0)
+			session_refuse(&s, rule, err);
+	}
 	cfg.home = getenv("HOME");
 	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
 	cfg.ca_bundle = ca_bundle;
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
+	gitcred_start(&s, p, &broker, &git);
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
+	gitcred_env(p, &git, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
@@ -945,18 +1068,28 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			  "doctor'): this shadow session runs without it");
 	scrub.broker = &broker;
 	scrub.session = &s;
+	scrub.git = &git;
 	cfg.scrub = scrub_secrets;
 	cfg.scrub_arg = &scrub;
 
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      enforce ? "session started in mode enforce"
 			      : "session started in mode shadow");
+	gitcred_record(&s, p, &git);
 	for (i = 0; i < env.ndropped; i++)
 		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
 		       json_pack("{s:s}", "name", env.dropped[i]),
 		       enforce ? "not in env.pass: not passed to the agent"
 			       : "not in env.pass: enforce would drop it");
+	if (metered && spendd_give_keeper(&spend, session_worker_channel(&s)) < 0) {
+		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+			       "spend.ledger", json_object(),
+			       "cannot give the spend ledger its channel to the key holder");
+		session_end(&s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "spend ledger: cannot give it its channel "
+			 "to the key holder");
+	}
 
 	/* Blocked before the clone, so no SIGCHLD or forwarded signal can be
 	 * lost before supervise() reads them from its signalfd. */
@@ -987,9 +1120,20 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
-			   &broker, err, sizeof(err));
+			   &broker, &git, metered ? &spend : NULL, err, sizeof(err));
 	dnsstub_free(stub.stub);
 	dnsstub_table_free(stub.table);
+	if (metered) {
+		char serr[256];
+		int64_t own;
+
+		/* The workers have exited: every settlement is sent. */
+		if (spendd_finish(&spend, &own, serr, sizeof(serr)) == 0)
+			session_set_spend(&s, own);
+		else
+			util_warn("spend ledger: %s", serr);
+		spendd_release(&spend);
+	}
 	if (err[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
@@ -1005,6 +1149,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
+	gitcred_free(&git);
 	broker_free(&broker);
 	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);

@@ -69,6 +69,7 @@
 static const char *const profile_names[] = {
 	[CONFINE_KEEPER] = "keeper",
 	[CONFINE_WORKER] = "worker",
+	[CONFINE_LEDGER] = "ledger",
 };
 static_assert(ARRAY_SIZE(profile_names) == CONFINE_PROFILE_COUNT,
 	      "profile_names matches enum confine_profile");
@@ -101,6 +102,15 @@ static const char *const worker_calls[] = {
 	"connect", "accept4", "accept", "setsockopt", "getsockopt",
 	"getsockname", "getpeername", "shutdown", "splice", "pipe2",
 	"recvmmsg", "sendmmsg",
+};
+
+/* The ledger process: SQLite's file calls (its -wal and -shm files, locks
+ * by fcntl, which is common) and libpq's socket calls. */
+static const char *const ledger_calls[] = {
+	"connect", "setsockopt", "getsockopt", "getsockname", "getpeername",
+	"shutdown", "pwrite64", "pwritev", "ftruncate", "fallocate", "unlink",
+	"unlinkat", "fchmod", "fchown", "readlink", "readlinkat", "lstat", "stat",
+	"access", "faccessat", "faccessat2", "getcwd", "flock",
 };
 
 /* Adds @name with @n argument comparisons; a name unknown here is no
@@ -148,8 +158,15 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 	size_t i;
 	int r = 0;
 
-	r |= allow(ctx, "openat", 1, &openat_ro);
-	r |= allow(ctx, "open", 1, &open_ro);
+	if (p == CONFINE_LEDGER) {
+		/* Files are limited by Landlock: the ledger's directory only
+		 * for writing. */
+		r |= allow(ctx, "openat", 0, NULL);
+		r |= allow(ctx, "open", 0, NULL);
+	} else {
+		r |= allow(ctx, "openat", 1, &openat_ro);
+		r |= allow(ctx, "open", 1, &open_ro);
+	}
 	r |= allow(ctx, "mmap", 1, &no_exec);
 	r |= allow(ctx, "mprotect", 1, &no_exec);
 	r |= allow(ctx, "prlimit64", 2, get_only);
@@ -164,6 +181,23 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 						ioctl_ok[i]);
 
 		r |= allow(ctx, "ioctl", 1, &c);
+	}
+	if (p == CONFINE_LEDGER) {
+		/* libpq: a unix socket or TCP to the server, UDP to resolve its
+		 * name. The type without its flags: no raw sockets. */
+		static const int lfam[] = { AF_UNIX, AF_INET, AF_INET6 };
+
+		for (i = 0; i < ARRAY_SIZE(lfam); i++) {
+			for (size_t j = 0; j < ARRAY_SIZE(types); j++) {
+				const struct scmp_arg_cmp c[] = {
+					SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)lfam[i]),
+					SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf,
+						(scmp_datum_t)types[j]),
+				};
+
+				r |= allow(ctx, "socket", 2, c);
+			}
+		}
 	}
 	if (p == CONFINE_WORKER) {
 		for (i = 0; i < ARRAY_SIZE(families); i++) {
@@ -217,8 +251,23 @@ static uint64_t landlock_fs_rights(long abi)
 	return r;
 }
 
-/* Returns 0 (also on a kernel without Landlock) or -errno. */
-static int restrict_paths(const char *const *paths, size_t n)
+/* The rights below a read-write path of confine_self_rw(). */
+static uint64_t rw_rights(long abi)
+{
+	uint64_t r = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+		     LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG |
+		     LANDLOCK_ACCESS_FS_REMOVE_FILE;
+
+	if (abi >= 3)
+		r |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	return r;
+}
+
+/* Returns 0 (also on a kernel without Landlock) or -errno. The @nrw
+ * paths after the @n read-only ones are directories where files may be
+ * written. */
+static int restrict_paths(const char *const *paths, size_t n,
+			  const char *const *rw, size_t nrw)
 {
 	struct landlock_ruleset_attr ra;
 	long abi;
@@ -234,10 +283,10 @@ static int restrict_paths(const char *const *paths, size_t n)
 	rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
 	if (rfd < 0)
 		return -errno;
-	for (i = 0; i < n && ret == 0; i++) {
+	for (i = 0; i < n + nrw && ret == 0; i++) {
 		struct landlock_path_beneath_attr pb;
 		struct stat st;
-		int fd = open(paths[i], O_PATH | O_CLOEXEC);
+		int fd = open(i < n ? paths[i] : rw[i - n], O_PATH | O_CLOEXEC);
 
 		if (fd < 0)
 			continue;
@@ -245,7 +294,8 @@ static int restrict_paths(const char *const *paths, size_t n)
 		pb.parent_fd = fd;
 		pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
 		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-			pb.allowed_access |= LANDLOCK_ACCESS_FS_READ_DIR;
+			pb.allowed_access |= i < n ? LANDLOCK_ACCESS_FS_READ_DIR
+						   : rw_rights(abi);
 		if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH,
 			    &pb, 0) < 0)
 			ret = -errno;
@@ -260,6 +310,13 @@ static int restrict_paths(const char *const *paths, size_t n)
 int confine_self(enum confine_profile p, const char *const *read_paths,
 		 size_t nread, char *err, size_t errlen)
 {
+	return confine_self_rw(p, read_paths, nread, NULL, 0, err, errlen);
+}
+
+int confine_self_rw(enum confine_profile p, const char *const *read_paths,
+		    size_t nread, const char *const *rw_paths, size_t nrw,
+		    char *err, size_t errlen)
+{
 	scmp_filter_ctx ctx;
 	int r = 0;
 
@@ -272,7 +329,7 @@ int confine_self(enum confine_profile p, const char *const *read_paths,
 		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		return -1;
 	}
-	r = restrict_paths(read_paths, nread);
+	r = restrict_paths(read_paths, nread, rw_paths, nrw);
 	if (r < 0) {
 		snprintf(err, errlen, "landlock: %s", strerror(-r));
 		return -1;
@@ -288,6 +345,8 @@ int confine_self(enum confine_profile p, const char *const *read_paths,
 	r |= allow_list(ctx, common_calls, ARRAY_SIZE(common_calls));
 	if (p == CONFINE_WORKER)
 		r |= allow_list(ctx, worker_calls, ARRAY_SIZE(worker_calls));
+	if (p == CONFINE_LEDGER)
+		r |= allow_list(ctx, ledger_calls, ARRAY_SIZE(ledger_calls));
 	r |= allow_checked(ctx, p);
 	if (r == 0)
 		r = seccomp_load(ctx);

@@ -13,6 +13,11 @@ enum confine_profile {
 	/* A proxy worker: the keeper's calls plus TCP/UDP over IPv4 and
 	 * IPv6 (connect, accept, splice), and no more. */
 	CONFINE_WORKER,
+	/* The ledger process (spendd.c): the keeper's calls plus what SQLite
+	 * and libpq need: files opened for writing (where Landlock lets it,
+	 * the ledger's directory), unix and TCP/UDP sockets, connect; no
+	 * accept, listen, bind, splice. */
+	CONFINE_LEDGER,
 	CONFINE_PROFILE_COUNT
 };
 
@@ -31,6 +36,13 @@ const char *confine_profile_to_string(enum confine_profile p);
  * with a reason in @err. */
 int confine_self(enum confine_profile p, const char *const *read_paths,
 		 size_t nread, char *err, size_t errlen);
+
+/* confine_self() with, besides the @nread read-only paths, @nrw paths
+ * (directories) below which files may also be created, written,
+ * truncated and removed. */
+int confine_self_rw(enum confine_profile p, const char *const *read_paths,
+		    size_t nread, const char *const *rw_paths, size_t nrw,
+		    char *err, size_t errlen);
 
 /* Closes every descriptor of the calling process but the @n of @keep
  * (entries < 0 are ignored). For a process just forked from the

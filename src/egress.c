@@ -35,13 +35,37 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "gitrules.h"
+
 void egress_decide_rules(const struct policy *p, const struct host_target *t,
 			 uint16_t port, struct verdict *v)
 {
 	int idx = -1;
 	enum host_verdict hv = host_decide(p->allow, p->nallow, p->deny, p->ndeny,
 					   p->ports, p->nports, t, port, &idx);
+	struct gitrules_verdict gv;
 
+	/* Port 22 is SSH: git.ssh decides it instead of egress.allow (a
+	 * deny rule still wins). */
+	if (hv != HOST_VERDICT_DENY_RULE && gitrules_decide_ssh(p, t, port, &gv)) {
+		if (gv.decision == GITRULES_ALLOW) {
+			verdict_set(v, VERDICT_ALLOW, 0, "git.ssh", gv.reason);
+		} else {
+			verdict_set(v, VERDICT_DENY, 403, "git.ssh", gv.reason);
+			v->type = "git.block";
+			v->point = RECEIPT_POINT_GIT;
+		}
+		return;
+	}
+	/* git.hosts and git.api_hosts need no egress.allow rule on 443. */
+	if (hv == HOST_VERDICT_DENY_DEFAULT && port == 443 && !t->is_addr &&
+	    gitrules_host_kind(p, t->name)) {
+		verdict_set(v, VERDICT_ALLOW, 0,
+			    gitrules_host_kind(p, t->name) & GITRULES_HOST_SCM ? "git.hosts"
+									     : "git.api_hosts",
+			    "a git host of the policy");
+		return;
+	}
 	switch (hv) {
 	case HOST_VERDICT_ALLOW:
 		verdict_set(v, VERDICT_ALLOW, 0, NULL, "allowed by egress.allow");

@@ -136,6 +136,7 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 	free(x->query);
 	free(x->resp_te);
 	free(x->reason);
+	free(x->rq.target);
 	filter_headers_free(&x->rq.headers);
 	filter_headers_free(&x->rs.headers);
 	buf_free(&x->whole);
@@ -433,6 +434,7 @@ static void run_filters(struct conn *c)
 	if (x->next == 0 && x->nf == 0) {
 		size_t i;
 
+		x->rq.policy = c->policy ? c->policy : p->policy;
 		for (i = 0; i < p->nfilters; i++) {
 			void *st = p->filters[i].ops->attach
 					   ? p->filters[i].ops->attach(p->filters[i].arg, &x->rq)
@@ -601,8 +603,11 @@ static void send_head(struct conn *c)
 	struct buf *b = &c->uout;
 	size_t i;
 
-	buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", x->method, x->path,
-		   x->query ? "?" : "", x->query ? x->query : "");
+	if (x->rq.target)
+		buf_printf(b, "%s %s HTTP/1.1\r\n", x->method, x->rq.target);
+	else
+		buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", x->method, x->path,
+			   x->query ? "?" : "", x->query ? x->query : "");
 	put_host(b, &x->host, x->port_explicit, x->rq.port);
 	for (i = 0; i < x->rq.headers.count; i++)
 		buf_printf(b, "%s: %s\r\n", x->rq.headers.h[i].name,
@@ -821,12 +826,8 @@ static bool response_head(struct conn *c)
 	/* the head, from the copies */
 	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
 	write_headers(&c->cout, &x->rs.headers);
-	if (x->transform && !x->transform_changes_length &&
-	    resp.body == HTTP_BODY_LENGTH) {
-		/* as many bytes out as in: the length stands */
-		buf_printf(&c->cout, "Content-Length: %llu\r\n",
-			   (unsigned long long)resp.content_length);
-	} else if (x->transform) {
+	/* A transform that keeps the length keeps Content-Length too. */
+	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {
 		x->rechunk = x->version_minor >= 1;
 		if (x->rechunk)
 			buf_puts(&c->cout, "Transfer-Encoding: chunked\r\n");

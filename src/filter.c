@@ -5,9 +5,20 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "util.h"
+
+/* Header values may be credentials (an injected Authorization, a
+ * substituted secret): wiped before they are freed. */
+static void free_value(char *v)
+{
+	if (v) {
+		explicit_bzero(v, strlen(v));
+		free(v);
+	}
+}
 
 static const char *const result_names[] = {
 	[FILTER_CONTINUE] = "continue",
@@ -78,13 +89,13 @@ void filter_headers_set(struct filter_headers *hs, const char *name,
 		filter_headers_add(hs, name, value);
 		return;
 	}
-	free(hs->h[first].value);
+	free_value(hs->h[first].value);
 	hs->h[first].value = util_xstrdup(value);
 	/* every later one goes; the order of the others is kept */
 	for (i = j = (size_t)first + 1; i < hs->count; i++) {
 		if (strcasecmp(hs->h[i].name, name) == 0) {
 			free(hs->h[i].name);
-			free(hs->h[i].value);
+			free_value(hs->h[i].value);
 			continue;
 		}
 		hs->h[j++] = hs->h[i];
@@ -99,7 +110,7 @@ size_t filter_headers_remove(struct filter_headers *hs, const char *name)
 	for (i = 0; i < hs->count; i++) {
 		if (strcasecmp(hs->h[i].name, name) == 0) {
 			free(hs->h[i].name);
-			free(hs->h[i].value);
+			free_value(hs->h[i].value);
 			removed++;
 			continue;
 		}
@@ -115,7 +126,7 @@ void filter_headers_free(struct filter_headers *hs)
 
 	for (i = 0; i < hs->count; i++) {
 		free(hs->h[i].name);
-		free(hs->h[i].value);
+		free_value(hs->h[i].value);
 	}
 	free(hs->h);
 	hs->h = NULL;

@@ -23,8 +23,11 @@
  *   done           the exchange is over, with its outcome (so that
  *                  metering can settle); the filter frees its state.
  *
- * Every pointer a hook receives is valid only during the call; fields are
- * copies, never slices of a buffer that moves. Hooks run on the event
+ * Every pointer a hook receives is valid only during the call, but for
+ * the struct filter_request itself: it stays valid until done, and a
+ * filter that asked for the whole body may still edit its headers and
+ * target from request_body (the head is sent after). Fields are copies,
+ * never slices of a buffer that moves. Hooks run on the event
  * loop and must not block: a hook that needs another process (a spend
  * reservation, a leaf certificate) starts the request, keeps the
  * struct filter_ref it was given, answers FILTER_PENDING, and later calls
@@ -97,7 +100,11 @@ void filter_headers_set(struct filter_headers *hs, const char *name,
 size_t filter_headers_remove(struct filter_headers *hs, const char *name);
 void filter_headers_free(struct filter_headers *hs);
 
+struct policy;
+
 struct filter_request {
+	const struct policy *policy;     /* the policy the request is decided
+					    under (set before attach) */
 	const char *method;              /* as sent, case preserved */
 	const struct host_target *host;  /* the target (normalised) */
 	uint16_t port;
@@ -109,6 +116,12 @@ struct filter_request {
 	bool inner;                      /* origin-form inside a tunnel whose
 					    target is fixed (CONNECT host) */
 	bool client_tls;                 /* the client endpoint is TLS */
+	char *target;                    /* NULL, or the request-target to
+					    send upstream instead of
+					    path[?query]: a request_head hook
+					    may set it (malloc'd; the exchange
+					    frees it, a later hook may
+					    replace it) */
 };
 
 struct filter_response {

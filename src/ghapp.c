@@ -24,8 +24,9 @@
  *   operations fail upstream).
  * - The App's key signs a JWT valid for ten minutes (iat 60 s in the past
  *   for clock skew, exp 540 s ahead: GitHub refuses more than ten
- *   minutes). The key is only ever in the key holder, which calls this;
- *   the JWT and the token are wiped from every buffer that held them,
+ *   minutes). The key is only ever in the key holder, which signs; the
+ *   supervisor sends the request (ghapp_mint_jwt). The JWT and the token
+ *   are wiped from every buffer that held them,
  *   including jansson's (the answer is parsed with a wiping allocator) and
  *   OpenSSL's record buffers (SSL_OP_CLEANSE_PLAINTEXT).
  * - The connection is the proxy's, minus the agent: the API's name is
@@ -41,7 +42,7 @@
  *   length is assumed: GitHub's token format changes), the whole mint's
  *   time.
  *
- * The mint is blocking: the key holder does it at session start (a
+ * The mint is blocking: the supervisor does it at session start (a
  * failure refuses the session) and before each expiry, never on the
  * proxy's event loop.
  */
@@ -260,7 +261,20 @@ static int no_password(char *buf, int size, int rwflag, void *u)
 
 EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen)
 {
+	char warn[PATH_MAX + 64];
+	EVP_PKEY *key = ghapp_key_load_quiet(path, warn, sizeof(warn), err, errlen);
+
+	if (warn[0])
+		util_warn("%s", warn);
+	return key;
+}
+
+EVP_PKEY *ghapp_key_load_quiet(const char *path, char *warn, size_t warnlen, char *err,
+			       size_t errlen)
+{
 	EVP_PKEY *key = NULL;
+
+	warn[0] = '\0';
 	BIO *bio = NULL;
 	struct stat st;
 	char *text = NULL;
@@ -272,8 +286,10 @@ EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen)
 			 errno == EFBIG ? "too large for a private key" : strerror(errno));
 		goto out;
 	}
+	warn[0] = '\0';
 	if (stat(path, &st) == 0 && (st.st_mode & 077))
-		util_warn("%s: the GitHub App key is readable by group or others", path);
+		snprintf(warn, warnlen, "%s: the GitHub App key is readable by group or others",
+			 path);
 	bio = BIO_new_mem_buf(text, (int)len);
 	ASSERT(bio);
 	key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
@@ -1284,6 +1300,25 @@ static int connect_any(const struct resolved *r, uint16_t port, long long deadli
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen)
 {
+	char why[256];
+	char *jwt;
+	int rc;
+
+	ASSERT(p->git_github_app);
+	memset(out, 0, sizeof(*out));
+	jwt = ghapp_jwt(key, p->git_github_app->app_id, time(NULL), why, sizeof(why));
+	if (!jwt) {
+		snprintf(err, errlen, "token mint at %s: %s", p->git_github_app->api_host, why);
+		return -1;
+	}
+	rc = ghapp_mint_jwt(p, jwt, timeout_ms, out, err, errlen);
+	wipe_str(jwt);
+	return rc;
+}
+
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen)
+{
 	const struct policy_github_app *app = p->git_github_app;
 	long long deadline = mono_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
 	struct ghapp_scope asked;
@@ -1292,7 +1327,7 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	struct http_response resp;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
-	char *body = NULL, *jwt = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
+	char *body = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
 	const char *abody;
 	size_t alen, off = 0, reqlen;
 	int fd = -1, rc = -1, ret, hi;
@@ -1305,9 +1340,6 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0)
 		goto out;
 	body = ghapp_request_body(&asked);
-	jwt = ghapp_jwt(key, app->app_id, time(NULL), why, sizeof(why));
-	if (!jwt)
-		goto out;
 	ctx = client_ctx(p, why, sizeof(why));
 	if (!ctx)
 		goto out;
@@ -1393,7 +1425,6 @@ out:
 	ERR_clear_error();
 	answer_free(&a);
 	wipe_str(req);
-	wipe_str(jwt);
 	free(body);
 	ghapp_scope_free(&asked);
 	return rc;

@@ -3,22 +3,15 @@
  * session (docs/GIT.md): the scope a policy asks for, the App's JWT, the
  * answer's validation, and the blocking HTTPS client that does the mint.
  *
- * The key holder calls it; the request never passes through the sandbox
- * or the proxy. Calling pattern:
- *
- *	at start:  key = ghapp_key_load(app->private_key_file, err);
- *	           ghapp_mint(policy, key, 0, &tok, err)
- *	           -> 0: record git.token (ghapp_subject(policy, &tok.granted,
- *	                 &tok), decision allow); hand tok.value to the
- *	                 proxy's injection
- *	           -> -1: record git.token (ghapp_subject(policy, NULL, NULL),
- *	                 decision block, reason err), then session.refused:
- *	                 exit 125 with err on stderr
- *	then:      at ghapp_refresh_at(&tok), mint again into a new token;
- *	           on success swap it in and ghapp_token_clear() the old one;
- *	           on failure record git.token (block), keep the old token
- *	           while it is valid (retry every GHAPP_RETRY_S), and once it
- *	           has expired the proxy answers 502 to git requests.
+ * The key holder loads the key and signs the JWT (ghapp_key_load,
+ * ghapp_jwt); the supervisor, which holds no key, makes the request
+ * (ghapp_mint_jwt: gitcred.c has the calling pattern); the request never
+ * passes through the sandbox or the proxy. ghapp_mint() does both in one
+ * process (tests/helpers/ghmint). After a mint: record git.token
+ * (ghapp_subject), hand tok.value to the proxy's injection, mint again at
+ * ghapp_refresh_at(&tok) (a failure: git.token block, retry every
+ * GHAPP_RETRY_S while the old token is valid; after its expiry the proxy
+ * answers 502 to git requests).
  *
  * Every function is safe to call with a policy that has no git.github_app
  * only where it says so. Nothing here logs, prints or puts in argv a
@@ -93,6 +86,11 @@ char *ghapp_request_body(const struct ghapp_scope *s);
  * EVP_PKEY_free(). */
 EVP_PKEY *ghapp_key_load(const char *path, char *err, size_t errlen);
 
+/* The same without printing: the warning (or "") goes to @warn, for a
+ * caller that reports it later in its own order (the key holder). */
+EVP_PKEY *ghapp_key_load_quiet(const char *path, char *warn, size_t warnlen, char *err,
+			       size_t errlen);
+
 /* The App's JWT for @app_id at @now: header {"alg":"RS256","typ":"JWT"},
  * claims {"iat":now-60,"exp":now+540,"iss":app_id} (compact, in that
  * order), base64url without padding, signed RS256 (PKCS#1 v1.5, SHA-256)
@@ -163,5 +161,11 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
  * loop. Returns 0 with @out filled, or -1 with one line in @err. */
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen);
+
+/* The same with a JWT signed elsewhere (the key holder signs it, the
+ * supervisor, which holds no key, makes the request): @jwt is borrowed
+ * and left as it is (the caller wipes it). */
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen);
 
 #endif /* AIRLOCK_GHAPP_H */

@@ -36,8 +36,8 @@
  * The upstream is verified before the client's handshake, so a client
  * never completes a handshake with a proxy that would then have nowhere
  * to send its request but an unverified server. Leaves are fetched
- * synchronously: once per host per worker (and again an hour before one
- * expires), a round trip to the key holder of well under a millisecond.
+ * synchronously: once per host per worker (and again every half hour), a
+ * round trip to the key holder of well under a millisecond.
  *
  * Should: terminate TLS only for the hosts above, verify every upstream,
  * answer the ClientHello the SNI check read. Mustn't: hold the CA key,
@@ -204,8 +204,10 @@ static const struct tls_cert *leaf_for(struct proxy *p, const char *host, char *
 	tls_cert_free(slot->cert);
 	(void)util_strlcpy(slot->host, host, sizeof(slot->host));
 	slot->cert = cert;
-	/* leaf.not_after was wiped with the leaf: the leaf lifetime rules */
-	slot->refresh = now + TLS_LEAF_LIFETIME - TLS_LEAF_REFRESH;
+	/* The key holder hands out leaves with at least TLS_LEAF_REFRESH
+	 * left (it issues a new one before): asking again after half of
+	 * that never serves an expired one. */
+	slot->refresh = now + TLS_LEAF_REFRESH / 2;
 	slot->used = ++ic->tick;
 	return cert;
 }

@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "ghapp.h"
 #include "hostname.h"
 #include "intercept.h"
 #include "receipt_line.h"
@@ -215,6 +216,10 @@ struct kstate {
 	struct msg reply;
 	int end_status;            /* session.end's exit status */
 	bool orphaned;             /* the supervisor's channel closed without END */
+	EVP_PKEY *app_key;         /* git.github_app's key, or NULL */
+	const char *app_id;
+	char app_key_err[1024];    /* why it could not be loaded, or "" */
+	char app_key_warn[PATH_MAX + 64]; /* a warning about its file, or "" */
 	struct tls_ca *ca;         /* the session CA, or NULL */
 	const struct policy *ca_policy; /* what a leaf may be issued for */
 };
@@ -356,6 +361,36 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 	return VERDICT_END;
 }
 
+/* The App's JWT for the supervisor's mint: the key never leaves this
+ * process, the JWT (valid ten minutes) does. */
+static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
+				struct msg_reader *r, int fd)
+{
+	char err[1024] = "";
+	char *jwt = NULL;
+	int sr;
+
+	(void)fd;
+	if (!msg_end(r) || (!ks->app_key && !ks->app_key_err[0]))
+		return VERDICT_BAD;
+	if (ks->app_key)
+		jwt = ghapp_jwt(ks->app_key, ks->app_id, time(NULL), err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s", ks->app_key_err);
+	msg_start(&ks->reply, MSG_JWT);
+	msg_put_cstr(&ks->reply, jwt ? jwt : "");
+	msg_put_cstr(&ks->reply, jwt ? "" : err);
+	msg_put_cstr(&ks->reply, ks->app_key_warn);
+	ks->app_key_warn[0] = '\0'; /* said once */
+	sr = msg_send(c->fd, &ks->reply, -1, 0);
+	explicit_bzero(ks->reply.buf, ks->reply.len);
+	if (jwt) {
+		explicit_bzero(jwt, strlen(jwt));
+		free(jwt);
+	}
+	return sr < 0 ? VERDICT_BAD : VERDICT_OK;
+}
+
 /* A leaf for a host the policy intercepts. A worker's lie (a host it
  * may not have, a name that is not normalised) is answered with a
  * refusal, not by dropping its channel: the request is well formed, and
@@ -421,6 +456,20 @@ static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
 	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? VERDICT_BAD : VERDICT_OK;
 }
 
+static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
+				 struct msg_reader *r, int fd)
+{
+	uint64_t nano;
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &nano);
+	if (!msg_end(r) || !ks->started || nano > (uint64_t)INT64_MAX)
+		return VERDICT_BAD;
+	receipt_set_spend(ks->w, (int64_t)nano);
+	return VERDICT_OK;
+}
+
 #define PEER_BIT(p) (1u << (p))
 
 /* Every request the key holder answers, and who may ask it. A leaf for a
@@ -437,8 +486,10 @@ static const struct {
 	{ MSG_SET_POLICY, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_set_policy },
 	{ MSG_ADD_CHANNEL, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_add_channel },
 	{ MSG_END, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_end },
+	{ MSG_JWT_SIGN, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_jwt_sign },
 	{ MSG_LEAF, PEER_BIT(KEEPER_PEER_WORKER), on_leaf },
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
+	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -578,14 +629,14 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
  * in OpenSSL's secure heap, which needs locked memory. */
 static void make_ca(struct kstate *ks, const struct keeper_config *cfg)
 {
+	const rlim_t want = (rlim_t)256 * 1024;
 	struct rlimit rl;
 	char err[512];
 
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < 256 * 1024) {
-		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= 256 * 1024
-				      ? 256 * 1024
-				      : rl.rlim_max;
+	    rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want
+										  : rl.rlim_max;
 		(void)setrlimit(RLIMIT_MEMLOCK, &rl);
 	}
 	if (cfg->ca_cert && cfg->ca_key)
@@ -636,6 +687,18 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 		key = receipt_key_generate();
 		if (!key)
 			keeper_fatal(&ks, "cannot generate a signing key");
+	}
+	if (cfg->github_app_key) {
+		/* A key that cannot be used is the supervisor's to report, in
+		 * its order (a key file the agent could write is refused
+		 * first, for what it is): the first JWT request answers why. */
+		ks.app_key = ghapp_key_load_quiet(cfg->github_app_key, ks.app_key_warn,
+						  sizeof(ks.app_key_warn), err, sizeof(err));
+		if (!ks.app_key)
+			snprintf(ks.app_key_err, sizeof(ks.app_key_err),
+				 "git.github_app.private_key_file %s: %s", cfg->github_app_key,
+				 err);
+		ks.app_id = cfg->github_app_id;
 	}
 	if (!receipt_pubkey_b64(key, ks.pubkey, sizeof(ks.pubkey)))
 		keeper_fatal(&ks, "cannot encode the signing public key");
@@ -787,6 +850,42 @@ int keeper_wait_ready(struct keeper *k, char *err, size_t errlen)
 out:
 	free(buf);
 	return rc;
+}
+
+char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen)
+{
+	struct msg_reader r;
+	const char *jwt = NULL, *why = NULL, *warn = NULL;
+	size_t jlen = 0;
+	char *out = NULL;
+	ssize_t n = -1;
+	int fd = -1;
+
+	msg_start(&k->link.out, MSG_JWT_SIGN);
+	if (msg_send(k->link.fd, &k->link.out, -1, 0) < 0) {
+		snprintf(err, errlen, "the key holder cannot be asked for the App's JWT");
+		return NULL;
+	}
+	if (!k->link.in)
+		k->link.in = util_xmalloc(MSG_MAX);
+	n = msg_recv(k->link.fd, k->link.in, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0 && msg_reader_init(&r, k->link.in, (size_t)n) && r.type == MSG_JWT &&
+	    msg_get_str(&r, MSG_MAX, &jwt, &jlen) && msg_get_str(&r, 1024, &why, NULL) &&
+	    msg_get_str(&r, PATH_MAX + 64, &warn, NULL) && msg_end(&r)) {
+		if (warn[0])
+			util_warn("%s", warn);
+		if (jlen)
+			out = util_xstrndup(jwt, jlen);
+		else
+			snprintf(err, errlen, "the App's JWT: %s", why);
+	} else {
+		snprintf(err, errlen, "the key holder did not sign the App's JWT");
+	}
+	if (n > 0)
+		explicit_bzero(k->link.in, (size_t)n);
+	return out;
 }
 
 int keeper_new_channel(struct keeper *k, int *worker_end)
@@ -961,8 +1060,8 @@ bad:
 int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen)
 {
 	struct msg_reader r;
-	const char *text;
-	size_t len;
+	const char *text = NULL;
+	size_t len = 0;
 	int rc;
 
 	*pem = NULL;
@@ -989,6 +1088,14 @@ int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 	msg_put_cstr(&k->link.out, digest);
 	put_subject(&k->link.out, subject);
 	put_text(&k->link.out, reason, KEEPER_TEXT_MAX);
+	return msg_send(k->link.fd, &k->link.out, -1, 0);
+}
+
+int keeper_set_spend(struct keeper *k, int64_t nano)
+{
+	ASSERT(nano >= 0);
+	msg_start(&k->link.out, MSG_SPEND_USD);
+	msg_put_u64(&k->link.out, (uint64_t)nano);
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 

@@ -21,6 +21,10 @@ struct keeper_config {
 	const char *signing_key;   /* --signing-key FILE, or NULL: a fresh key */
 	const char *session;       /* the session id */
 	const char *policy_digest; /* the digest of the first lines */
+	/* git.github_app: the App's private key file, loaded before the key
+	 * holder confines itself, and the App id its JWTs name; NULL: none. */
+	const char *github_app_key;
+	const char *github_app_id;
 	/* The session CA of TLS interception (tls_ca.h): with @ca the key
 	 * holder makes one (or loads @ca_cert and @ca_key, both given) before
 	 * it confines itself, and issues leaves for the hosts @ca_policy
@@ -82,11 +86,21 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		  const char *rule, json_t *subject, const char *reason,
 		  int64_t *seq);
 
+/* Supervisor only: the GitHub App's JWT, signed now by the key holder
+ * with the key of keeper_config.github_app_key (ghapp_jwt()). Returns a
+ * JWT (a credential for ten minutes: the caller wipes it before free()),
+ * or NULL with one line in @err. */
+char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen);
+
 /* Supervisor only: from now on lines carry @digest, starting with the
  * policy.reload line (decision info, rule "policy", @subject borrowed)
  * that this writes. Returns 0 or -errno. */
 int keeper_set_policy(struct keeper *k, const char *digest, json_t *subject,
 		      const char *reason);
+
+/* session.end will carry spend_usd = @nano nano-dollars. Returns 0 or
+ * -errno. */
+int keeper_set_spend(struct keeper *k, int64_t nano);
 
 /* Ends the session: session.end with @exit_status, then the key holder
  * exits; waits for that. Returns 0 when session.end was written and

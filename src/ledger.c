@@ -1688,8 +1688,11 @@ static void renew_step(struct ledger_session *s, struct step *v, size_t *n)
 
 /* Reserve: two round trips on PostgreSQL (read the chain under the
  * tree's lock; write and commit), whatever the depth. */
-enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
-				  int64_t *rid, struct ledger_refusal *why)
+/* ledger_reserve(), or with @over (shadow mode) a reservation that is made
+ * even where it passes a cap: *over then says it did, *why names the cap. */
+static enum ledger_status reserve(struct ledger_session *s, int64_t amount,
+				  int64_t *rid, struct ledger_refusal *why,
+				  bool *over)
 {
 	struct ledger *l = s->l;
 	struct ledger_totals t[LEDGER_MAX_DEPTH + 1];
@@ -1728,6 +1731,10 @@ enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 			}
 			set_err(l, "the cap of session '%s' would be exceeded",
 				s->chain[i]);
+			if (over) {
+				*over = true;
+				break;
+			}
 			st = LEDGER_REFUSED;
 			goto out;
 		}
@@ -1752,6 +1759,20 @@ out:
 		tx_rollback(l);
 	}
 	return st;
+}
+
+enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
+				  int64_t *rid, struct ledger_refusal *why)
+{
+	return reserve(s, amount, rid, why, NULL);
+}
+
+enum ledger_status ledger_reserve_over(struct ledger_session *s, int64_t amount,
+				       int64_t *rid, struct ledger_refusal *why,
+				       bool *over)
+{
+	*over = false;
+	return reserve(s, amount, rid, why, over);
 }
 
 /* Settle: two round trips on PostgreSQL, as reserve. */

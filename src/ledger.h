@@ -158,6 +158,13 @@ enum ledger_status ledger_session_open(struct ledger *l, const char *id,
 enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 				  int64_t *rid, struct ledger_refusal *why);
 
+/* ledger_reserve() for shadow mode, where a cap is reported and not
+ * enforced: the reservation is made even when it passes a cap, and then
+ * *over is true and *why (may be NULL) names the nearest such cap. */
+enum ledger_status ledger_reserve_over(struct ledger_session *s, int64_t amount,
+				       int64_t *rid, struct ledger_refusal *why,
+				       bool *over);
+
 /* Ends reservation @rid of this session: its amount is released and @cost
  * (>= 0, may be above the amount) is added to the spent money of the
  * session and every ancestor. @after (may be NULL) receives the session's

@@ -41,6 +41,15 @@ enum msg_type {
 	MSG_STOP,             /* u32 drain_ms: stop accepting, drain, exit */
 	/* proxy worker -> supervisor */
 	MSG_WORKER_READY,     /* no fields: listening, under its filter */
+	/* the git binding's GitHub App token */
+	MSG_JWT_SIGN,         /* supervisor -> key holder: no fields: sign the
+				 App's JWT for now */
+	MSG_JWT,              /* key holder -> supervisor: str jwt ("" when
+				 it could not sign), str error, str warning
+				 about the key's file ("" for none) */
+	MSG_GIT_TOKEN,        /* supervisor -> proxy worker: u64 expires_at
+				 (Unix time), bytes token: the git
+				 credential from now on */
 	/* proxy worker -> key holder, and its answer */
 	MSG_LEAF,             /* str host (normalised): a leaf certificate for
 				 an intercepted host */
@@ -49,10 +58,39 @@ enum msg_type {
 	/* supervisor -> key holder, and its answer */
 	MSG_CA_CERT,          /* no fields: the session CA's certificate */
 	MSG_CA_CERT_ANSWER,   /* str cert_pem ("" without a CA) */
+	/* spend (spendd.h): ledger process <-> supervisor */
+	MSG_SPEND_READY,      /* ledger -> supervisor: no fields: the session
+				 is open in the ledger */
+	MSG_SPEND_CHANNEL,    /* supervisor -> ledger: u32 kind
+				 (MSG_SPEND_CHANNEL_*); carries a descriptor:
+				 a proxy worker's channel, or the ledger's own
+				 channel to the key holder */
+	MSG_SPEND_CLOSE,      /* supervisor -> ledger: no fields: the workers
+				 have exited; close the session */
+	MSG_SPEND_TOTAL,      /* ledger -> supervisor: u64 the session's own
+				 spent money (nano-dollars) */
+	/* spend: proxy worker <-> ledger process */
+	MSG_SPEND_RESERVE,    /* u32 tag, u64 amount (nano-dollars) */
+	MSG_SPEND_RESERVED,   /* u32 tag, u32 status (enum ledger_status),
+				 u64 reservation id (UINT64_MAX: none),
+				 u64 cap (UINT64_MAX: none), u64 spent,
+				 u64 reserved, str session whose cap */
+	MSG_SPEND_SETTLE,     /* u64 reservation id, u64 cost, u32 outcome
+				 (enum meter_outcome), u32 have_usage,
+				 u64 input, u64 output, u64 cache_write,
+				 u64 cache_read, str model, str host,
+				 str endpoint, str reason */
+	/* spend: proxy worker -> supervisor */
+	MSG_SPEND_EXHAUSTED,  /* str reason: a call was refused for a cap
+				 under on_exhausted "stop" */
+	/* spend: supervisor -> key holder */
+	MSG_SPEND_USD,        /* u64 nano-dollars: session.end's spend_usd */
 	MSG_TYPE_COUNT
 };
 
 #define MSG_RECORD_WANT_SEQ 1u
+#define MSG_SPEND_CHANNEL_KEEPER 0u
+#define MSG_SPEND_CHANNEL_WORKER 1u
 
 const char *msg_type_to_string(enum msg_type t);
 

@@ -44,6 +44,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -558,6 +560,9 @@ static void accept_some(struct proxy *p, int lfd, bool transparent)
 			}
 			return;
 		}
+		/* Answers leave in several writes (head, body, TLS records):
+		 * no Nagle wait for the client's delayed ACK between them. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		if (!addr_from_sockaddr((struct sockaddr *)&ss, sl, &peer, NULL))
 			memset(&peer, 0, sizeof(peer));
 		a = shared_acquire(p->shared, p->worker, &peer);

@@ -98,6 +98,10 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
  * malformed digest. */
 int receipt_set_policy(struct receipt_writer *w, const char *policy_digest);
 
+/* session.end will carry "spend_usd": @nano nano-dollars as dollars (a
+ * session whose spend was metered). */
+void receipt_set_spend(struct receipt_writer *w, int64_t nano);
+
 /* Writes session.end with {"exit": @exit_status, "counts": {...}} (counts
  * include session.start and this line, keys sorted), fsyncs the stream
  * (EINVAL/EROFS/ENOTSUP from a pipe or tty are not errors), closes it if

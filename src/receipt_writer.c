@@ -45,6 +45,7 @@ struct receipt_writer {
 	int64_t seq;
 	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
+	int64_t spend_nano;    /* session.end's spend_usd; -1: not metered */
 };
 
 static bool fd_writable(int fd)
@@ -153,6 +154,7 @@ struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 	w->policy = util_xstrdup(policy_digest);
 	memcpy(w->prev, receipt_zero_prev, sizeof(w->prev));
 	w->counts = json_object();
+	w->spend_nano = -1;
 	ASSERT(w->counts);
 out:
 	return w;
@@ -236,7 +238,10 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	set_member(obj, "subject", subject ? json_incref(subject) : json_object());
 	set_member(obj, "reason", json_string(reason_c));
 	set_member(obj, "prev", json_string(w->prev));
-	body = json_dumps(obj, JSON_COMPACT);
+	/* 15 significant digits: dollar amounts of whole nano-dollars
+	 * (below a million dollars) print exactly, 0.000735 and not
+	 * 0.00073499999999999998. */
+	body = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	ASSERT(body);
 	body_len = strlen(body);
 	ASSERT(body_len > 2 && body[body_len - 1] == '}');
@@ -308,6 +313,12 @@ static int sync_stream(int fd)
 	return -errno;
 }
 
+void receipt_set_spend(struct receipt_writer *w, int64_t nano)
+{
+	ASSERT(w && nano >= 0);
+	w->spend_nano = nano;
+}
+
 int receipt_close(struct receipt_writer *w, int exit_status)
 {
 	json_t *recount = NULL, *counts = NULL, *subject = NULL;
@@ -326,6 +337,9 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 	counts = receipt_sorted_copy(recount);
 	subject = json_pack("{s:i, s:O}", "exit", exit_status, "counts", counts);
 	ASSERT(subject);
+	if (w->spend_nano >= 0)
+		set_member(subject, "spend_usd",
+			   json_real((double)w->spend_nano / 1e9));
 	reason = util_xasprintf("session ended, exit status %d", exit_status);
 	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
 		 "session", subject, reason) < 0) {

@@ -211,11 +211,17 @@ static size_t decided_end(const struct scrub_set *set, const char *buf, size_t n
 /* Scans @buf[0..n), replacing matches that start before @limit (a match
  * may end after it, never after n). Output goes to @out, replacements are
  * added to @counts. Returns the position scanning stopped at (>= limit). */
+static size_t scan_one_width(const struct scrub_set *set, const char *buf, size_t n,
+			     size_t limit, struct scrub_buf *out, uint64_t *counts);
+
 static size_t scan(const struct scrub_set *set, const char *buf, size_t n,
 		   size_t limit, struct scrub_buf *out, uint64_t *counts)
 {
 	uint64_t h[SCRUB_Q];
 	size_t i = 0, emit = 0, g, k;
+
+	if (set->nq == 1)
+		return scan_one_width(set, buf, n, limit, out, counts);
 
 	for (g = 0; g < set->nq; g++)
 		h[g] = set->q[g] <= n ? hash(set, buf, set->q[g]) : 0;
@@ -249,6 +255,102 @@ static size_t scan(const struct scrub_set *set, const char *buf, size_t n,
 					h[g] = (h[g] - weight(buf[i]) * set->top[g]) * set->base +
 					       weight(buf[i + q]);
 			}
+		}
+	}
+	ASSERT(emit <= i && i <= n);
+	append(out, buf + emit, i - emit);
+	return i;
+}
+
+/* scan() when every value has the same window width q (the usual case:
+ * values of 16 bytes or more). The same matches, found faster: a window
+ * holding a control byte cannot start a match (values hold none), so the
+ * positions whose window does are passed over without hashing, and the
+ * hash is computed afresh at the first clean window after them. What is
+ * skipped depends only on where the stream's control bytes are, never on
+ * the values (binary bodies, full of control bytes, go fast; text is
+ * hashed byte by byte as before). Positions passed over may lie beyond
+ * @limit: their windows hold a control byte already in @buf, so nothing
+ * that comes later can make them match. */
+/* Does @h equal the first window's hash of some value? Every target is
+ * compared, whatever the answer. */
+static inline bool hits(const struct scrub_set *set, uint64_t h)
+{
+	bool hit = false;
+	size_t k;
+
+	for (k = 0; k < set->n; k++)
+		hit |= h == set->nd[k].target;
+	return hit;
+}
+
+static size_t scan_one_width(const struct scrub_set *set, const char *buf, size_t n,
+			     size_t limit, struct scrub_buf *out, uint64_t *counts)
+{
+	const size_t q = set->q[0];
+	const uint64_t top = set->top[0], base = set->base;
+	size_t i = 0, emit = 0, k;
+	bool have = false; /* h is the hash of buf[i..i+q) */
+	uint64_t h = 0;
+
+	while (i < limit) {
+		size_t best = set->n;
+
+		if (i + q > n) {
+			i = limit; /* no value fits from here on */
+			break;
+		}
+		if (!have) {
+			size_t j = i + q;
+
+			while (j > i && !is_control(buf[j - 1]))
+				j--;
+			if (j > i) {
+				i = j; /* every window up to the control byte holds it */
+				continue;
+			}
+			h = hash(set, buf + i, q);
+			have = true;
+		}
+		/* Roll while no value's first window hashes equal, no control
+		 * byte enters and the window stays inside what was fed: the
+		 * same arithmetic for every byte. */
+		while (i < limit && i + q < n && !hits(set, h)) {
+			unsigned char c = (unsigned char)buf[i + q];
+
+			if (c < 0x20 || c == 0x7f)
+				break;
+			h = (h - weight(buf[i]) * top) * base + (uint64_t)c + 1;
+			i++;
+		}
+		if (i >= limit)
+			break;
+		for (k = 0; k < set->n; k++) {
+			const struct needle *d = &set->nd[k];
+
+			if (h == d->target && i + d->len <= n &&
+			    CRYPTO_memcmp(buf + i, d->value, d->len) == 0 &&
+			    (best == set->n || d->len > set->nd[best].len))
+				best = k;
+		}
+		if (best < set->n) {
+			append(out, buf + emit, i - emit);
+			append(out, set->nd[best].ph, set->nd[best].phlen);
+			counts[best]++;
+			i += set->nd[best].len;
+			emit = i;
+			have = false;
+			continue;
+		}
+		if (i + q < n && !is_control(buf[i + q])) {
+			h = (h - weight(buf[i]) * top) * base + weight(buf[i + q]);
+			i++;
+		} else if (i + q < n) {
+			i += q + 1; /* the windows from i + 1 to i + q hold buf[i + q] */
+			have = false;
+		} else {
+			i++;
+			have = false;
 		}
 	}
 	ASSERT(emit <= i && i <= n);

@@ -31,7 +31,8 @@
  * Requests to a host a secret is bound to ask for identity encoding, so
  * that answers can be scrubbed.
  *
- * Responses. Every response's header values, and its decoded body
+ * Responses. Every response's header values (a header whose name holds
+ * a value is dropped), and its decoded body
  * through a stream that holds back at most the longest value's length
  * less one byte (scrub.c), have each real value replaced by its
  * placeholder, whatever the split into reads and chunks. When every
@@ -130,6 +131,11 @@ void secretfilter_free(struct secretfilter *f)
 	free(f);
 }
 
+const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f)
+{
+	return f->scrub;
+}
+
 static int64_t record(struct sf_state *st, const char *type, enum receipt_decision d,
 		      const char *rule, json_t *subject, const char *reason)
 {
@@ -154,7 +160,9 @@ static void *sf_attach(void *arg, const struct filter_request *rq)
 	struct secretfilter *f = arg;
 	struct sf_state *st;
 
-	if (!f->b->count)
+	/* mode off changes nothing (the standalone proxy's off forwards
+	 * every request as it came) */
+	if (!f->b->count || f->p->mode == POLICY_MODE_OFF)
 		return NULL;
 	st = util_xcalloc(1, sizeof(*st));
 	st->f = f;
@@ -290,22 +298,44 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 	return FILTER_CONTINUE;
 }
 
-/* Replaces each value in the header values of @rs. */
+/* Wipes and removes header @i of @hs. */
+static void drop_header(struct filter_headers *hs, size_t i)
+{
+	struct filter_header *h = &hs->h[i];
+
+	explicit_bzero(h->name, strlen(h->name));
+	explicit_bzero(h->value, strlen(h->value));
+	free(h->name);
+	free(h->value);
+	memmove(h, h + 1, (hs->count - i - 1) * sizeof(*h));
+	hs->count--;
+}
+
+/* Replaces each value in the header values of @rs. A header whose name
+ * holds a value is dropped (a placeholder may hold characters a name
+ * cannot), and counted. */
 static void scrub_headers(struct sf_state *st, struct filter_response *rs)
 {
 	struct scrub_buf out = { 0 };
-	size_t i;
+	size_t i = 0;
 
-	for (i = 0; i < rs->headers.count; i++) {
+	while (i < rs->headers.count) {
 		struct filter_header *h = &rs->headers.h[i];
 
 		out.len = 0;
-		if (scrub_oneshot(st->f->scrub, h->value, strlen(h->value), &out,
-				  st->head_counts) == 0)
+		if (scrub_oneshot(st->f->scrub, h->name, strlen(h->name), &out,
+				  st->head_counts) > 0) {
+			drop_header(&rs->headers, i);
 			continue;
-		explicit_bzero(h->value, strlen(h->value));
-		free(h->value);
-		h->value = util_xstrndup(out.data, out.len);
+		}
+		out.len = 0;
+		if (scrub_oneshot(st->f->scrub, h->value, strlen(h->value), &out,
+				  st->head_counts) > 0) {
+			explicit_bzero(h->value, strlen(h->value));
+			free(h->value);
+			h->value = util_xstrndup(out.data, out.len);
+		}
+		i++;
 	}
 	scrub_buf_free(&out);
 }

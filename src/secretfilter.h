@@ -22,4 +22,8 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 				      proxy_record_fn record, void *record_arg);
 void secretfilter_free(struct secretfilter *f);
 
+/* The scrubber's set (tests and the fuzz target compare against it). */
+struct scrub_set;
+const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f);
+
 #endif /* AIRLOCK_SECRETFILTER_H */

@@ -65,6 +65,10 @@ void session_open_ca(struct session *s, const char *events, const char *signing_
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
+					    ? p->git_github_app->private_key_file
+					    : NULL;
+		kc.github_app_id = p->git_github_app ? p->git_github_app->app_id : NULL;
 		if (ca) {
 			kc.ca = true;
 			kc.ca_cert = ca->cert;
@@ -178,6 +182,17 @@ void session_reload(struct session *s, const struct policy *p)
 	}
 	json_decref(subject);
 	s->p = p;
+}
+
+void session_set_spend(struct session *s, int64_t nano)
+{
+	int r;
+
+	if (!s->open)
+		return;
+	r = keeper_set_spend(&s->k, nano);
+	if (r < 0)
+		channel_failed(s, r);
 }
 
 void session_end(struct session *s, int status)

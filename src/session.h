@@ -88,6 +88,10 @@ void session_record(struct session *s, const char *type, enum receipt_decision d
 /* Switches to @p (a reload) and writes policy.reload. */
 void session_reload(struct session *s, const struct policy *p);
 
+/* session.end will carry spend_usd: @nano nano-dollars (the session's
+ * own metered spend). */
+void session_set_spend(struct session *s, int64_t nano);
+
 /* Writes session.end with @status and waits for the key holder to exit;
  * a failure is one warning on stderr. */
 void session_end(struct session *s, int status);

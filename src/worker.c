@@ -66,12 +66,15 @@
 #include "broker.h"
 #include "confine.h"
 #include "dnsstub.h"
+#include "gitfilter.h"
 #include "intercept.h"
 #include "keeper.h"
 #include "secretfilter.h"
 #include "tls.h"
 #include "msg.h"
 #include "proxy.h"
+#include "spendd.h"
+#include "spendfilter.h"
 #include "util.h"
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
@@ -118,6 +121,7 @@ struct wctx {
 	struct policy **policies;  /* reloaded ones: rules may be pointed at
 				      until exit */
 	size_t npolicies;
+	struct gitfilter *git;     /* the git binding's credential */
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -153,6 +157,18 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	return seq;
 }
 
+/* The spend filter refused a call for the cap under on_exhausted "stop":
+ * the supervisor ends the session. */
+static void worker_exhausted(void *arg, const char *reason)
+{
+	struct wctx *x = arg;
+
+	msg_start(&x->out, MSG_SPEND_EXHAUSTED);
+	msg_put_cstr(&x->out, reason);
+	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
+		worker_fatal(x, "cannot tell the supervisor the spend cap is exhausted");
+}
+
 static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
 		       size_t errlen)
 {
@@ -167,6 +183,7 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 /* The filters every request runs through, in this order: secrets (the
  * placeholders), then git, then spend. Returns how many are in @reg. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
+			    int ledger_fd, struct spendfilter **spend,
 			    struct filter_reg *reg)
 {
 	size_t n = 0;
@@ -174,6 +191,28 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 	if (cfg->broker && cfg->broker->count > 0) {
 		reg[n].ops = &secretfilter_ops;
 		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
+		n++;
+	}
+	/* git: every request to a git host, with the session's credential */
+	x->git = gitfilter_new(worker_record, x);
+	if (cfg->git_token &&
+	    !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+				 cfg->git_token_expires))
+		worker_fatal(x, "the git token is not a valid token");
+	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+	reg[n].ops = &gitfilter_ops;
+	reg[n].arg = x->git;
+	n++;
+	if (ledger_fd >= 0) {
+		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
+						 x };
+		char err[256];
+
+		*spend = spendfilter_new(&sc, err, sizeof(err));
+		if (!*spend)
+			worker_fatal(x, "%s", err);
+		reg[n].ops = &spendfilter_ops;
+		reg[n].arg = *spend;
 		n++;
 	}
 	return n;
@@ -216,6 +255,21 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 	x->policies[x->npolicies++] = np;
 }
 
+/* MSG_GIT_TOKEN: the git credential from now on (a refreshed token). */
+static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
+{
+	const void *tok = NULL;
+	uint64_t expires = 0;
+	size_t len = 0;
+
+	msg_get_u64(r, &expires);
+	msg_get_bytes(r, GITRULES_TOKEN_MAX, &tok, &len);
+	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
+	    !gitfilter_set_token(x->git, tok, len, (time_t)expires))
+		worker_fatal(x, "the supervisor sent a bad git token message");
+	explicit_bzero(x->in, MSG_MAX);
+}
+
 /* Handles every message the supervisor left on the channel. */
 static void serve_ctl(struct wctx *x)
 {
@@ -248,6 +302,9 @@ static void serve_ctl(struct wctx *x)
 				worker_fatal(x, "the supervisor sent a bad stop message");
 			proxy_stop(x->px, drain);
 			break;
+		case MSG_GIT_TOKEN:
+			set_git_token(x, &r, fd);
+			break;
 		case MSG_KEEPER_READY:
 		case MSG_FATAL:
 		case MSG_RECORD:
@@ -257,6 +314,17 @@ static void serve_ctl(struct wctx *x)
 		case MSG_END:
 		case MSG_GO:
 		case MSG_WORKER_READY:
+		case MSG_JWT_SIGN:
+		case MSG_JWT:
+		case MSG_SPEND_READY:
+		case MSG_SPEND_CHANNEL:
+		case MSG_SPEND_CLOSE:
+		case MSG_SPEND_TOTAL:
+		case MSG_SPEND_RESERVE:
+		case MSG_SPEND_RESERVED:
+		case MSG_SPEND_SETTLE:
+		case MSG_SPEND_EXHAUSTED:
+		case MSG_SPEND_USD:
 		case MSG_LEAF:
 		case MSG_LEAF_ANSWER:
 		case MSG_CA_CERT:
@@ -291,6 +359,10 @@ static bool wait_go(struct wctx *x)
 		return false;
 	if (r.type == MSG_GO && msg_end(&r))
 		return true;
+	if (r.type == MSG_GIT_TOKEN) { /* a refresh before go */
+		set_git_token(x, &r, -1);
+		return wait_go(x);
+	}
 	if (r.type == MSG_STOP)
 		return false;
 	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
@@ -325,12 +397,13 @@ static size_t read_paths(const struct policy *p, const char **out, char **dir)
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
-						  pid_t parent)
+						  int ledger_fd, pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
-			     cfg->listen_fd, ctl, kfd,
+			     cfg->listen_fd, ctl, kfd, ledger_fd,
 			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
 			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
+	struct spendfilter *spend = NULL;
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
 	struct intercept_opts io;
@@ -402,11 +475,13 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		io.leaf_arg = &x;
 		po.intercept = &io;
 	}
-	po.nfilters = build_filters(cfg, &x, reg);
+	po.nfilters = build_filters(cfg, &x, ledger_fd, &spend, reg);
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		worker_fatal(&x, "%s", err);
+	if (spend && spendfilter_start(spend, x.px) < 0)
+		worker_fatal(&x, "cannot watch the spend ledger's channel");
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
 		worker_fatal(&x, "%s", err);
@@ -441,7 +516,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 	wp->w = util_xcalloc(n, sizeof(*wp->w));
 	for (i = 0; i < n; i++) {
 		struct worker *w = &wp->w[i];
-		int sv[2], kfd;
+		int sv[2], kfd, sfd = -1;
 		pid_t pid;
 
 		w->pid = -1;
@@ -452,6 +527,15 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			goto fail;
 		}
 		kfd = session_worker_channel(s);
+		if (cfg->spend && spendd_new_channel(cfg->spend, &sfd) < 0) {
+			snprintf(err, errlen, "egress proxy worker: no channel to the "
+				 "spend ledger");
+			close(sv[0]);
+			close(sv[1]);
+			if (kfd >= 0)
+				close(kfd);
+			goto fail;
+		}
 		fflush(NULL);
 		pid = fork();
 		if (pid < 0) {
@@ -461,13 +545,17 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			close(sv[1]);
 			if (kfd >= 0)
 				close(kfd);
+			if (sfd >= 0)
+				close(sfd);
 			goto fail;
 		}
 		if (pid == 0)
-			worker_main(cfg, wp->shared, i, sv[1], kfd, parent);
+			worker_main(cfg, wp->shared, i, sv[1], kfd, sfd, parent);
 		close(sv[1]);
 		if (kfd >= 0)
 			close(kfd);
+		if (sfd >= 0)
+			close(sfd);
 		w->pid = pid;
 		w->ctl = sv[0];
 		wp->n++;
@@ -542,6 +630,10 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_WORKER_READY &&
 		    msg_end(&r)) {
 			w->ready = true;
+		} else if (r.type == MSG_SPEND_EXHAUSTED &&
+			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
+			   msg_end(&r)) {
+			w->exhausted = true;
 		} else if (r.type == MSG_FATAL &&
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {
@@ -587,6 +679,21 @@ out:
 	msg_free(&m);
 	close(fd);
 	return r < 0 ? -1 : 0;
+}
+
+int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
+			  time_t expires_at)
+{
+	struct msg m = { 0 };
+	int r;
+
+	msg_start(&m, MSG_GIT_TOKEN);
+	msg_put_u64(&m, (uint64_t)expires_at);
+	msg_put_bytes(&m, token, len);
+	r = send_all(wp, &m, -1, true);
+	explicit_bzero(m.buf, m.cap);
+	msg_free(&m);
+	return r;
 }
 
 void worker_pool_stop(struct worker_pool *wp, unsigned int drain_ms)

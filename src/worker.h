@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "policy.h"
 #include "proxy.h"
 #include "session.h"
+
+struct spendd;
 
 /* The most workers `--workers` accepts. */
 #define WORKER_MAX 256
@@ -35,11 +38,21 @@ struct worker_config {
 	const int *tlisten_fds;
 	size_t ntlisten;
 	struct dnsstub_table *names;
+	/* The git credential the workers inject (gitfilter.h), borrowed:
+	 * NULL without one; valid until git_token_expires (0: no expiry). */
+	const char *git_token;
+	size_t git_token_len;
+	time_t git_token_expires;
+	/* The placeholder the agent holds for it (NULL: none). */
+	const char *git_placeholder;
+	size_t git_placeholder_len;
 	bool intercept;              /* the key holder has a session CA:
 					terminate TLS for the hosts the
 					policy intercepts (intercept.h) */
 	const struct broker *broker; /* brokered secrets (values and
 					placeholders), or NULL: none */
+	struct spendd *spend;        /* the ledger process, or NULL: nothing
+					is metered */
 };
 
 struct worker {
@@ -50,6 +63,9 @@ struct worker {
 	bool killed;                 /* stopped before go: killed, never served */
 	int wstatus;                 /* once reaped */
 	char fatal[256];             /* its last words (MSG_FATAL), or "" */
+	bool exhausted;              /* it refused a call for the spend cap
+					under on_exhausted "stop"
+					(MSG_SPEND_EXHAUSTED) */
 };
 
 struct worker_pool {
@@ -91,6 +107,11 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i);
  * Returns 0 or -1 with a reason in @err. */
 int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err,
 		       size_t errlen);
+
+/* Sends every worker the git credential to inject from now on (a
+ * refreshed token, valid until @expires_at). Returns 0 or -errno. */
+int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
+			  time_t expires_at);
 
 /* Tells every serving worker to stop accepting and to exit once its
  * connections are done, or after @drain_ms; kills those never told to

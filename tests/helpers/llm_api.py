@@ -584,6 +584,8 @@ def serve(cfg):
                 s, _addr = key.fileobj.accept()
             except OSError:
                 continue
+            # as the providers' servers do: no Nagle delay on the answers
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             t = threading.Thread(target=serve_conn, args=(cfg, s, ctx), daemon=True)
             t.start()
     log(event="exit")

@@ -147,8 +147,8 @@ blocked "a punycode name not on the list" 403 egress.default 198.18.0.13:80
 
 req http://api.airlock.test:8080/
 blocked "api.airlock.test:8080: a port not in egress.ports" 403 egress.default 198.18.0.10:8080
-rconnect api.airlock.test:22
-blocked "CONNECT api.airlock.test:22: a port not in egress.ports" 403 egress.default
+rconnect api.airlock.test:23
+blocked "CONNECT api.airlock.test:23: a port not in egress.ports" 403 egress.default
 rget port.airlock.test:80
 blocked "port.airlock.test:80: its rule allows 8081 only" 403 egress.default
 is "$(net_count listen=198.18.0.11:80 host~port.airlock.test)" 0 "nothing reached 198.18.0.11:80 for port.airlock.test"

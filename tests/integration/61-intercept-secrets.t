@@ -81,7 +81,10 @@ like "$PH" '^sk-live-[0-9A-Za-z]+$' "the agent holds a placeholder with the valu
 is "${#PH}" "${#VALUE}" "... and its length"
 ! grep -q "$VALUE" "$WS/env.txt"
 ok $? "the value is not in the agent's environment"
-like "$(grep '^SSL_CERT_FILE=' "$WS/env.txt")" '/etc/ssl/certs/ca-certificates.crt' "SSL_CERT_FILE names the bundle"
+for v in SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE GIT_SSL_CAINFO NPM_CONFIG_CAFILE PIP_CERT \
+	DENO_CERT NODE_EXTRA_CA_CERTS; do
+	is "$(sed -n "s/^$v=//p" "$WS/env.txt")" /etc/ssl/certs/ca-certificates.crt "$v names the bundle"
+done
 
 # substitution
 like "$(cat "$WS/ok.out")" '^hello from tls 198\.18\.0\.10:443 method=GET path=/v1/ok' \
@@ -124,6 +127,8 @@ refused plain header plain-http /v1/plain
 # scrubbing
 like "$(cat "$WS/echo.out")" "^echo $PH" "the echoed value comes back as the placeholder (body)"
 like "$(grep -i '^x-echo' "$WS/echo.h")" "$PH" "... and in a header"
+like "$(cat "$WS/echo.h")" 'Content-Length: [0-9]+' \
+	"a placeholder as long as its value: the scrubbed body keeps its Content-Length"
 ! grep -q "$VALUE" "$WS/echo.out" "$WS/echo.h"
 ok $? "the value never reaches the sandbox in a response"
 for n in 1 2 3 5 7 11 13; do

@@ -38,6 +38,11 @@ PH=$(sed -n 's/^SERVICE_TOKEN=//p' "$T/ph.env")
 req https://api.airlock.test/sub --cacert "$T/session-ca.pem" -H "Authorization: token $PH"
 is "$CODE" 200 "curl through the standalone proxy trusts the --ca-out CA"
 like "$(net_last line~/sub)" "\"Authorization\", \"token $VALUE\"" "the placeholder after 'token ' became the value"
+req https://api.airlock.test/distrust --cacert "$CA"
+is "$CURL_RC" 60 "a client that does not trust the session CA fails its handshake"
+r=$(grep '"type":"proxy.error"' "$EV" | grep '"rule":"tls.client"' | tail -1)
+like "$(jf "$r" subject.error)" 'unknown ca|alert' "... recorded as proxy.error tls.client with the client's alert"
+is "$(net_count line~/distrust)" 0 "... nothing was sent upstream"
 req https://www.airlock.test/elsewhere --cacert "$CA" -H "Authorization: token $PH"
 is "$CODE" 200 "a host nobody binds passes through (the placeholder is worthless there)"
 like "$(net_last line~/elsewhere)" "token $PH" "... and reaches it unchanged, since the proxy cannot see it"
@@ -110,6 +115,13 @@ t = tunnel(); r = R(t)
 t.sendall(b"".join(b"GET /pipe%d HTTP/1.1\r\nHost: api.airlock.test\r\n\r\n" % i for i in range(3)))
 got = [r.response() for _ in range(3)]
 out("pipeline", ",".join("%d:%s" % (st, b.split(b" ")[5].decode()) for st, h, b in got))
+# a head of nearly 40 KB (several TLS records) and a pipelined request
+# after it in the same write
+big = b"GET /big" + b"b" * 7000 + b" HTTP/1.1\r\nHost: api.airlock.test\r\n" + \
+      b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"p" * 1900) for i in range(16)) + b"\r\n"
+t.sendall(big + b"GET /after-big HTTP/1.1\r\nHost: api.airlock.test\r\n\r\n")
+got = [r.response() for _ in range(2)]
+out("held", ",".join("%d:%s" % (st, b.split(b" ")[5].decode()[:12]) for st, h, b in got))
 # chunked upload on the same connection, then Content-Length
 t.sendall(b"POST /up HTTP/1.1\r\nHost: api.airlock.test\r\nTransfer-Encoding: chunked\r\n\r\n"
           b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
@@ -176,6 +188,7 @@ diag_file "$T/py.out"
 o() { sed -n "s/^$1=//p" "$T/py.out"; }
 is "$(o pipeline)" "200:path=/pipe0,200:path=/pipe1,200:path=/pipe2" "pipelined requests, answered in order on one connection"
 is "$(net_count line~/pipe)" 3 "... each reached the origin once"
+is "$(o held)" "200:path=/bigbbb,200:path=/after-" "a request after a 40 KB head, pipelined, is served"
 is "$(o chunked_up)" "200 hello world" "a chunked request body, relayed whole"
 is "$(o chunked_down)" "200 chunked hello" "a chunked response, relayed chunked"
 is "$(o continue_interim)" 100 "Expect: 100-continue: the 100 arrives before the body"

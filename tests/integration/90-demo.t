@@ -29,4 +29,11 @@ like "$out" "Read-only file system" "the host is read-only"
 like "$out" "ok: [0-9]+ lines, 1 session, chain and signatures intact" "the receipts verify"
 like "$out" "tampered.jsonl:[0-9]+: bad signature" "and tampering is caught"
 like "$out" "no secret value appears anywhere in the receipts" "no secret value in the receipts"
+like "$out" "GITHUB_TOKEN=airlock-ph-scm-" "git: the agent's token is a placeholder"
+like "$out" "acme/api's last commit: agent: agent change" "git: the agent cloned and pushed the session repository with no credential"
+like "$out" "acme/shared-lib may not be pushed" "git: the push to the fetch-only sibling is refused"
+like "$out" "acme/shared-lib's last commit: seed: init" "git: and the sibling is unchanged"
+like "$out" "git\.block block  git\.repo +acme/payroll" "git: the unlisted repository is refused, with a receipt"
+if grep -q "payroll.*auth=" "$T/demo.out"; then ok 1 "git: the server never saw the unlisted repository"; else ok 0 "git: the server never saw the unlisted repository"; fi
+like "$out" "the git token appears nowhere in the receipts or the agent's workspace" "git: the token never reaches the agent"
 done_testing

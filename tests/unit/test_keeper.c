@@ -11,11 +11,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+
+#include "ghapp.h"
 #include "keeper.h"
+#include "msg.h"
 #include "receipt.h"
 #include "tap.h"
 #include "util.h"
@@ -204,6 +211,108 @@ static void test_orphaned(void)
 	free(events);
 }
 
+/* base64url (no padding) to bytes; returns the length or -1. */
+static int b64url_decode(const char *in, size_t n, unsigned char *out, size_t cap)
+{
+	char *std = util_xmalloc(n + 4);
+	size_t i, m = n;
+	int r;
+
+	for (i = 0; i < n; i++)
+		std[i] = in[i] == '-' ? '+' : in[i] == '_' ? '/' : in[i];
+	while (m % 4)
+		std[m++] = '=';
+	std[m] = '\0';
+	if (3 * (m / 4) > cap) {
+		free(std);
+		return -1;
+	}
+	r = EVP_DecodeBlock(out, (unsigned char *)std, (int)m);
+	if (r >= 0)
+		r -= (int)(m - n); /* the padding decoded as zeros */
+	free(std);
+	return r;
+}
+
+/* The key holder signs the GitHub App's JWT with the key it loaded (the
+ * signature verifies with the App's public key); a worker may not ask;
+ * an unusable key is reported with the first request, not at start. */
+static void test_jwt(void)
+{
+	char *events = util_xasprintf("%s/jwt.jsonl", tmpdir), err[512] = "";
+	char *keyfile = util_xasprintf("%s/app.pem", tmpdir);
+	char *badfile = util_xasprintf("%s/bad.pem", tmpdir);
+	struct keeper_config kc = { .events = events, .session = "sess-jwt",
+				    .policy_digest = POLICY, .github_app_key = keyfile,
+				    .github_app_id = "Iv23liTest" };
+	struct keeper_link w = { .fd = -1 };
+	EVP_PKEY *key = EVP_RSA_gen(2048);
+	unsigned char sig[1024];
+	struct keeper k;
+	FILE *f;
+	char *jwt, *dot2;
+	int sl, r;
+	EVP_MD_CTX *md;
+
+	ASSERT(key);
+	f = fopen(keyfile, "w");
+	ASSERT(f && PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) == 1);
+	fclose(f);
+	ASSERT(chmod(keyfile, 0600) == 0);
+	ASSERT(keeper_start(&kc, &k, err, sizeof(err)) == 0);
+	ASSERT(keeper_wait_ready(&k, err, sizeof(err)) == 0);
+	begin(&k);
+	jwt = keeper_sign_jwt(&k, err, sizeof(err));
+	tap_ok(jwt != NULL, "the key holder signs the App's JWT (%s)", jwt ? "" : err);
+	dot2 = jwt ? strrchr(jwt, '.') : NULL;
+	sl = dot2 ? b64url_decode(dot2 + 1, strlen(dot2 + 1), sig, sizeof(sig)) : -1;
+	md = EVP_MD_CTX_new();
+	r = sl > 0 && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
+	    EVP_DigestVerify(md, sig, (size_t)sl, (unsigned char *)jwt,
+			     (size_t)(dot2 - jwt)) == 1;
+	EVP_MD_CTX_free(md);
+	tap_ok(r, "its RS256 signature verifies with the App's public key");
+	if (jwt) {
+		explicit_bzero(jwt, strlen(jwt));
+		free(jwt);
+	}
+	ASSERT(keeper_new_channel(&k, &w.fd) == 0);
+	msg_start(&w.out, MSG_JWT_SIGN);
+	r = msg_send(w.fd, &w.out, -1, 0);
+	{
+		uint8_t buf[256];
+		int fd = -1;
+		ssize_t n = r == 0 ? msg_recv(w.fd, buf, sizeof(buf), &fd, 0) : -1;
+
+		tap_ok(n <= 0, "a worker asking for the JWT gets nothing: its channel is closed");
+	}
+	tap_is_int(keeper_end(&k, 0, err, sizeof(err)), 0, "the session ends normally");
+	keeper_link_close(&w);
+	keeper_release(&k);
+
+	f = fopen(badfile, "w");
+	ASSERT(f && fputs("not a key\n", f) >= 0);
+	fclose(f);
+	kc.github_app_key = badfile;
+	ASSERT(keeper_start(&kc, &k, err, sizeof(err)) == 0);
+	tap_is_int(keeper_wait_ready(&k, err, sizeof(err)), 0,
+		   "an unusable App key does not stop the key holder at start");
+	begin(&k);
+	jwt = keeper_sign_jwt(&k, err, sizeof(err));
+	tap_ok(!jwt && strstr(err, "git.github_app.private_key_file") &&
+	       strstr(err, "not a PEM private key"),
+	       "the first JWT request says why: %s", err);
+	free(jwt);
+	tap_is_int(keeper_end(&k, 0, err, sizeof(err)), 0, "and the session can still end");
+	keeper_release(&k);
+	EVP_PKEY_free(key);
+	unlink(keyfile);
+	unlink(badfile);
+	free(keyfile);
+	free(badfile);
+	free(events);
+}
+
 /* The cost of a receipt through the key holder, both ways, beside writing
  * it in this process. "Sent": what the sender spends per record, in
  * batches of BATCH that fit in the channel's buffer (each batch then
@@ -293,7 +402,7 @@ static void test_cost(void)
 static void cleanup(void)
 {
 	static const char *const names[] = { "one.jsonl", "bad.jsonl", "orphan.jsonl",
-					      "cost.jsonl", "local.jsonl" };
+					      "cost.jsonl", "local.jsonl", "jwt.jsonl" };
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
@@ -312,6 +421,7 @@ int main(void)
 	test_one_chain();
 	test_bad_worker();
 	test_orphaned();
+	test_jwt();
 	test_cost();
 	cleanup();
 	return tap_done();

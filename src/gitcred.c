@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gitcred.c - the git credential in the supervisor.
+ *
+ * DOC: Theory of Operation
+ *
+ * The credential the proxy workers inject on allowed git requests: the
+ * value of the git.credential secret (borrowed from the broker), or a
+ * GitHub App installation token the supervisor mints itself: the key
+ * holder signs the App's JWT (the key never leaves it), the supervisor
+ * makes the HTTPS request (ghapp_mint_jwt: the policy's resolvers, the
+ * address checks, the API's certificate), outside the sandbox and the
+ * proxy. A mint at start that fails or grants more than asked refuses the
+ * session; a refresh that fails keeps the old token until it expires,
+ * after which the workers answer 502. The placeholder the agent holds
+ * under git.token_env is the one the workers replace on git.api_hosts.
+ *
+ * The minted token is in the supervisor's memory and, through fork, in
+ * the workers' (which inject it); the sandbox's init wipes its copy
+ * (gitcred_free from the scrub hook). The key stays in the key holder;
+ * the JWT it signs lives ten minutes and is wiped after the request.
+ */
+#include "gitcred.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keeper.h"
+#include "util.h"
+
+static void git_mint(struct session *s, const struct policy *p, struct ghapp_token *tok,
+		     char *err, size_t errlen)
+{
+	char *jwt = keeper_sign_jwt(&s->k, err, errlen);
+	int rc;
+
+	memset(tok, 0, sizeof(*tok));
+	if (!jwt)
+		return;
+	rc = ghapp_mint_jwt(p, jwt, 0, tok, err, errlen);
+	explicit_bzero(jwt, strlen(jwt));
+	free(jwt);
+	if (rc != 0)
+		ghapp_token_clear(tok);
+}
+
+/* Before session.start: the credential, or a refusal (125). */
+void gitcred_start(struct session *s, const struct policy *p, const struct broker *b,
+			   struct gitcred *g)
+{
+	char err[512] = "";
+
+	memset(g, 0, sizeof(*g));
+	if (p->git_credential) {
+		size_t i;
+
+		for (i = 0; i < b->count; i++) {
+			if (strcmp(b->secrets[i].def->name, p->git_credential) != 0)
+				continue;
+			g->value = b->secrets[i].value;
+			g->value_len = b->secrets[i].value_len;
+			g->placeholder = util_xstrdup(b->secrets[i].placeholder);
+			g->placeholder_len = b->secrets[i].placeholder_len;
+		}
+		ASSERT(g->value); /* the policy checker requires the secret */
+		return;
+	}
+	if (!p->git_github_app)
+		return;
+	g->minted = true;
+	git_mint(s, p, &g->tok, err, sizeof(err));
+	if (!g->tok.value)
+		session_refuse(s, "git.github_app", err);
+	g->value = g->tok.value;
+	g->value_len = g->tok.len;
+	g->next_mint = ghapp_refresh_at(&g->tok);
+	/* shaped like the token (client-side format checks), worthless */
+	g->placeholder = broker_placeholder_make("ghs_", g->tok.value, g->tok.len,
+						 &g->placeholder_len, err, sizeof(err));
+	ASSERT(g->placeholder);
+}
+
+/* After session.start: the git.token line of the first mint. */
+void gitcred_record(struct session *s, const struct policy *p, const struct gitcred *g)
+{
+	if (g->minted)
+		session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT,
+			       "git.github_app", ghapp_subject(p, &g->tok.granted, &g->tok),
+			       "installation token minted for the session's repositories");
+}
+
+/* The placeholder under every git.token_env variable (replacing what the
+ * environment held there). */
+void gitcred_env(const struct policy *p, const struct gitcred *g,
+			 struct env_result *env)
+{
+	size_t i, j;
+
+	if (!g->placeholder)
+		return;
+	for (i = 0; i < p->ngit_token_env; i++) {
+		const char *name = p->git_token_env[i];
+		size_t nl = strlen(name);
+		char *entry = util_xasprintf("%s=%s", name, g->placeholder);
+
+		for (j = 0; j < env->n; j++)
+			if (strncmp(env->envp[j], name, nl) == 0 && env->envp[j][nl] == '=')
+				break;
+		if (j < env->n) {
+			free(env->envp[j]);
+			env->envp[j] = entry;
+			continue;
+		}
+		env->envp = util_xrealloc(env->envp, (env->n + 2) * sizeof(char *));
+		env->envp[env->n++] = entry;
+		env->envp[env->n] = NULL;
+	}
+}
+
+void gitcred_config(const struct gitcred *g, struct worker_config *wc)
+{
+	wc->git_token = g->value;
+	wc->git_token_len = g->value_len;
+	wc->git_token_expires = g->minted ? g->tok.expires_at : 0;
+	wc->git_placeholder = g->placeholder;
+	wc->git_placeholder_len = g->placeholder_len;
+}
+
+/* A refresh is due: mint, hand the new token to the workers, record. */
+void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *g,
+			     struct worker_pool *wp)
+{
+	struct ghapp_token fresh;
+	char err[512] = "";
+
+	git_mint(s, p, &fresh, err, sizeof(err));
+	if (!fresh.value) {
+		session_record(s, "git.token", RECEIPT_BLOCK, RECEIPT_POINT_GIT, "git.github_app",
+			       ghapp_subject(p, NULL, NULL), err);
+		g->next_mint = time(NULL) + GHAPP_RETRY_S;
+		return;
+	}
+	if (worker_pool_git_token(wp, fresh.value, fresh.len, fresh.expires_at) < 0)
+		util_warn("the refreshed git token could not reach every proxy worker");
+	ghapp_token_clear(&g->tok);
+	g->tok = fresh;
+	g->value = g->tok.value;
+	g->value_len = g->tok.len;
+	g->next_mint = ghapp_refresh_at(&g->tok);
+	session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.github_app",
+		       ghapp_subject(p, &g->tok.granted, &g->tok),
+		       "installation token refreshed before expiry");
+}
+
+void gitcred_free(struct gitcred *g)
+{
+	ghapp_token_clear(&g->tok);
+	if (g->placeholder) {
+		explicit_bzero(g->placeholder, g->placeholder_len);
+		free(g->placeholder);
+	}
+	memset(g, 0, sizeof(*g));
+}
+
+time_t gitcred_next(const struct gitcred *g)
+{
+	return g->next_mint;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gitcred.h - the supervisor's side of the git credential (docs/GIT.md):
+ * the token the proxy workers inject on allowed git requests, and the
+ * placeholder the agent holds for it.
+ *
+ * Calling pattern (airlock run; airlock proxy alike):
+ *
+ *	gitcred_start(&s, p, &broker, &g);    before session.start: a mint
+ *	                                      that fails refuses the session
+ *	gitcred_env(p, &g, &env);             the placeholder, git.token_env
+ *	session_begin(...); gitcred_record(&s, p, &g);
+ *	gitcred_config(&g, &worker_config);   before the workers fork
+ *	loop: at gitcred_next(&g) (0: never) gitcred_refresh(&s, p, &g, &wp)
+ *	gitcred_free(&g);                     wipes
+ */
+#ifndef AIRLOCK_GITCRED_H
+#define AIRLOCK_GITCRED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "broker.h"
+#include "env.h"
+#include "ghapp.h"
+#include "policy.h"
+#include "session.h"
+#include "worker.h"
+
+struct gitcred {
+	bool minted;                 /* git.github_app */
+	struct ghapp_token tok;      /* the latest minted token */
+	const char *value;           /* what the workers get: tok.value or
+					the git.credential secret's value
+					(borrowed from the broker) */
+	size_t value_len;
+	char *placeholder;           /* owned */
+	size_t placeholder_len;
+	time_t next_mint;            /* when to mint again (0: never) */
+};
+
+/* The credential of @p: git.credential's value from @b, or a token minted
+ * now (the key holder of @s signs the JWT, this process makes the
+ * request). A mint that fails or grants more than asked refuses the
+ * session (session_refuse: 125, does not return). Nothing to do without
+ * either: @g stays empty. */
+void gitcred_start(struct session *s, const struct policy *p, const struct broker *b,
+		   struct gitcred *g);
+
+/* After session.start: the git.token line of the first mint. */
+void gitcred_record(struct session *s, const struct policy *p, const struct gitcred *g);
+
+/* Puts the placeholder under every git.token_env variable of @env
+ * (replacing what it held there). */
+void gitcred_env(const struct policy *p, const struct gitcred *g, struct env_result *env);
+
+/* The workers' git fields (borrowed from @g). */
+void gitcred_config(const struct gitcred *g, struct worker_config *wc);
+
+/* When the next refresh is due (0: never). */
+time_t gitcred_next(const struct gitcred *g);
+
+/* Mints again (blocking, at most GHAPP_TIMEOUT_MS): on success the
+ * workers of @wp get the new token and git.token records it; on failure
+ * git.token records a block, the old token stays in force until it
+ * expires (the workers then answer 502), and the next try is in
+ * GHAPP_RETRY_S. */
+void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *g,
+		     struct worker_pool *wp);
+
+/* Wipes and frees; safe on a zeroed or freed one. */
+void gitcred_free(struct gitcred *g);
+
+#endif /* AIRLOCK_GITCRED_H */

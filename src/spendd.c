@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * spendd.c - the ledger process (see spendd.h).
+ *
+ * DOC: Theory of Operation
+ *
+ * A session's spend lives in its ledger (ledger.h): a file, a PostgreSQL
+ * server, or memory. Every reservation and settlement is one blocking
+ * transaction. The proxy workers must never block (one slow PostgreSQL
+ * round trip would stall every connection of a worker), and they are
+ * confined so that they can open no file and no new socket. So the ledger
+ * has a process of its own, forked from the supervisor before any secret
+ * is read:
+ *
+ *   1. it keeps only its channel to the supervisor and stderr, and of the
+ *      environment only what libpq reads (PG* and HOME, for PGPASSWORD
+ *      and ~/.pgpass); everything else is wiped (the supervisor's
+ *      environment may hold the values of brokered secrets);
+ *   2. it names itself "airlock-ledger", is not dumpable and dies with
+ *      the supervisor; once its ledger is open it confines itself
+ *      (confine.c, CONFINE_LEDGER): no capabilities, no exec, files
+ *      written only below an SQLite ledger's directory;
+ *   3. it opens the ledger and the session's row (creating it under its
+ *      parent, which must exist) and says READY, or its reason (FATAL),
+ *      which refuses the session before session.start;
+ *   4. it then receives, as descriptors over its control channel, its own
+ *      channel to the key holder (to record budget.charge) and one
+ *      channel per proxy worker, and serves them in one poll loop:
+ *      RESERVE is answered with RESERVED (the reservation id, or the cap
+ *      it would pass); SETTLE is settled (or released) and recorded; every
+ *      LEDGER_HEARTBEAT_SECONDS the holder's lease is renewed;
+ *   5. on CLOSE (the workers have exited) it reads what they still sent,
+ *      closes the session (reservations still held are charged in full,
+ *      as cut calls) and answers TOTAL with the session's own spent money,
+ *      which becomes session.end's spend_usd. If the supervisor's channel
+ *      closes first, it closes the session the same way and exits.
+ *
+ * A worker is less trusted than the supervisor: each of its messages is
+ * read with the checked readers of msg.h; one that does not parse closes
+ * that worker's channel (its requests then fail closed in the worker).
+ * A ledger call that fails is answered as a failure: the worker refuses
+ * the request (502, spend.ledger) rather than forward what it could not
+ * reserve. In shadow mode a reservation that passes a cap is made anyway
+ * (ledger_reserve_over) and answered as refused with its id: the worker
+ * records would_block, forwards, and settles it like any other.
+ *
+ * Should: open the ledger, reserve, settle, renew, close. Mustn't: hold
+ * a secret or a key, parse the agent's bytes, outlive the supervisor.
+ */
+#include "spendd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "keeper.h"
+#include "ledger.h"
+#include "meter.h"
+#include "msg.h"
+#include "util.h"
+#include "worker.h"
+
+extern char **environ;
+
+/* Workers a ledger process serves: one channel each. */
+#define SPENDD_MAX_CHANNELS WORKER_MAX
+/* How long the supervisor waits for READY and for TOTAL. A PostgreSQL
+ * server that does not answer is given libpq's own connect timeout
+ * first; a lock is given the ledger's busy timeout (10 s). */
+#define SPENDD_WAIT_MS 60000
+/* What the ledger process may still read once confined (libpq's
+ * resolver, passwd lookup for ~, TLS trust; the PG* files are added). */
+static const char *const ledger_reads[] = {
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
+	"/etc/gai.conf", "/etc/passwd", "/etc/group", "/etc/ssl", "/usr/lib/ssl",
+	"/usr/share/ca-certificates", "/etc/ca-certificates", "/etc/postgresql-common",
+	"/dev/urandom",
+};
+
+/* The environment libpq may read. */
+static const char *const keep_env_prefix[] = { "PG" };
+static const char *const keep_env_names[] = { "HOME" };
+
+bool spendd_wanted(const struct policy *p)
+{
+	return p->nspend_providers > 0 || p->spend_parent != NULL;
+}
+
+/* --- inside the ledger process ---------------------------------------------- */
+
+struct dctx {
+	int ctl;
+	struct ledger *l;
+	struct ledger_session *s;
+	const struct policy *p;
+	bool shadow;
+	struct keeper_link keeper;     /* fd -1 until given */
+	int chans[SPENDD_MAX_CHANNELS];
+	size_t nchans;
+	uint8_t *in;
+	struct msg out;
+};
+
+__attribute__((noreturn, format(printf, 2, 3))) static void
+spendd_fatal(struct dctx *x, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	msg_start(&x->out, MSG_FATAL);
+	msg_put_cstr(&x->out, reason);
+	if (msg_send(x->ctl, &x->out, -1, MSG_DONTWAIT) < 0)
+		util_warn("spend ledger: %s", reason);
+	_exit(EXIT_AIRLOCK_FAILURE);
+}
+
+static bool env_kept(const char *entry)
+{
+	size_t i, n = strcspn(entry, "=");
+
+	for (i = 0; i < ARRAY_SIZE(keep_env_prefix); i++)
+		if (strncmp(entry, keep_env_prefix[i], strlen(keep_env_prefix[i])) == 0)
+			return true;
+	for (i = 0; i < ARRAY_SIZE(keep_env_names); i++)
+		if (strlen(keep_env_names[i]) == n &&
+		    strncmp(entry, keep_env_names[i], n) == 0)
+			return true;
+	return false;
+}
+
+/* Wipes the inherited environment but the variables libpq reads, which
+ * are copied first and set again. */
+static void keep_libpq_environment(void)
+{
+	char **kept = NULL;
+	size_t n = 0, i;
+
+	for (i = 0; environ && environ[i]; i++) {
+		if (!env_kept(environ[i]))
+			continue;
+		kept = util_xrealloc(kept, (n + 1) * sizeof(*kept));
+		kept[n++] = util_xstrdup(environ[i]);
+	}
+	confine_wipe_environment();
+	for (i = 0; i < n; i++) {
+		char *eq = strchr(kept[i], '=');
+
+		if (eq) {
+			*eq = '\0';
+			(void)setenv(kept[i], eq + 1, 1);
+		}
+		explicit_bzero(kept[i], strlen(kept[i]) + (eq ? strlen(eq + 1) + 1 : 0));
+		free(kept[i]);
+	}
+	free(kept);
+}
+
+static json_t *usd_json(int64_t nano)
+{
+	return json_real((double)nano / (double)METER_NANO_PER_USD);
+}
+
+static json_t *cap_json(int64_t cap)
+{
+	return cap == LEDGER_NO_CAP ? json_null() : usd_json(cap);
+}
+
+static void reply_reserved(struct dctx *x, int fd, uint32_t tag,
+			   enum ledger_status st, int64_t rid,
+			   const struct ledger_refusal *why)
+{
+	bool refused = st == LEDGER_REFUSED;
+
+	msg_start(&x->out, MSG_SPEND_RESERVED);
+	msg_put_u32(&x->out, tag);
+	msg_put_u32(&x->out, (uint32_t)st);
+	msg_put_u64(&x->out, rid >= 0 ? (uint64_t)rid : UINT64_MAX);
+	msg_put_u64(&x->out, refused && why->cap != LEDGER_NO_CAP ? (uint64_t)why->cap
+								  : UINT64_MAX);
+	msg_put_u64(&x->out, refused ? (uint64_t)why->spent : 0);
+	msg_put_u64(&x->out, refused ? (uint64_t)why->reserved : 0);
+	msg_put_cstr(&x->out, refused ? why->session
+				      : st == LEDGER_OK ? "" : ledger_error(x->l));
+	/* A worker that does not read its answers loses its channel. */
+	(void)msg_send(fd, &x->out, -1, MSG_DONTWAIT);
+}
+
+static bool on_reserve(struct dctx *x, int fd, struct msg_reader *r)
+{
+	struct ledger_refusal why;
+	enum ledger_status st;
+	uint32_t tag;
+	uint64_t amount;
+	int64_t rid = -1;
+	bool over = false;
+
+	msg_get_u32(r, &tag);
+	msg_get_u64(r, &amount);
+	if (!msg_end(r) || amount > (uint64_t)METER_MONEY_MAX)
+		return false;
+	memset(&why, 0, sizeof(why));
+	if (x->shadow) {
+		st = ledger_reserve_over(x->s, (int64_t)amount, &rid, &why, &over);
+		if (st == LEDGER_OK && over)
+			st = LEDGER_REFUSED; /* with its id: shadow goes on */
+	} else {
+		st = ledger_reserve(x->s, (int64_t)amount, &rid, &why);
+	}
+	reply_reserved(x, fd, tag, st, rid, &why);
+	return true;
+}
+
+/* budget.charge for one settled call. */
+static void record_charge(struct dctx *x, const struct ledger_totals *t,
+			  enum meter_outcome outcome, bool have_usage,
+			  const uint64_t tokens[4], int64_t cost, const char *model,
+			  const char *host, const char *endpoint, const char *reason)
+{
+	char cost_s[METER_USD_LEN], total_s[METER_USD_LEN], line[256];
+	json_t *subj;
+	int64_t seq;
+	int r;
+
+	if (x->keeper.fd < 0)
+		return;
+	subj = json_pack("{s:s, s:s, s:s, s:s}", "host", host, "endpoint", endpoint,
+			 "model", model, "outcome", meter_outcome_to_string(outcome));
+	ASSERT(subj);
+	if (have_usage) {
+		json_object_set_new(subj, "input_tokens", json_integer((json_int_t)tokens[0]));
+		json_object_set_new(subj, "output_tokens", json_integer((json_int_t)tokens[1]));
+		json_object_set_new(subj, "cache_write_tokens",
+				    json_integer((json_int_t)tokens[2]));
+		json_object_set_new(subj, "cache_read_tokens",
+				    json_integer((json_int_t)tokens[3]));
+	}
+	json_object_set_new(subj, "cost_usd", usd_json(cost));
+	json_object_set_new(subj, "cost_nano", json_integer(cost));
+	json_object_set_new(subj, "total_usd", usd_json(t->own_spent));
+	json_object_set_new(subj, "total_nano", json_integer(t->own_spent));
+	json_object_set_new(subj, "tree_spent_usd", usd_json(t->spent));
+	json_object_set_new(subj, "cap_usd", cap_json(t->cap));
+	meter_format_usd(cost, cost_s);
+	meter_format_usd(t->own_spent, total_s);
+	snprintf(line, sizeof(line), "%s %s: $%s (%s); the session has spent $%s",
+		 host, endpoint, cost_s, reason, total_s);
+	r = keeper_record(&x->keeper, false, "budget.charge", RECEIPT_INFO,
+			  RECEIPT_POINT_EGRESS_PROXY, "spend.prices", subj, line, &seq);
+	json_decref(subj);
+	if (r < 0)
+		spendd_fatal(x, "cannot record a charge: the key holder's channel "
+			     "failed (%s)", strerror(-r));
+}
+
+static bool on_settle(struct dctx *x, struct msg_reader *r)
+{
+	const char *model, *host, *endpoint, *reason;
+	uint64_t rid, cost, tokens[4];
+	uint32_t outcome, have_usage;
+	struct ledger_totals after;
+	enum ledger_status st;
+	size_t i;
+
+	msg_get_u64(r, &rid);
+	msg_get_u64(r, &cost);
+	msg_get_u32(r, &outcome);
+	msg_get_u32(r, &have_usage);
+	for (i = 0; i < 4; i++)
+		msg_get_u64(r, &tokens[i]);
+	msg_get_str(r, METER_MODEL_MAX, &model, NULL);
+	msg_get_str(r, 255, &host, NULL);
+	msg_get_str(r, 64, &endpoint, NULL);
+	msg_get_str(r, 160, &reason, NULL);
+	if (!msg_end(r) || rid > (uint64_t)INT64_MAX || cost > (uint64_t)METER_MONEY_MAX ||
+	    outcome > METER_OUTCOME_COUNT || have_usage > 1)
+		return false;
+	if (outcome == METER_OUTCOME_COUNT) {
+		/* Never forwarded: released, nothing to record. */
+		st = ledger_release(x->s, (int64_t)rid);
+		if (st != LEDGER_OK)
+			util_warn("spend ledger: releasing reservation %llu: %s",
+				  (unsigned long long)rid, ledger_error(x->l));
+		return true;
+	}
+	st = ledger_settle(x->s, (int64_t)rid, (int64_t)cost, &after);
+	if (st != LEDGER_OK) {
+		/* The money is not lost: the reservation stays, and the
+		 * session's close charges it in full. */
+		util_warn("spend ledger: settling reservation %llu: %s",
+			  (unsigned long long)rid, ledger_error(x->l));
+		if (ledger_session_totals(x->s, &after) != LEDGER_OK)
+			memset(&after, 0, sizeof(after));
+	}
+	record_charge(x, &after, (enum meter_outcome)outcome, have_usage != 0, tokens,
+		      (int64_t)cost, model, host, endpoint, reason);
+	return true;
+}
+
+/* Serves what worker channel @i has; false when it closed (or spoke
+ * nonsense, which closes it). */
+static bool serve_worker(struct dctx *x, size_t i)
+{
+	for (;;) {
+		struct msg_reader r;
+		int fd = -1;
+		bool ok = false;
+		ssize_t n = msg_recv(x->chans[i], x->in, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (fd >= 0)
+			close(fd);
+		if (n == -EAGAIN || n == -EINTR)
+			return true;
+		if (n <= 0)
+			return false;
+		if (msg_reader_init(&r, x->in, (size_t)n)) {
+			if (r.type == MSG_SPEND_RESERVE)
+				ok = on_reserve(x, x->chans[i], &r);
+			else if (r.type == MSG_SPEND_SETTLE)
+				ok = on_settle(x, &r);
+		}
+		if (!ok) {
+			util_warn("spend ledger: a proxy worker sent a bad message "
+				  "(%s): its channel is closed",
+				  r.error ? r.error : msg_type_to_string(r.type));
+			return false;
+		}
+	}
+}
+
+static void drop_channel(struct dctx *x, size_t i)
+{
+	close(x->chans[i]);
+	x->chans[i] = x->chans[--x->nchans];
+}
+
+/* Closes the session and exits: TOTAL first when @answer. */
+__attribute__((noreturn)) static void finish(struct dctx *x, bool answer)
+{
+	struct ledger_totals t;
+	size_t i;
+
+	/* The workers have exited: everything they sent is queued. */
+	for (i = x->nchans; i-- > 0;)
+		(void)serve_worker(x, i);
+	if (ledger_session_close(x->s, &t) != LEDGER_OK)
+		spendd_fatal(x, "closing the session in the ledger: %s", ledger_error(x->l));
+	ledger_close(x->l);
+	if (answer) {
+		msg_start(&x->out, MSG_SPEND_TOTAL);
+		msg_put_u64(&x->out, (uint64_t)t.own_spent);
+		if (msg_send(x->ctl, &x->out, -1, 0) < 0)
+			_exit(EXIT_AIRLOCK_FAILURE);
+	}
+	_exit(0);
+}
+
+/* Handles what the supervisor sent. */
+static void serve_ctl(struct dctx *x)
+{
+	for (;;) {
+		struct msg_reader r;
+		uint32_t kind;
+		int fd = -1;
+		ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (n == -EAGAIN || n == -EINTR)
+			return;
+		if (n <= 0)
+			finish(x, false); /* the supervisor is gone */
+		if (!msg_reader_init(&r, x->in, (size_t)n))
+			spendd_fatal(x, "the supervisor sent a bad message: %s", r.error);
+		if (r.type == MSG_SPEND_CHANNEL && msg_get_u32(&r, &kind) && msg_end(&r) &&
+		    fd >= 0 && kind <= MSG_SPEND_CHANNEL_WORKER) {
+			if (kind == MSG_SPEND_CHANNEL_KEEPER) {
+				if (x->keeper.fd >= 0)
+					close(x->keeper.fd);
+				x->keeper.fd = fd;
+			} else if (x->nchans < SPENDD_MAX_CHANNELS) {
+				(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+				x->chans[x->nchans++] = fd;
+			} else {
+				close(fd);
+			}
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (r.type == MSG_SPEND_CLOSE && msg_end(&r))
+			finish(x, true);
+		spendd_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+	}
+}
+
+/* Confines the process once its ledger is open: no exec, no new
+ * privileges or capabilities, files written only in an SQLite ledger's
+ * directory, read only where libpq and OpenSSL look. */
+static void confine_ledger(struct dctx *x, const struct policy *p)
+{
+	const char *reads[ARRAY_SIZE(ledger_reads) + 5], *rw[1];
+	char *home_files[3] = { NULL, NULL, NULL }, *dir = NULL, err[256];
+	const char *home = getenv("HOME"), *v, *path;
+	size_t nr = 0, nrw = 0, i;
+	int rc;
+
+	for (i = 0; i < ARRAY_SIZE(ledger_reads); i++)
+		reads[nr++] = ledger_reads[i];
+	if (home && home[0] == '/') {
+		home_files[0] = util_xasprintf("%s/.pgpass", home);
+		home_files[1] = util_xasprintf("%s/.pg_service.conf", home);
+		home_files[2] = util_xasprintf("%s/.postgresql", home);
+		for (i = 0; i < 3; i++)
+			reads[nr++] = home_files[i];
+	}
+	if ((v = getenv("PGPASSFILE")) && v[0] == '/')
+		reads[nr++] = v;
+	if ((v = getenv("PGSERVICEFILE")) && v[0] == '/')
+		reads[nr++] = v;
+	path = p->spend_ledger_kind == POLICY_LEDGER_SQLITE ? p->spend_ledger_target : NULL;
+	if (path && path[0] == '/') {
+		char *slash;
+
+		dir = util_xstrdup(path);
+		slash = strrchr(dir, '/');
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		rw[nrw++] = dir;
+	}
+	rc = confine_self_rw(CONFINE_LEDGER, reads, nr, rw, nrw, err, sizeof(err));
+	for (i = 0; i < 3; i++)
+		free(home_files[i]);
+	free(dir);
+	if (rc < 0)
+		spendd_fatal(x, "cannot confine the spend ledger process: %s", err);
+}
+
+__attribute__((noreturn)) static void spendd_main(const struct policy *p, const char *id,
+						  const char *parent, int ctl, pid_t sup)
+{
+	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, ctl };
+	struct ledger_options lo = { .create = true };
+	struct pollfd pfd[1 + SPENDD_MAX_CHANNELS];
+	struct dctx x;
+	enum ledger_status st;
+	char err[512], *shown;
+	time_t beat;
+	int null;
+
+	memset(&x, 0, sizeof(x));
+	x.ctl = ctl;
+	x.p = p;
+	x.shadow = p->mode == POLICY_MODE_SHADOW;
+	x.keeper.fd = -1;
+	x.in = util_xmalloc(MSG_MAX);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
+		spendd_fatal(&x, "/dev/null: %s", strerror(errno));
+	if (null > STDERR_FILENO)
+		close(null);
+	confine_close_fds(keep, ARRAY_SIZE(keep));
+	keep_libpq_environment();
+	(void)prctl(PR_SET_NAME, SPENDD_PROC_NAME, 0, 0, 0);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		spendd_fatal(&x, "prctl: %s", strerror(errno));
+	if (getppid() != sup)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	signal(SIGPIPE, SIG_IGN);
+	/* The terminal signals the whole process group: the session ends
+	 * through the supervisor, which closes this process's channel. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+
+	shown = ledger_redact(p->spend_ledger ? p->spend_ledger : "null");
+	st = ledger_open(p->spend_ledger, &lo, &x.l, err, sizeof(err));
+	if (st != LEDGER_OK)
+		spendd_fatal(&x, "spend.ledger %s: %s", shown, err);
+	st = ledger_session_open(x.l, id, parent, ledger_cap_of_policy(p), &x.s);
+	if (st == LEDGER_NO_PARENT)
+		spendd_fatal(&x, "spend.parent: the parent session '%s' is not in the "
+			     "ledger %s (create it with 'airlock spend set')", parent, shown);
+	if (st == LEDGER_CONFLICT)
+		spendd_fatal(&x, "spend.parent: session '%s' is already in the ledger %s "
+			     "under another parent than %s%s%s", id, shown,
+			     parent ? "'" : "", parent ? parent : "none",
+			     parent ? "'" : "");
+	if (st != LEDGER_OK)
+		spendd_fatal(&x, "spend.ledger %s: cannot open session '%s' (%s): %s",
+			     shown, id, ledger_status_to_string(st), ledger_error(x.l));
+	free(shown);
+	confine_ledger(&x, p);
+	msg_start(&x.out, MSG_SPEND_READY);
+	if (msg_send(ctl, &x.out, -1, 0) < 0)
+		_exit(EXIT_AIRLOCK_FAILURE);
+
+	beat = time(NULL);
+	for (;;) {
+		time_t now = time(NULL);
+		int timeout;
+		size_t i, n = 0;
+
+		if (now - beat >= LEDGER_HEARTBEAT_SECONDS) {
+			if (ledger_heartbeat(x.s) != LEDGER_OK)
+				util_warn("spend ledger: renewing the lease: %s",
+					  ledger_error(x.l));
+			beat = now;
+		}
+		timeout = (int)(LEDGER_HEARTBEAT_SECONDS - (now - beat)) * 1000;
+		pfd[n++] = (struct pollfd){ .fd = ctl, .events = POLLIN };
+		for (i = 0; i < x.nchans; i++)
+			pfd[n++] = (struct pollfd){ .fd = x.chans[i], .events = POLLIN };
+		if (poll(pfd, (nfds_t)n, timeout < 0 ? 0 : timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			spendd_fatal(&x, "poll: %s", strerror(errno));
+		}
+		/* Workers first: what they sent before the supervisor said
+		 * CLOSE is handled before the session closes. */
+		for (i = x.nchans; i-- > 0;)
+			if (pfd[1 + i].revents && !serve_worker(&x, i))
+				drop_channel(&x, i);
+		if (pfd[0].revents)
+			serve_ctl(&x);
+	}
+}
+
+/* --- the supervisor's side -------------------------------------------------- */
+
+/* Waits up to SPENDD_WAIT_MS for one message of type @want on d->ctl. */
+static int wait_for(struct spendd *d, enum msg_type want, uint8_t *buf,
+		    struct msg_reader *r, char *err, size_t errlen)
+{
+	struct pollfd pfd = { .fd = d->ctl, .events = POLLIN };
+	const char *reason;
+	ssize_t n;
+	int fd = -1, pr;
+
+	do
+		pr = poll(&pfd, 1, SPENDD_WAIT_MS);
+	while (pr < 0 && errno == EINTR);
+	if (pr == 0) {
+		snprintf(err, errlen, "the spend ledger did not answer within %d s",
+			 SPENDD_WAIT_MS / 1000);
+		return -1;
+	}
+	n = msg_recv(d->ctl, buf, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0 || !msg_reader_init(r, buf, (size_t)n)) {
+		snprintf(err, errlen, "the spend ledger process ended without a word");
+		return -1;
+	}
+	if (r->type == MSG_FATAL && msg_get_str(r, sizeof(d->fatal) - 1, &reason, NULL) &&
+	    msg_end(r)) {
+		(void)util_strlcpy(d->fatal, reason, sizeof(d->fatal));
+		snprintf(err, errlen, "%s", reason);
+		return -1;
+	}
+	if (r->type != want) {
+		snprintf(err, errlen, "the spend ledger sent %s instead of %s",
+			 msg_type_to_string(r->type), msg_type_to_string(want));
+		return -1;
+	}
+	return 0;
+}
+
+static void reap_now(struct spendd *d)
+{
+	if (d->pid <= 0)
+		return;
+	while (waitpid(d->pid, &d->wstatus, 0) < 0 && errno == EINTR)
+		;
+	d->pid = -1;
+}
+
+int spendd_start(struct spendd *d, const struct policy *p, const char *id,
+		 const char *parent, const char **rule, char *err, size_t errlen)
+{
+	struct msg_reader r;
+	uint8_t *buf;
+	pid_t sup = getpid();
+	int sv[2], rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	d->pid = -1;
+	d->ctl = -1;
+	*rule = "spend.ledger";
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "spend ledger: socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0) {
+		snprintf(err, errlen, "spend ledger: fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (d->pid == 0) {
+		close(sv[0]);
+		spendd_main(p, id, parent ? parent : p->spend_parent, sv[1], sup);
+	}
+	close(sv[1]);
+	d->ctl = sv[0];
+	buf = util_xmalloc(MSG_MAX);
+	if (wait_for(d, MSG_SPEND_READY, buf, &r, err, errlen) < 0 || !msg_end(&r)) {
+		if (strncmp(err, "spend.parent", 12) == 0)
+			*rule = "spend.parent";
+		spendd_release(d);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+static int send_fd(struct spendd *d, int fd, uint32_t kind)
+{
+	struct msg m = { 0 };
+	int r;
+
+	msg_start(&m, MSG_SPEND_CHANNEL);
+	msg_put_u32(&m, kind);
+	r = msg_send(d->ctl, &m, fd, 0);
+	msg_free(&m);
+	return r;
+}
+
+int spendd_give_keeper(struct spendd *d, int fd)
+{
+	int r = fd >= 0 ? send_fd(d, fd, MSG_SPEND_CHANNEL_KEEPER) : -EBADF;
+
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+int spendd_new_channel(struct spendd *d, int *worker_end)
+{
+	int sv[2], r;
+
+	*worker_end = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	r = send_fd(d, sv[1], MSG_SPEND_CHANNEL_WORKER);
+	close(sv[1]);
+	if (r < 0) {
+		close(sv[0]);
+		return r;
+	}
+	*worker_end = sv[0];
+	return 0;
+}
+
+void spendd_reaped(struct spendd *d, int wstatus)
+{
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *reason;
+	int fd;
+
+	d->pid = -1;
+	d->wstatus = wstatus;
+	while (d->ctl >= 0 && !d->fatal[0]) {
+		ssize_t n = msg_recv(d->ctl, buf, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			break;
+		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
+		    msg_get_str(&r, sizeof(d->fatal) - 1, &reason, NULL) && msg_end(&r))
+			(void)util_strlcpy(d->fatal, reason, sizeof(d->fatal));
+	}
+	free(buf);
+}
+
+void spendd_describe_exit(const struct spendd *d, char *out, size_t len)
+{
+	if (d->fatal[0])
+		snprintf(out, len, "%s", d->fatal);
+	else if (WIFSIGNALED(d->wstatus))
+		snprintf(out, len, "killed by signal %d", WTERMSIG(d->wstatus));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(d->wstatus));
+}
+
+int spendd_finish(struct spendd *d, int64_t *own, char *err, size_t errlen)
+{
+	struct msg_reader r;
+	struct msg m = { 0 };
+	uint8_t *buf;
+	uint64_t v;
+	int rc = -1;
+
+	*own = 0;
+	d->finishing = true;
+	if (d->pid < 0 || d->ctl < 0) {
+		spendd_describe_exit(d, err, errlen);
+		return -1;
+	}
+	buf = util_xmalloc(MSG_MAX);
+	msg_start(&m, MSG_SPEND_CLOSE);
+	if (msg_send(d->ctl, &m, -1, 0) < 0) {
+		snprintf(err, errlen, "the spend ledger's channel: %s", strerror(errno));
+		goto out;
+	}
+	if (wait_for(d, MSG_SPEND_TOTAL, buf, &r, err, errlen) < 0)
+		goto out;
+	if (!msg_get_u64(&r, &v) || !msg_end(&r) || v > (uint64_t)METER_MONEY_MAX) {
+		snprintf(err, errlen, "the spend ledger sent a bad total");
+		goto out;
+	}
+	*own = (int64_t)v;
+	rc = 0;
+out:
+	msg_free(&m);
+	free(buf);
+	reap_now(d);
+	return rc;
+}
+
+void spendd_release(struct spendd *d)
+{
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		reap_now(d);
+	}
+	if (d->ctl >= 0)
+		close(d->ctl);
+	d->ctl = -1;
+}
