@@ -633,7 +633,7 @@ static const struct allowable_case allowable_cases[] = {
 	  "\"allow\":[\"x.test:*\"],\"deny\":[\"x.test:80\",\"x.test:443\"]", NULL,
 	  "x.test", true, "" },
 	{ "egress.ports denied, one explicit allowed",
-	  "\"allow\":[\"x.test\",\"x.test:22\"],\"deny\":[\"x.test:80\",\"x.test:443\"]",
+	  "\"allow\":[\"x.test\",\"x.test:8443\"],\"deny\":[\"x.test:80\",\"x.test:443\"]",
 	  NULL, "x.test", true, "" },
 	{ "every named port denied",
 	  "\"allow\":[\"x.test\"],\"deny\":[\"x.test:80\",\"x.test:443\"]", NULL,
