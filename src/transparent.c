@@ -97,29 +97,6 @@ static bool is_loopback(const struct addr *a)
 	return addr_classify(a) == ADDR_CLASS_LOOPBACK;
 }
 
-static socklen_t to_sockaddr(const struct addr *a, uint16_t port,
-			     struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (a->family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		memcpy(&sin->sin_addr, a->bytes, 4);
-		return sizeof(*sin);
-	}
-	ASSERT(a->family == AF_INET6);
-	{
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		memcpy(&sin6->sin6_addr, a->bytes, 16);
-		return sizeof(*sin6);
-	}
-}
-
 static bool from_sockaddr(const struct sockaddr_storage *ss, struct addr *a,
 			  uint16_t *port)
 {
@@ -454,7 +431,7 @@ static int listen_on(int family, uint16_t port, char *err, size_t errlen)
 	int fd, one = 1;
 
 	ASSERT(addr_parse(text, &a));
-	sl = to_sockaddr(&a, port, &ss);
+	sl = (socklen_t)addr_to_sockaddr(&a, port, &ss);
 	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		goto fail;
@@ -511,7 +488,7 @@ int transparent_stub_socket(const struct addr *a, uint16_t port, char *err,
 			    size_t errlen)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = to_sockaddr(a, port, &ss);
+	socklen_t sl = (socklen_t)addr_to_sockaddr(a, port, &ss);
 	int fd, rc;
 
 	fd = socket(a->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -643,7 +620,7 @@ static int selftest_connect(int lfd, const char *dst, char *err, size_t errlen)
 	int cfd = -1, afd = -1, rc;
 
 	ASSERT(addr_parse(dst, &want));
-	sl = to_sockaddr(&want, 80, &ss);
+	sl = (socklen_t)addr_to_sockaddr(&want, 80, &ss);
 	cfd = socket(want.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (cfd < 0) {
 		rc = -errno;
@@ -699,7 +676,7 @@ static int selftest_udp(char *err, size_t errlen)
 	int fd, rc;
 
 	ASSERT(addr_parse("203.0.113.9", &a));
-	sl = to_sockaddr(&a, 53, &ss);
+	sl = (socklen_t)addr_to_sockaddr(&a, 53, &ss);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;
