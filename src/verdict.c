@@ -114,6 +114,12 @@ static void answer_body(const struct conn *c, const struct verdict *v, char *out
 
 	if (!c->target_known)
 		snprintf(out, len, "airlock: %s", v->reason);
+	else if (c->inner)
+		/* A request inside a tunnel: the connection's method is the
+		 * tunnel's CONNECT, not the refused request's. */
+		snprintf(out, len, "airlock: %s a request to %s:%u: %s",
+			 v->action == VERDICT_DENY ? "denied" : "failed", c->target.name,
+			 c->port, v->reason);
 	else if (v->action == VERDICT_DENY)
 		snprintf(out, len, "airlock: denied %s %s:%u: %s", c->method,
 			 c->target.name, c->port, v->reason);
