@@ -478,25 +478,6 @@ static bool port_is_default(const struct policy *p, long long port)
 	return false;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The sorted keys of @map; free the array (not the strings). */
-static const char **sorted_keys(const json_t *map, size_t *n)
-{
-	const char **keys = util_xcalloc(json_object_size(map) + 1, sizeof(*keys));
-	const char *k;
-	json_t *v;
-
-	*n = 0;
-	json_object_foreach((json_t *)map, k, v)
-		keys[(*n)++] = k;
-	qsort(keys, *n, sizeof(*keys), cmp_str);
-	return keys;
-}
-
 /* Rules seen for a target that a draft may not lift. NULL: it may. */
 static const char *forbidden(const json_t *rules, const char **which)
 {
@@ -520,7 +501,7 @@ static const char *forbidden(const json_t *rules, const char **which)
 static void draft_targets(struct learn *l, json_t *rules)
 {
 	size_t n, i;
-	const char **keys = sorted_keys(l->targets, &n);
+	const char **keys = events_sorted_keys(l->targets, &n);
 
 	for (i = 0; i < n; i++) {
 		json_t *e = json_object_get(l->targets, keys[i]);
@@ -621,7 +602,7 @@ static void draft_wildcards(json_t *rules)
 		json_object_set_new(out, gk, merged);
 	}
 	/* Replace the grouped names by their wildcard. */
-	keys = sorted_keys(out, &n);
+	keys = events_sorted_keys(out, &n);
 	for (i = 0; i < n; i++) {
 		json_t *names = json_object_get(json_object_get(out, keys[i]), "names");
 
@@ -667,7 +648,7 @@ static void apply_rules(struct learn *l, json_t *rules)
 {
 	json_t *allow = NULL;
 	size_t n, i;
-	const char **keys = sorted_keys(rules, &n);
+	const char **keys = events_sorted_keys(rules, &n);
 
 	for (i = 0; i < n; i++) {
 		json_t *e = json_object_get(rules, keys[i]), *names;
@@ -730,7 +711,7 @@ static void apply_ranges(struct learn *l)
 {
 	json_t *ranges = NULL;
 	size_t n, i;
-	const char **keys = sorted_keys(l->ranges, &n);
+	const char **keys = events_sorted_keys(l->ranges, &n);
 
 	for (i = 0; i < n; i++) {
 		json_t *e = json_object_get(l->ranges, keys[i]);
@@ -887,7 +868,7 @@ static void session_hosts(struct learn *l, const struct policy *p, const json_t 
 			json_array_extend(acc, ports);
 		}
 	}
-	keys = sorted_keys(all, &n);
+	keys = events_sorted_keys(all, &n);
 	for (i = 0; i < n; i++)
 		json_array_append_new(draft_allows(p, keys[i], json_object_get(all, keys[i]))
 					      ? *bound : *unbound,
@@ -902,7 +883,7 @@ static void apply_env(struct learn *l, const struct policy *mid)
 {
 	json_t *pass = NULL, *secrets = NULL;
 	size_t n, i;
-	const char **keys = sorted_keys(l->envs, &n);
+	const char **keys = events_sorted_keys(l->envs, &n);
 
 	for (i = 0; i < n; i++) {
 		const char *name = keys[i], *by;
@@ -988,7 +969,7 @@ static void apply_env(struct learn *l, const struct policy *mid)
 static void print_notes(struct learn *l)
 {
 	size_t n, i;
-	const char **keys = sorted_keys(l->notes, &n);
+	const char **keys = events_sorted_keys(l->notes, &n);
 
 	for (i = 0; i < n; i++)
 		explain("-", keys[i], json_object_get(l->notes, keys[i]));
@@ -1000,7 +981,7 @@ static void print_notes(struct learn *l)
 static size_t recheck(struct learn *l, const struct policy *p, const json_t *rules)
 {
 	size_t bad = 0, n, i;
-	const char **keys = sorted_keys(l->targets, &n);
+	const char **keys = events_sorted_keys(l->targets, &n);
 	json_t *e;
 	const char *k;
 

@@ -253,24 +253,6 @@ static void put_ts(FILE *f, const char *ts)
 	}
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static const char **sorted_keys(const json_t *map, size_t *n)
-{
-	const char **keys = util_xcalloc(json_object_size(map) + 1, sizeof(*keys));
-	const char *k;
-	json_t *v;
-
-	*n = 0;
-	json_object_foreach((json_t *)map, k, v)
-		keys[(*n)++] = k;
-	qsort(keys, *n, sizeof(*keys), cmp_str);
-	return keys;
-}
-
 static json_int_t inc(json_t *map, const char *key, json_int_t by)
 {
 	json_int_t n = json_integer_value(json_object_get(map, key)) + by;
@@ -801,7 +783,7 @@ static void put_stat(FILE *f, const char *cls, size_t n, const char *what)
 static void counts(FILE *f, const struct rsession *s)
 {
 	size_t n, i;
-	const char **keys = sorted_keys(s->counts, &n);
+	const char **keys = events_sorted_keys(s->counts, &n);
 	json_int_t max = 1;
 
 	for (i = 0; i < n; i++)
@@ -927,7 +909,7 @@ static void blocks(FILE *f, const struct rsession *s, size_t index)
 static void secrets(FILE *f, const struct rsession *s)
 {
 	size_t n, i;
-	const char **keys = sorted_keys(s->secrets, &n);
+	const char **keys = events_sorted_keys(s->secrets, &n);
 
 	if (n == 0) {
 		fputs("<p class=\"empty\">No brokered secret was used.</p>\n", f);
@@ -980,7 +962,7 @@ static void secrets(FILE *f, const struct rsession *s)
 static void git(FILE *f, const struct rsession *s)
 {
 	size_t n, i;
-	const char **keys = sorted_keys(s->git, &n);
+	const char **keys = events_sorted_keys(s->git, &n);
 	json_t *t;
 
 	if (n == 0 && json_array_size(s->tokens) == 0) {

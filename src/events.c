@@ -579,3 +579,21 @@ bool events_next(struct events_iter *it, struct events_line *ln)
 	ln->session = it->session;
 	return true;
 }
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+const char **events_sorted_keys(const json_t *map, size_t *n)
+{
+	const char **keys = util_xcalloc(json_object_size(map) + 1, sizeof(*keys));
+	const char *k;
+	json_t *v;
+
+	*n = 0;
+	json_object_foreach((json_t *)map, k, v)
+		keys[(*n)++] = k;
+	qsort(keys, *n, sizeof(*keys), cmp_key);
+	return keys;
+}

@@ -173,4 +173,10 @@ const char *events_str(const json_t *o, const char *key);
 /* A number member of @o (integer or real) in *out; false when absent. */
 bool events_num(const json_t *o, const char *key, double *out);
 
+/* The keys of the JSON object @map in strcmp order, *@n of them: the
+ * commands that print tables (learn, report) list in this order so that
+ * their output is deterministic. The caller frees the array, not the
+ * strings (they belong to @map). */
+const char **events_sorted_keys(const json_t *map, size_t *n);
+
 #endif /* AIRLOCK_EVENTS_H */
