@@ -104,19 +104,48 @@ $(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 # Every test speaks TAP; prove runs the compiled unit tests and the
 # integration scripts, each in a network namespace of its own
 # (tests/netns-exec).
-TEST_ENV = AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) \
+# build/test-bin comes first in the tests' PATH: its python3 is the
+# system's /usr/bin/python3 (with the Debian modules the tests use), not a
+# version manager's shim that a developer's PATH may put first (a pyenv
+# shim costs about ten times the interpreter's own start, and the tests
+# start python3 thousands of times).
+TEST_BIN := build/test-bin
+TEST_ENV = PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) \
 	AIRLOCK_HELPERS=$(abspath $(BUILD)/tests/helpers)
 
-check: $(BIN) $(UNIT_BIN) $(HELPER_BIN)
+$(TEST_BIN)/python3:
+	@mkdir -p $(dir $@)
+	@if [ -x /usr/bin/python3 ]; then ln -sf /usr/bin/python3 $@; \
+	else ln -sf "$$(command -v python3)" $@; fi
+
+# The files run in parallel (TEST_JOBS at once; each is in a network
+# namespace of its own, so they cannot see each other's servers), the
+# slowest first so that the run ends with the short ones. tests/tap-timer
+# times every file and every test point; the report is
+# $(BUILD)/test-times.txt (build/test-times.txt for the plain build).
+# TESTS=... runs only those files.
+TEST_JOBS ?= 6
+TEST_TIMES := $(if $(filter 1,$(SAN)),$(BUILD),build)/test-times.txt
+TESTS ?= $(UNIT_BIN) $(INTEGRATION)
+SLOW_FIRST = $(shell tests/order-tests $(BUILD)/test-times $(TESTS))
+RUN_TESTS = @rm -rf $(BUILD)/test-times.new && mkdir -p $(BUILD)/test-times.new && \
+	s=$$(date +%s%N); \
+	$(TEST_ENV) AIRLOCK_TEST_TIMES=$(CURDIR)/$(BUILD)/test-times.new \
+		prove -j$(TEST_JOBS) --timer --exec $(CURDIR)/tests/tap-timer $(1); st=$$?; \
+	e=$$(date +%s%N); \
+	rm -rf $(BUILD)/test-times && mv $(BUILD)/test-times.new $(BUILD)/test-times; \
+	tests/times-summary $(BUILD)/test-times $(TEST_TIMES) $$(( (e - s) / 1000000 )) $(TEST_JOBS); \
+	exit $$st
+
+check: $(BIN) $(UNIT_BIN) $(HELPER_BIN) $(TEST_BIN)/python3
 	@scripts/install-deps --test
-	$(TEST_ENV) \
-		prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN) $(INTEGRATION)
+	$(call RUN_TESTS,$(SLOW_FIRST))
 
-unit: $(UNIT_BIN)
-	prove --exec $(CURDIR)/tests/netns-exec $(UNIT_BIN)
+unit: $(UNIT_BIN) $(TEST_BIN)/python3
+	$(call RUN_TESTS,$(UNIT_BIN))
 
-integration: $(BIN) $(HELPER_BIN)
-	$(TEST_ENV) prove --exec $(CURDIR)/tests/netns-exec $(INTEGRATION)
+integration: $(BIN) $(HELPER_BIN) $(TEST_BIN)/python3
+	$(call RUN_TESTS,$(INTEGRATION))
 
 lint: | deps
 	@scripts/install-deps --lint
@@ -158,18 +187,18 @@ deb: $(BIN)
 	@scripts/install-deps --deb
 	@scripts/mkdeb $(BIN) $(VERSION) build
 
-demo: $(BIN)
+demo: $(BIN) $(TEST_BIN)/python3
 	@scripts/install-deps --test
-	@AIRLOCK=$(abspath $(BIN)) scripts/demo
+	@PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) scripts/demo
 
 # The end-to-end test (tests/e2e/run, docs/E2E.md): a real coding agent
 # under `airlock run --enforce`. The first run installs the agent from the
 # npm registry into a cache outside the repository ($$AIRLOCK_E2E_CACHE,
 # default ~/.cache/airlock-e2e); later runs use the cache.
-e2e: $(BIN)
+e2e: $(BIN) $(TEST_BIN)/python3
 	@scripts/install-deps --test
 	@command -v npm >/dev/null 2>&1 || scripts/install-deps --e2e
-	AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove -v --exec bash tests/e2e/run
+	PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove -v --exec bash tests/e2e/run
 
 bench: $(BIN)
 	@AIRLOCK=$(abspath $(BIN)) bench/run

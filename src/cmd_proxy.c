@@ -56,7 +56,9 @@
 #include "util.h"
 #include "worker.h"
 
-#define DRAIN_MS 5000
+/* How long open connections may finish after SIGTERM (a test may shorten
+ * it: AIRLOCK_TEST_TIMEOUTS drain). */
+#define DRAIN_MS util_test_ms("drain", 5000)
 
 const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"

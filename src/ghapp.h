@@ -134,7 +134,8 @@ int ghapp_check_answer(const struct ghapp_scope *asked, unsigned int status,
 		       size_t errlen);
 
 /* When to mint again: GHAPP_REFRESH_MARGIN_S before expires_at, or half
- * way through the token's life when that comes later. */
+ * way through the token's life when that comes later (or sooner: the
+ * test-only git_refresh_margin of AIRLOCK_TEST_TIMEOUTS, in ms). */
 time_t ghapp_refresh_at(const struct ghapp_token *t);
 
 /* The subject of a git.token receipt: {"host", "installation_id",

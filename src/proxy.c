@@ -623,16 +623,17 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 		}
 	}
 	p->names = opts->names;
+	/* Zero fields take the defaults, which a test may shorten. */
 	if (!p->t.head_ms)
-		p->t.head_ms = 10000;
+		p->t.head_ms = util_test_ms("head", 10000);
 	if (!p->t.dns_ms)
-		p->t.dns_ms = 5000;
+		p->t.dns_ms = util_test_ms("dns", 5000);
 	if (!p->t.connect_ms)
-		p->t.connect_ms = 10000;
+		p->t.connect_ms = util_test_ms("connect", 10000);
 	if (!p->t.first_flight_ms)
-		p->t.first_flight_ms = 10000;
+		p->t.first_flight_ms = util_test_ms("first_flight", 10000);
 	if (!p->t.idle_ms)
-		p->t.idle_ms = 300000;
+		p->t.idle_ms = util_test_ms("idle", 300000);
 	if (opts->nfilters > FILTER_MAX) {
 		snprintf(err, errlen, "at most %d filters", FILTER_MAX);
 		goto fail;

@@ -23,6 +23,31 @@ uint64_t util_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+unsigned int util_test_ms(const char *key, unsigned int def)
+{
+	const char *s = getenv("AIRLOCK_TEST_TIMEOUTS");
+	size_t kl = strlen(key);
+
+	while (s && *s) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (len > kl + 1 && strncmp(s, key, kl) == 0 && s[kl] == '=') {
+			char num[16];
+			unsigned long v;
+
+			if (len - kl - 1 < sizeof(num)) {
+				memcpy(num, s + kl + 1, len - kl - 1);
+				num[len - kl - 1] = '\0';
+				if (util_parse_uint(num, 1, def, &v))
+					return (unsigned int)v;
+			}
+		}
+		s = end ? end + 1 : NULL;
+	}
+	return def;
+}
+
 void util_assert_fail(const char *expr, const char *file, int line)
 {
 	fprintf(stderr, "airlock: internal error: assertion '%s' failed at %s:%d\n",

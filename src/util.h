@@ -94,6 +94,12 @@ void util_session_sigset(sigset_t *set);
 /* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
 uint64_t util_now_ms(void);
 
+/* A timeout that a test may shorten (test-only; docs/TESTING.md): the
+ * value of @key in AIRLOCK_TEST_TIMEOUTS ("key=ms,key=ms"), if that is a
+ * number below @def, else @def. It can only shorten a timeout, never
+ * lengthen one, so a stray setting fails closed. */
+unsigned int util_test_ms(const char *key, unsigned int def);
+
 /* ASCII character classes, independent of the locale (a name's meaning
  * must not depend on LC_CTYPE, and <ctype.h> is undefined for negative
  * chars). Every parser uses these. */

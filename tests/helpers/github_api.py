@@ -25,8 +25,12 @@ it over the config). Every key is optional except "log" and "listen":
     "status": 500, "message": "...",   for mode "status"
     "delay": 10,                       for mode "slow" (seconds)
     "token": "ghs_...",                the token to answer (else random)
+    "tokens": ["ghs_1", "ghs_2"],      the tokens to answer, one a mint in
+                                       order (the last one from then on;
+                                       counted anew for another list)
     "token_length": 100,               a random token's length
-    "expires_in": 3600                 seconds
+    "expires_in": 3600                 seconds (a list: one a token of
+                                       "tokens", in the same order)
   }
 
 POST /app/installations/ID/access_tokens verifies the JWT of its
@@ -168,12 +172,20 @@ def repo_obj(i, owner, name):
             "owner": {"login": owner, "type": "Organization"}}
 
 
+_minted = {}  # mints so far of each "tokens" list
+
+
 def make_token(cfg):
+    if cfg.get("tokens"):
+        key = tuple(cfg["tokens"])
+        i = min(_minted.get(key, 0), len(key) - 1)
+        _minted[key] = _minted.get(key, 0) + 1
+        return key[i], i
     if cfg.get("token"):
-        return cfg["token"]
+        return cfg["token"], 0
     n = int(cfg.get("token_length", 100))
     alphabet = string.ascii_letters + string.digits
-    return "ghs_" + "".join(secrets.choice(alphabet) for _ in range(max(1, n - 4)))
+    return "ghs_" + "".join(secrets.choice(alphabet) for _ in range(max(1, n - 4))), 0
 
 
 def rfc3339(t):
@@ -207,8 +219,11 @@ def mint_answer(cfg, req, now):
     repos = [repo_obj(i, owner, n) for i, n in enumerate(names)]
     if mode == "other-owner" and repos:
         repos[0]["full_name"] = "mallory/" + repos[0]["name"]
-    token = make_token(cfg)
-    expires = now + int(cfg.get("expires_in", 3600))
+    token, i = make_token(cfg)
+    life = cfg.get("expires_in", 3600)
+    if isinstance(life, list):
+        life = life[min(i, len(life) - 1)]
+    expires = now + int(life)
     if mode == "expired":
         expires = now - 60
     body = {"token": token, "expires_at": rfc3339(expires), "permissions": perms,

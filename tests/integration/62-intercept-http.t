@@ -40,6 +40,8 @@ is "$CODE" 200 "curl through the standalone proxy trusts the --ca-out CA"
 like "$(net_last line~/sub)" "\"Authorization\", \"token $VALUE\"" "the placeholder after 'token ' became the value"
 req https://api.airlock.test/distrust --cacert "$CA"
 is "$CURL_RC" 60 "a client that does not trust the session CA fails its handshake"
+# the worker records the failed handshake a moment after curl gives up
+wait_grep "$EV" '"type":"proxy.error".*"rule":"tls.client"|"rule":"tls.client".*"type":"proxy.error"'
 r=$(grep '"type":"proxy.error"' "$EV" | grep '"rule":"tls.client"' | tail -1)
 like "$(jf "$r" subject.error)" 'unknown ca|alert' "... recorded as proxy.error tls.client with the client's alert"
 is "$(net_count line~/distrust)" 0 "... nothing was sent upstream"

@@ -315,39 +315,45 @@ is "$(jf "$r" decision rule)" "would_block git.repo" "shadow: recorded as would_
 
 # --- refresh before expiry ----------------------------------------------------------------
 #
-# A token that lives 125 s is refreshed half way (about 62 s). After the
-# first clone the git server accepts only the second token, which the API
-# answers from then on: the agent's later fetch works only if the proxy
-# injects the refreshed token.
+# The first token lives 125 s; the test-only git_refresh_margin setting
+# (123 s) has the proxy mint again 2 s after the first mint instead of half
+# way (62 s). The API answers TOKEN first, then TOKEN2 for an hour. Once the clone is
+# done and the refresh recorded, the git server accepts only TOKEN2: the
+# agent's later fetch works only if the proxy injects the refreshed token.
 TOKEN2="ghs_$(head -c 600 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 90)"
 gpolicy enforce app
-api_config '{"expires_in": 125}'
+api_config '{"expires_in": [125, 3600], "tokens": ["'"$TOKEN"'", "'"$TOKEN2"'"]}'
+"$PY" - "$T/git.json" "$TOKEN" "$TOKEN2" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2], sys.argv[3]]
+json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+PY
 : > "$T/git.log"
 : > "$T/api.log"
 rm -rf "$T/ws" && mkdir -p "$T/ws"
 rm -f "$T/ev.jsonl"
-( cd "$T/ws" && timeout 180 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
+( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 timeout 180 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
 cd "$0"
 export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
 git clone -q https://git.test/acme/api.git api 2> clone.err; echo $? > clone.rc
-sleep 80
+i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
 git -C api fetch -q origin 2> fetch.err; echo $? > fetch.rc' "$T/ws" > "$T/out" 2> "$T/err" ) &
 RUN_PID=$!
 i=0
-while [ "$(glog path~git-upload-pack authorised=True)" -lt 1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-# from now on: the API answers TOKEN2, the git server accepts only TOKEN2
-"$PY" - "$T/api.json" "$TOKEN2" <<'PY'
-import json, os, sys
-c = json.load(open(sys.argv[1])); c["token"] = sys.argv[2]; c["expires_in"] = 3600
-json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-PY
+while { [ ! -e "$T/ws/clone.rc" ] || [ "$(grep -c '"type":"git.token"' "$T/ev.jsonl" 2>/dev/null)" -lt 2 ]; } &&
+	[ $i -lt 1200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+# from now on the git server accepts only TOKEN2
 "$PY" - "$T/git.json" "$TOKEN2" <<'PY'
 import json, os, sys
 c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2]]
 json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
+touch "$T/ws/go"
 wait "$RUN_PID"
-is "$(rcs clone fetch)" "0 0 " "refresh: the clone used the first token, the fetch 80 s later the refreshed one: $(cat "$T/ws/fetch.err" 2>/dev/null | head -c 200)"
+is "$(rcs clone fetch)" "0 0 " "refresh: the clone works, and the fetch after the refresh works with only the refreshed token accepted: $(cat "$T/ws/fetch.err" 2>/dev/null | head -c 200)"
 is "$(mints)" 2 "refresh: the API was asked twice"
 r=$(grep '"type":"git.token"' "$T/ev.jsonl" | tail -n 1)
 is "$(grep -c '"type":"git.token"' "$T/ev.jsonl") $(jf "$r" decision reason)" \

@@ -9,6 +9,10 @@
 #   diag TEXT...           a diagnostic line on stderr, which prove shows
 #                          (a failed ok/is/like says why there too)
 #   diag_file FILE         the first lines of FILE as diagnostics
+#   wait_grep FILE ERE [S] waits (at most S seconds, default 10) until a
+#                          line of FILE matches ERE: for a receipt or a log
+#                          line that another process writes a moment after
+#                          the thing the test did; returns 1 on time-out
 #   helpers_in DIR         copies the test helpers ($AIRLOCK_HELPERS) to
 #                          DIR/.airlock-helpers and prints that directory:
 #                          the sandbox hides /root, /srv, /home and the
@@ -67,6 +71,17 @@ like() {
 		ok 1 "$3"
 		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2" >&2
 	fi
+}
+
+wait_grep() {
+	_wg_n=$(( ${3:-10} * 20 ))
+	_wg_i=0
+	while ! grep -Eq -- "$2" "$1" 2>/dev/null; do
+		[ $_wg_i -ge $_wg_n ] && return 1
+		sleep 0.05
+		_wg_i=$((_wg_i + 1))
+	done
+	return 0
 }
 
 helpers_in() {
