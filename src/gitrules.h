@@ -114,6 +114,10 @@ enum gitrules_rule {
 				     valid operation */
 	GITRULES_RULE_API,        /* "git.api": an API path outside the
 				     binding */
+	GITRULES_RULE_API_ADMIN,  /* "git.api_admin": in a repository in
+				     scope, a request that creates or hands
+				     out credentials, grants access or moves
+				     the repository, not in git.api_allow */
 	GITRULES_RULE_COUNT
 };
 

@@ -481,7 +481,7 @@ static const struct api_case api_cases[] = {
 	{ "GET", "//repos/acme/api", "deny", "git.path", "none", "" },
 	{ "GET", "/repos/acme/api//x", "deny", "git.path", "none", "" },
 	{ "GET", "/repos/acme/a\x01pi", "deny", "git.path", "none", "" },
-	{ "GET", "/repos/acme/a;pi", "deny", "git.path", "fetch", "" },
+	{ "GET", "/repos/acme/a;pi", "deny", "git.path", "none", "" },
 	{ "GET", "repos/acme/api", "deny", "git.path", "none", "" },
 	{ "POST", "/graphql/../repos/acme/other", "deny", "git.path", "none", "" },
 };
