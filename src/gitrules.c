@@ -14,12 +14,15 @@
  *   fixed; whatever else reaches an SCM host (the web UI, the dumb HTTP
  *   protocol, archive downloads, a different method) is refused. A server
  *   that grows a new endpoint cannot leak through a rule written before.
- * - Bytes are few. Only A-Z a-z 0-9 . _ - / may appear in an SCM path,
- *   which refuses every percent-escape (%2e%2e, %2F, %00), backslash,
- *   control and non-ASCII byte outright: none of them has one meaning on
- *   every server and in every proxy in between. "." and ".." segments are
- *   refused, never resolved (a server that resolves them would see
- *   another repository than we decided on).
+ * - One reading of a path. Every path is read by pathnorm.c, the
+ *   normaliser every path rule of the proxy shares (the secrets' `paths`
+ *   too), before any rule looks at it: ';' parameters ("..;"), segments
+ *   of dots only, encoded dots and separators, backslashes, control and
+ *   non-ASCII bytes are refused there, never resolved (a server that
+ *   resolves them would see another repository than we decided on).
+ * - Bytes are few. Only A-Z a-z 0-9 . _ - / may appear in an SCM path
+ *   (no escape is read there at all): none of the others has one meaning
+ *   on every server and in every proxy in between.
  * - The two normalisations the contract asks for are made, then the
  *   result is what is sent: empty segments are dropped ("//acme/api" is
  *   acme/api), case is folded and one ".git" removed. The verdict carries
@@ -39,11 +42,18 @@
  *
  * On an API host the binding is by path: /repos/OWNER/REPO/... of a
  * repository in scope, or a git.api_allow prefix. API paths carry file
- * names and refs, so percent-escapes are allowed there, except those that
- * could move the request to another path once a server decodes them
- * (%2F, %5C, %2E, %25, control bytes), and none in "repos", OWNER or
- * REPO; API paths are never rewritten, so every spelling that would need
- * it is refused.
+ * names and refs, so the escapes pathnorm.c deems safe are decoded there
+ * and the rules read decoded segments (what a decoding server reads);
+ * none is allowed in "repos", OWNER or REPO; API paths are never
+ * rewritten, so every spelling that would need it is refused.
+ *
+ * Within a repository in scope, a token can mint a longer-lived one:
+ * deploy keys, webhooks, collaborators, Actions secrets and runner
+ * tokens, environment secrets, transfers, a PATCH of the repository
+ * (visibility, name). Those requests are refused (git.api_admin, SPEC
+ * 3.5) unless git.api_allow lists their path; their segments are
+ * compared decoded and ignoring case, so no server's leniency reaches
+ * one.
  *
  * SSH cannot be bound to a repository (the repository is inside the
  * encrypted session), so port 22 is refused unless the policy says

@@ -12,7 +12,7 @@
  *  - a ';' (a path parameter: "..;" is ".." to Java servers), raw or
  *    escaped;
  *  - a segment made of dots only (".", "..", "...": Windows servers read
- *    "..." as ".."), raw or escaped;
+ *    "..." as ".."), or of dots and spaces ("..%20": they trim those);
  *  - percent-escapes that are malformed or stand for '/', '\\', '.', '%'
  *    (double encoding), ';', '?', '#', NUL or a control byte, and escapes
  *    that do not decode to well-formed UTF-8 (an overlong '/');
@@ -63,7 +63,7 @@ enum pathnorm_error {
 	PATHNORM_ENCODED_DOT,      /* "encoded-dot": %2E */
 	PATHNORM_ENCODED_DELIM,    /* "encoded-delimiter": %25, %3F, %23 */
 	PATHNORM_UTF8,             /* "utf8": escapes that are not UTF-8 */
-	PATHNORM_DOT_SEGMENT,      /* "dot-segment": ".", "..", "..." */
+	PATHNORM_DOT_SEGMENT,      /* "dot-segment": ".", "..", "...", ".. " */
 	PATHNORM_EMPTY_SEGMENT,    /* "empty-segment": "//" */
 	PATHNORM_ERROR_COUNT
 };
