@@ -801,7 +801,7 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 	struct seg segs[GITRULES_SEGMENTS_MAX];
 	struct pathnorm pn;
 	bool read;
-	int n, i, base = 0;
+	int n, base = 0;
 
 	verdict_init(v);
 	v->rule = GITRULES_RULE_API;
@@ -824,7 +824,8 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 	if (n - base >= 3 && seg_is(&segs[base], "repos")) {
 		char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
 		char hbuf[HOSTNAME_MAX + 1];
-		const char *scm, *what;
+		const char *scm;
+		int i;
 
 		for (i = 0; i < base + 3; i++) {
 			if (pn.seg[i].escaped) {
@@ -843,7 +844,7 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 			     "no one SCM host to bind API paths to: set session.repo");
 		}
 		if (v->decision == GITRULES_ALLOW) {
-			what = api_admin_what(&pn, base + 3, n - base - 3, r->method);
+			const char *what = api_admin_what(&pn, base + 3, n - base - 3, r->method);
 			if (!what)
 				return;
 			if (policy_git_api_path_allowed(p, pn.path)) {

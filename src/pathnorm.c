@@ -274,9 +274,8 @@ enum pathnorm_error pathnorm_parse(const char *raw, size_t len, size_t max,
 		escaped = true;
 		i += 3;
 	}
-	if (out->len == 0)
-		out->path[out->len++] = '/';
-	else if (out->trailing_slash)
+	/* the root, or the trailing '/' that was kept */
+	if (out->len == 0 || out->trailing_slash)
 		out->path[out->len++] = '/';
 	out->path[out->len] = '\0';
 	return PATHNORM_OK;

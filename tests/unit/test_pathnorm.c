@@ -154,13 +154,14 @@ static void test_hostile(void)
 	struct policy *p = load(POLICY_JSON);
 	static struct pathnorm pn;
 	char buf[256];
-	size_t i, n;
+	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(hostile); i++) {
 		const struct hostile *h = &hostile[i];
 		struct gitrules_request r;
 		struct gitrules_verdict v;
 		enum pathnorm_error e;
+		size_t n;
 
 		/* the normaliser, both ways */
 		n = build(buf, sizeof(buf), "/v1/", h, "/x");
@@ -292,21 +293,23 @@ static void test_limits(void)
 		   "a caller's own limit holds");
 	n = 0;
 	for (i = 0; i < PATHNORM_SEGMENTS_MAX; i++) {
-		memcpy(buf + n, "/a", 2);
-		n += 2;
+		buf[n++] = '/';
+		buf[n++] = 'a';
 	}
 	tap_is_int(pathnorm_parse(buf, n, PATHNORM_MAX, 0, &pn), PATHNORM_OK,
 		   "%d segments are read", PATHNORM_SEGMENTS_MAX);
 	tap_is_int(pn.nseg, PATHNORM_SEGMENTS_MAX, "  all of them");
-	memcpy(buf + n, "/a", 2);
+	buf[n] = '/';
+	buf[n + 1] = 'a';
 	tap_is_int(pathnorm_parse(buf, n + 2, PATHNORM_MAX, 0, &pn),
 		   PATHNORM_TOO_MANY_SEGMENTS, "one more is refused");
 	/* escapes only shorten: the longest escaped path fits */
 	n = 0;
 	buf[n++] = '/';
 	while (n + 3 <= PATHNORM_MAX) {
-		memcpy(buf + n, "%41", 3);
-		n += 3;
+		buf[n++] = '%';
+		buf[n++] = '4';
+		buf[n++] = '1';
 	}
 	tap_is_int(pathnorm_parse(buf, n, PATHNORM_MAX, PATHNORM_ESCAPES, &pn), PATHNORM_OK,
 		   "a path of escapes up to the limit is read");
