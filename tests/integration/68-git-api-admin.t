@@ -12,7 +12,8 @@
 #    transfers and a PATCH of the repository: 403 git.api_admin with a
 #    git.block receipt, nothing forwarded;
 #  - git.api_allow lets the one it lists through, with the token;
-#  - shadow mode forwards a refused admin request without the token.
+#  - shadow mode forwards a refused admin request without the token;
+#  - a brokered secret's `paths` reads paths through the same normaliser.
 #
 # Addresses (proxylib.sh): api.airlock.test is 198.18.0.10 (tls :443, the
 # test network's TLS origin, which logs every request it reads).
@@ -24,6 +25,8 @@ pl_start_net
 
 TOKEN="ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
 export GIT_TOKEN_VALUE="$TOKEN"
+LLM_KEY="sk-llm-0123456789abcdefghijklmnopqrstuvwxyz"
+export LLM_KEY_VALUE="$LLM_KEY"
 
 policy() { # MODE
 	cat > "$POLICY" <<EOF
@@ -32,13 +35,15 @@ policy() { # MODE
   "mode": "$1",
   "session": {"id": "sess-api-admin", "repo": "git.airlock.test/acme/api"},
   "egress": {
-    "allow": [],
+    "allow": ["www.airlock.test"],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
     "upstream_ca": "$CA"
   },
   "secrets": {"gh": {"from_env": "GIT_TOKEN_VALUE", "env": "GITHUB_TOKEN",
-                     "hosts": ["api.airlock.test"]}},
+                     "hosts": ["api.airlock.test"]},
+              "llm": {"from_env": "LLM_KEY_VALUE", "env": "LLM_KEY",
+                      "hosts": ["www.airlock.test"], "paths": ["/v1/"]}},
   "git": {
     "hosts": ["git.airlock.test"],
     "api_hosts": ["api.airlock.test"],
@@ -58,6 +63,7 @@ start() { # MODE
 	pl_start_proxy_ok --ca-out "$T/session-ca-$1.pem" --placeholders "$T/ph-$1.env"
 	cat "$T/session-ca-$1.pem" "$CA" > "$T/bundle.pem"
 	ph=$(sed -n 's/^GITHUB_TOKEN=//p' "$T/ph-$1.env")
+	llm_ph=$(sed -n 's/^LLM_KEY=//p' "$T/ph-$1.env")
 }
 
 # upstream: requests the TLS origin read so far.
@@ -168,6 +174,23 @@ api POST /repos/acme/api/keys --data-binary '{}'
 is "$(verdict)" "403 git.api_admin git.block/block/git.api_admin" "the unlisted ones stay refused"
 api PATCH /repos/acme/api/pulls/1 --data-binary '{}'
 is "$CODE" 200 "other writes of the session repository go on (PATCH of a pull request)"
+
+# --- the secrets' paths: the same normaliser -------------------------------------------
+
+llm() { # PATH: a request to the secret's host with its placeholder
+	req "https://www.airlock.test$1" --cacert "$T/bundle.pem" --path-as-is \
+		-H "x-api-key: $llm_ph" --data-binary '{}'
+}
+with_key() { net_count srv=tls event=request "headers~$LLM_KEY"; }
+llm /v1/messages
+is "$CODE/$(with_key)" "200/1" "a secret bound to /v1/: substituted on /v1/messages"
+n0=$(upstream)
+for p in "/v1/..;/admin" "/v1/..%3b/admin" "/v1/a;b/messages" "/v1/.../admin" "/v1/..%20/admin" \
+	"/v1/%2e%2e/admin" "/v1//messages"; do
+	llm "$p"
+	is "$(verdict)" "403 secrets.llm.paths secret.block/block/secrets.llm.paths" "secret paths: $p is under no prefix"
+done
+is "$(upstream)/$(with_key)" "$n0/1" "  nothing reached the upstream, the value went nowhere else"
 pl_stop_proxy
 is "$?" 0 "the proxy stops cleanly (and no sanitizer spoke)"
 
