@@ -14,12 +14,15 @@
  *   fixed; whatever else reaches an SCM host (the web UI, the dumb HTTP
  *   protocol, archive downloads, a different method) is refused. A server
  *   that grows a new endpoint cannot leak through a rule written before.
- * - Bytes are few. Only A-Z a-z 0-9 . _ - / may appear in an SCM path,
- *   which refuses every percent-escape (%2e%2e, %2F, %00), backslash,
- *   control and non-ASCII byte outright: none of them has one meaning on
- *   every server and in every proxy in between. "." and ".." segments are
- *   refused, never resolved (a server that resolves them would see
- *   another repository than we decided on).
+ * - One reading of a path. Every path is read by pathnorm.c, the
+ *   normaliser every path rule of the proxy shares (the secrets' `paths`
+ *   too), before any rule looks at it: ';' parameters ("..;"), segments
+ *   of dots only, encoded dots and separators, backslashes, control and
+ *   non-ASCII bytes are refused there, never resolved (a server that
+ *   resolves them would see another repository than we decided on).
+ * - Bytes are few. Only A-Z a-z 0-9 . _ - / may appear in an SCM path
+ *   (no escape is read there at all): none of the others has one meaning
+ *   on every server and in every proxy in between.
  * - The two normalisations the contract asks for are made, then the
  *   result is what is sent: empty segments are dropped ("//acme/api" is
  *   acme/api), case is folded and one ".git" removed. The verdict carries
@@ -39,11 +42,18 @@
  *
  * On an API host the binding is by path: /repos/OWNER/REPO/... of a
  * repository in scope, or a git.api_allow prefix. API paths carry file
- * names and refs, so percent-escapes are allowed there, except those that
- * could move the request to another path once a server decodes them
- * (%2F, %5C, %2E, %25, control bytes), and none in "repos", OWNER or
- * REPO; API paths are never rewritten, so every spelling that would need
- * it is refused.
+ * names and refs, so the escapes pathnorm.c deems safe are decoded there
+ * and the rules read decoded segments (what a decoding server reads);
+ * none is allowed in "repos", OWNER or REPO; API paths are never
+ * rewritten, so every spelling that would need it is refused.
+ *
+ * Within a repository in scope, a token can mint a longer-lived one:
+ * deploy keys, webhooks, collaborators, Actions secrets and runner
+ * tokens, environment secrets, transfers, a PATCH of the repository
+ * (visibility, name). Those requests are refused (git.api_admin, SPEC
+ * 3.5) unless git.api_allow lists their path; their segments are
+ * compared decoded and ignoring case, so no server's leniency reaches
+ * one.
  *
  * SSH cannot be bound to a repository (the repository is inside the
  * encrypted session), so port 22 is refused unless the policy says
@@ -62,6 +72,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "pathnorm.h"
 #include "util.h"
 
 static const char *const decision_names[] = {
@@ -97,6 +108,7 @@ static const char *const rule_names[] = {
 	[GITRULES_RULE_OPERATION] = "git.operation",
 	[GITRULES_RULE_LFS] = "git.lfs",
 	[GITRULES_RULE_API] = "git.api",
+	[GITRULES_RULE_API_ADMIN] = "git.api_admin",
 };
 static_assert(ARRAY_SIZE(rule_names) == GITRULES_RULE_COUNT, "rule_names");
 
@@ -256,51 +268,42 @@ static bool is_name_char(unsigned char c)
 	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
-/* Why byte @c may not appear in a path, or NULL if it may. */
-static const char *bad_byte(unsigned char c)
+/* The segments of a normalised path, for the grammar below (they point
+ * into the struct pathnorm, which the caller keeps). */
+static int segs_of(const struct pathnorm *pn, struct seg *segs)
 {
-	if (c == '%')
-		return "a percent-escape";
-	if (c == '\\')
-		return "a backslash";
-	if (c < 0x20 || c == 0x7f)
-		return "a control byte";
-	if (c >= 0x80)
-		return "a non-ASCII byte";
-	return NULL;
-}
+	int i;
 
-/* Splits @path into non-empty segments. Returns the count, or -1 when
- * there are more than GITRULES_SEGMENTS_MAX. *empty says whether the path
- * holds "//" anywhere. */
-static int split(const char *path, size_t len, struct seg *segs, bool *empty)
-{
-	size_t i = 0;
-	int n = 0;
-
-	*empty = memmem(path, len, "//", 2) != NULL;
-	while (i < len) {
-		size_t start;
-
-		while (i < len && path[i] == '/')
-			i++;
-		if (i >= len)
-			break;
-		start = i;
-		while (i < len && path[i] != '/')
-			i++;
-		if (n == GITRULES_SEGMENTS_MAX)
-			return -1;
-		segs[n].p = path + start;
-		segs[n].n = i - start;
-		n++;
+	for (i = 0; i < pn->nseg; i++) {
+		segs[i].p = pn->path + pn->seg[i].off;
+		segs[i].n = pn->seg[i].len;
 	}
-	return n;
+	return pn->nseg;
 }
 
-static bool is_dot_seg(const struct seg *s)
+/* Reads the path of @r with pathnorm_parse() (the one normaliser of every
+ * path rule: src/pathnorm.c) into @pn, at most @max bytes and
+ * GITRULES_SEGMENTS_MAX segments; denies @v (git.path) and returns false
+ * when it is refused. */
+static bool read_path(const struct gitrules_request *r, size_t max, unsigned int flags,
+		      struct pathnorm *pn, struct gitrules_verdict *v)
 {
-	return seg_is(s, ".") || seg_is(s, "..");
+	enum pathnorm_error e = pathnorm_parse(r->path.ptr, r->path.len, max, flags, pn);
+
+	if (e == PATHNORM_TOO_LONG) {
+		deny(v, GITRULES_RULE_PATH, "the path is longer than %zu bytes", max);
+		return false;
+	}
+	if (e != PATHNORM_OK) {
+		deny(v, GITRULES_RULE_PATH, "%s", pathnorm_error_reason(e));
+		return false;
+	}
+	if (pn->nseg > GITRULES_SEGMENTS_MAX) {
+		deny(v, GITRULES_RULE_PATH, "the path has more than %d segments",
+		     GITRULES_SEGMENTS_MAX);
+		return false;
+	}
+	return true;
 }
 
 static bool ends_git(const char *s, size_t n)
@@ -413,7 +416,7 @@ static bool is_lock_id(const struct seg *s)
 {
 	size_t i;
 
-	if (s->n == 0 || s->n > GITRULES_NAME_MAX || is_dot_seg(s))
+	if (s->n == 0 || s->n > GITRULES_NAME_MAX)
 		return false;
 	for (i = 0; i < s->n; i++)
 		if (!is_name_char((unsigned char)s->p[i]))
@@ -604,7 +607,7 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 	struct seg segs[GITRULES_SEGMENTS_MAX];
 	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
 	const struct endpoint *e = NULL;
-	bool empty;
+	struct pathnorm pn;
 	int n, i;
 	size_t k;
 
@@ -613,40 +616,21 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 		deny(v, GITRULES_RULE_HOST, "not a host of git.hosts");
 		return;
 	}
-	if (r->path.len == 0 || r->path.ptr[0] != '/') {
-		deny(v, GITRULES_RULE_PATH, "the path does not start with '/'");
+	/* No escape is read on an SCM host; "//" and a trailing '/' are
+	 * dropped (the target sent upstream is rewritten). */
+	if (!read_path(r, GITRULES_PATH_MAX, PATHNORM_DROP_EMPTY, &pn, v))
 		return;
-	}
-	if (r->path.len > GITRULES_PATH_MAX) {
-		deny(v, GITRULES_RULE_PATH, "the path is longer than %d bytes",
-		     GITRULES_PATH_MAX);
-		return;
-	}
-	for (k = 0; k < r->path.len; k++) {
-		unsigned char c = (unsigned char)r->path.ptr[k];
-		const char *why = bad_byte(c);
-
-		if (why) {
-			deny(v, GITRULES_RULE_PATH, "the path holds %s", why);
-			return;
-		}
-		if (c != '/' && !is_name_char(c)) {
-			deny(v, GITRULES_RULE_PATH,
-			     "the path holds '%c': a git path has only A-Z a-z 0-9 . _ - /", c);
-			return;
-		}
-	}
-	n = split(r->path.ptr, r->path.len, segs, &empty);
-	if (n < 0) {
-		deny(v, GITRULES_RULE_PATH, "the path has more than %d segments",
-		     GITRULES_SEGMENTS_MAX);
-		return;
-	}
+	n = segs_of(&pn, segs);
 	for (i = 0; i < n; i++) {
-		if (is_dot_seg(&segs[i])) {
-			deny(v, GITRULES_RULE_PATH,
-			     "the path has a \".\" or \"..\" segment");
-			return;
+		for (k = 0; k < segs[i].n; k++) {
+			char c = segs[i].p[k];
+
+			if (!is_name_char((unsigned char)c)) {
+				deny(v, GITRULES_RULE_PATH,
+				     "the path holds '%c': a git path has only A-Z a-z 0-9 . _ - /",
+				     c);
+				return;
+			}
 		}
 	}
 	if (n < 3) {
@@ -738,112 +722,6 @@ out:
 /* API requests                                                       */
 /* ------------------------------------------------------------------ */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Is @s (@n bytes) well-formed UTF-8: no overlong form (an overlong '/'
- * is the classic way past a decoder), no surrogate, nothing above
- * U+10FFFF? */
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t k, len;
-		unsigned int cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			len = 2;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			len = 3;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		if (n - i < len)
-			return false;
-		for (k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += len;
-	}
-	return true;
-}
-
-/* Checks an API path's bytes and escapes; denies @v and returns false. */
-static bool api_bytes_ok(const struct gitrules_request *r, struct gitrules_verdict *v)
-{
-	unsigned char dec[GITRULES_API_PATH_MAX];
-	const char *s = r->path.ptr;
-	size_t n = r->path.len, i, m = 0;
-
-	if (n == 0 || s[0] != '/') {
-		deny(v, GITRULES_RULE_PATH, "the path does not start with '/'");
-		return false;
-	}
-	if (n > GITRULES_API_PATH_MAX) {
-		deny(v, GITRULES_RULE_PATH, "the path is longer than %d bytes",
-		     GITRULES_API_PATH_MAX);
-		return false;
-	}
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		int hi, lo, d;
-
-		if (c != '%') {
-			const char *why = bad_byte(c);
-
-			if (why) {
-				deny(v, GITRULES_RULE_PATH, "the path holds %s", why);
-				return false;
-			}
-			dec[m++] = c;
-			continue;
-		}
-		hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-		lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-		if (hi < 0 || lo < 0) {
-			deny(v, GITRULES_RULE_PATH, "the path holds a malformed percent-escape");
-			return false;
-		}
-		d = hi * 16 + lo;
-		if (d == '/' || d == '\\' || d == '.' || d == '%' || d < 0x20 || d == 0x7f) {
-			deny(v, GITRULES_RULE_PATH,
-			     "the path holds %%%02X, which could change the path once decoded", d);
-			return false;
-		}
-		dec[m++] = (unsigned char)d;
-		i += 2;
-	}
-	if (!utf8_valid(dec, m)) {
-		deny(v, GITRULES_RULE_PATH, "the path's escapes are not well-formed UTF-8");
-		return false;
-	}
-	return true;
-}
-
 /* The host whose repositories API paths name: session.repo's, else the
  * only git.hosts entry; NULL when there is no such one host. */
 static const char *api_scm_host(const struct policy *p, char *buf, size_t len)
@@ -861,9 +739,59 @@ static const char *api_scm_host(const struct policy *p, char *buf, size_t len)
 	return NULL;
 }
 
-static bool has_escape(const struct seg *s)
+/* Within a repository's API (@rest: the segments after OWNER/REPO, @nrest
+ * of them, decoded), the requests that create or hand out credentials,
+ * grant access or move the repository (git.api_admin): what they are, for
+ * the reason, or NULL. Compared ignoring case, so that no server's
+ * leniency reaches one. */
+static const char *api_admin_what(const struct pathnorm *pn, int rest, int nrest,
+				  struct http_slice method)
 {
-	return memchr(s->p, '%', s->n) != NULL;
+	static const struct {
+		const char *seg0, *seg1; /* seg1 NULL: any; "*" then seg2 */
+		const char *seg2;
+		const char *what;
+	} admin[] = {
+		{ "keys", NULL, NULL, "deploy keys" },
+		{ "hooks", NULL, NULL, "webhooks" },
+		{ "collaborators", NULL, NULL, "collaborators" },
+		{ "invitations", NULL, NULL, "invitations" },
+		{ "transfer", NULL, NULL, "a transfer of the repository" },
+		{ "actions", "secrets", NULL, "Actions secrets" },
+		{ "actions", "variables", NULL, "Actions variables" },
+		{ "actions", "runners", NULL, "Actions runners and their registration tokens" },
+		{ "environments", "*", "secrets", "environment secrets" },
+		{ "environments", "*", "variables", "environment variables" },
+		{ "dependabot", "secrets", NULL, "Dependabot secrets" },
+		{ "codespaces", "secrets", NULL, "Codespaces secrets" },
+	};
+	size_t k;
+
+	if (nrest == 0)
+		return slice_is(method, "PATCH")
+			       ? "a change of the repository itself (visibility, name, owner)"
+			       : NULL;
+	for (k = 0; k < ARRAY_SIZE(admin); k++) {
+		if (!pathnorm_seg_is_ci(pn, rest, admin[k].seg0))
+			continue;
+		if (!admin[k].seg1)
+			return admin[k].what;
+		if (strcmp(admin[k].seg1, "*") == 0) {
+			if (nrest >= 3 && pathnorm_seg_is_ci(pn, rest + 2, admin[k].seg2))
+				return admin[k].what;
+		} else if (nrest >= 2 && pathnorm_seg_is_ci(pn, rest + 1, admin[k].seg1)) {
+			return admin[k].what;
+		}
+	}
+	return NULL;
+}
+
+static void allow_api_allow(struct gitrules_verdict *v)
+{
+	v->decision = GITRULES_ALLOW;
+	v->rule = GITRULES_RULE_API_ALLOW;
+	v->op = GITRULES_OP_API;
+	snprintf(v->reason, sizeof(v->reason), "allowed by git.api_allow");
 }
 
 void gitrules_decide_api(const struct policy *p, const char *host,
@@ -871,8 +799,9 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 			 struct gitrules_verdict *v)
 {
 	struct seg segs[GITRULES_SEGMENTS_MAX];
-	bool empty, read;
-	int n, i, base = 0;
+	struct pathnorm pn;
+	bool read;
+	int n, base = 0;
 
 	verdict_init(v);
 	v->rule = GITRULES_RULE_API;
@@ -880,25 +809,12 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 		deny(v, GITRULES_RULE_HOST, "not a host of git.api_hosts");
 		return;
 	}
-	if (!api_bytes_ok(r, v))
+	/* API paths carry file names: safe escapes are decoded, and every
+	 * rule below reads the decoded segments. "//" is refused: API paths
+	 * are forwarded as written, never rewritten. */
+	if (!read_path(r, GITRULES_API_PATH_MAX, PATHNORM_ESCAPES, &pn, v))
 		return;
-	n = split(r->path.ptr, r->path.len, segs, &empty);
-	if (n < 0) {
-		deny(v, GITRULES_RULE_PATH, "the path has more than %d segments",
-		     GITRULES_SEGMENTS_MAX);
-		return;
-	}
-	if (empty) {
-		deny(v, GITRULES_RULE_PATH, "the path has an empty segment (\"//\")");
-		return;
-	}
-	for (i = 0; i < n; i++) {
-		if (is_dot_seg(&segs[i])) {
-			deny(v, GITRULES_RULE_PATH,
-			     "the path has a \".\" or \"..\" segment");
-			return;
-		}
-	}
+	n = segs_of(&pn, segs);
 	read = slice_is(r->method, "GET") || slice_is(r->method, "HEAD");
 	v->op = read ? GITRULES_OP_FETCH : GITRULES_OP_PUSH;
 	v->need = read ? POLICY_GIT_FETCH : POLICY_GIT_PUSH;
@@ -909,11 +825,14 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 		char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
 		char hbuf[HOSTNAME_MAX + 1];
 		const char *scm;
+		int i;
 
-		if (has_escape(&segs[base + 1]) || has_escape(&segs[base + 2])) {
-			deny(v, GITRULES_RULE_PATH,
-			     "OWNER and REPO of an API path may hold no percent-escape");
-			return;
+		for (i = 0; i < base + 3; i++) {
+			if (pn.seg[i].escaped) {
+				deny(v, GITRULES_RULE_PATH,
+				     "[/api/v3]/repos/OWNER/REPO of an API path may hold no percent-escape");
+				return;
+			}
 		}
 		if (!read_repo(&segs[base + 1], &segs[base + 2], false, owner, repo, v))
 			return;
@@ -924,23 +843,24 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 			deny(v, GITRULES_RULE_REPO,
 			     "no one SCM host to bind API paths to: set session.repo");
 		}
-		if (v->decision == GITRULES_ALLOW)
-			return;
-	}
-	{
-		/* policy_git_api_path_allowed() takes a NUL-terminated path;
-		 * api_bytes_ok() refused NULs and bounded the length. */
-		char path[GITRULES_API_PATH_MAX + 1];
-
-		memcpy(path, r->path.ptr, r->path.len);
-		path[r->path.len] = '\0';
-		if (policy_git_api_path_allowed(p, path)) {
-			v->decision = GITRULES_ALLOW;
-			v->rule = GITRULES_RULE_API_ALLOW;
-			v->op = GITRULES_OP_API;
-			snprintf(v->reason, sizeof(v->reason), "allowed by git.api_allow");
+		if (v->decision == GITRULES_ALLOW) {
+			const char *what = api_admin_what(&pn, base + 3, n - base - 3, r->method);
+			if (!what)
+				return;
+			if (policy_git_api_path_allowed(p, pn.path)) {
+				allow_api_allow(v);
+				return;
+			}
+			deny(v, GITRULES_RULE_API_ADMIN,
+			     "%s of " REPO_FMT " can create or hand out credentials, grant access "
+			     "or move the repository: refused unless git.api_allow lists the path",
+			     what, v->repo);
 			return;
 		}
+	}
+	if (policy_git_api_path_allowed(p, pn.path)) {
+		allow_api_allow(v);
+		return;
 	}
 	if (v->repo[0])
 		return; /* the repository's own refusal says more */

@@ -114,6 +114,10 @@ enum gitrules_rule {
 				     valid operation */
 	GITRULES_RULE_API,        /* "git.api": an API path outside the
 				     binding */
+	GITRULES_RULE_API_ADMIN,  /* "git.api_admin": in a repository in
+				     scope, a request that creates or hands
+				     out credentials, grants access or moves
+				     the repository, not in git.api_allow */
 	GITRULES_RULE_COUNT
 };
 
@@ -187,9 +191,11 @@ void gitrules_decide_http(const struct policy *p, const char *host,
  *	POST /OWNER/REPO[.git]/info/lfs/locks/verify                lfs-locks, push
  *	POST /OWNER/REPO[.git]/info/lfs/locks/ID/unlock             lfs-locks, push
  * (OID: 64 lowercase hex digits; ID: 1-255 bytes of A-Z a-z 0-9 . _ -).
- * Duplicate and trailing slashes are dropped. Refused: any byte but
- * A-Z a-z 0-9 . _ - / in the path (so every percent-escape, backslash,
- * control and non-ASCII byte), "." and ".." segments, a REPO that still
+ * The path is read by pathnorm_parse() without escapes; duplicate and
+ * trailing slashes are dropped. Refused: every path pathnorm.c refuses,
+ * any byte but A-Z a-z 0-9 . _ - / in the path (so every percent-escape,
+ * ';', backslash, control and non-ASCII byte), segments of dots only
+ * ("." "..", "..."), a REPO that still
  * ends in ".git" after one is removed, a path longer than
  * GITRULES_PATH_MAX, a query on any form but info/refs and the lock list,
  * nested groups (more than OWNER/REPO before the operation), and
@@ -215,14 +221,23 @@ void gitrules_decide_lfs_batch(struct gitrules_verdict *v, const char *body,
  *    in scope on the session repository's host (without session.repo:
  *    the one host of git.hosts, if there is exactly one): GET and HEAD
  *    need fetch, other methods push;
- *  - a path under one of git.api_allow (whole segments), any method.
- * Refused: a path longer than GITRULES_API_PATH_MAX, control, non-ASCII
- * or backslash bytes, "//" (but one trailing '/'), "." and ".."
- * segments, a percent-escape that is malformed or stands for '/', '\\',
- * '.', '%', a control byte or NUL, escapes that do not decode to
- * well-formed UTF-8 (an overlong '/'), any percent-escape in "repos",
- * OWNER or REPO, a REPO ending in ".git", and every other path (git.api). The
- * query is not looked at: it names no repository. v->target stays "". */
+ *  - a path under one of git.api_allow (whole segments, compared with
+ *    the decoded path), any method.
+ * The path is read by pathnorm_parse() with PATHNORM_ESCAPES: refused
+ * (git.path) is every path it refuses (';' parameters, segments of dots
+ * only, %2E %2F %5C %25 %3B %3F %23, control bytes, escapes that are not
+ * UTF-8, backslashes...), "//" (but one trailing '/'), a path longer than
+ * GITRULES_API_PATH_MAX or of more than GITRULES_SEGMENTS_MAX segments,
+ * any percent-escape in "api", "v3", "repos", OWNER or REPO, a REPO
+ * ending in ".git". Within a repository in scope, the requests that
+ * create or hand out credentials, grant access or move the repository
+ * (keys, hooks, collaborators, invitations, transfer, actions/secrets,
+ * actions/variables, actions/runners, environments/E/secrets and
+ * variables, dependabot/secrets, codespaces/secrets, any method; a PATCH
+ * of the repository itself; decoded segments, any case) are refused
+ * (git.api_admin) unless git.api_allow lists the path. Every other path
+ * is refused (git.api). The query is not looked at: it names no
+ * repository. v->target stays "". */
 void gitrules_decide_api(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
 			 struct gitrules_verdict *v);

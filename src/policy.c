@@ -67,6 +67,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "pathnorm.h"
 #include "util.h"
 
 #define POLICY_MAX_BYTES ((size_t)1024 * 1024)
@@ -1462,6 +1463,18 @@ static bool el_api_allow(struct ctx *c, json_t *el, const char *path, void *out)
 	if (!url_path_clean(json_string_value(el), false, &clean, &why)) {
 		err_add(c, path, "%s", why);
 		return false;
+	}
+	/* A prefix that the normaliser of request paths refuses would never
+	 * match a request: an error, not a rule that silently does nothing. */
+	if (clean[0]) {
+		struct pathnorm pn;
+		enum pathnorm_error pe = pathnorm_parse(clean, strlen(clean), PATHNORM_MAX, 0, &pn);
+
+		if (pe != PATHNORM_OK) {
+			err_add(c, path, "%s: no request path can match it", pathnorm_error_reason(pe));
+			free(clean);
+			return false;
+		}
 	}
 	if (!clean[0]) {
 		free(clean);

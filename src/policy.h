@@ -304,7 +304,8 @@ unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
 				 const char *owner, const char *repo);
 
 /* Is @path (without its query) under one of git.api_allow, by whole
- * segments? */
+ * segments? @path is the normal form pathnorm_parse() gave (the git rules
+ * never ask about a raw request path). */
 bool policy_git_api_path_allowed(const struct policy *p, const char *path);
 
 /* Does git have a token to inject (git.credential or git.github_app)? */

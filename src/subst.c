@@ -48,10 +48,10 @@
  * are bound there. A request without any placeholder passes unchanged:
  * an Authorization the agent brings itself is not touched.
  *
- * A path is under a prefix only if it starts with it and holds nothing an
- * upstream could normalise into another path: no "." or ".." segment
- * (also before a ';' parameter, as Java servers read "..;"), no
- * backslash, no %2e, %2f or %5c.
+ * A path is under a prefix only if pathnorm.c, the normaliser of every
+ * path rule, reads it without ambiguity (no dot segment, ';' parameter,
+ * backslash, "//", encoded dot or separator...) and its decoded form
+ * starts with the prefix.
  *
  * No value is compared here (only placeholders, which the agent knows);
  * values are only copied into rewritten headers, which subst_result_free()
@@ -65,6 +65,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "pathnorm.h"
 #include "util.h"
 
 static const char *const verdict_names[] = {
@@ -457,38 +458,15 @@ static enum subst_form first_form(unsigned int mask)
 /* Bindings                                                           */
 /* ------------------------------------------------------------------ */
 
-static bool segment_is_dot(const char *seg, size_t n)
-{
-	const char *semi = memchr(seg, ';', n);
-
-	if (semi)
-		n = (size_t)(semi - seg);
-	return (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.');
-}
-
 bool subst_path_under(const char *path, size_t len, const char *prefix)
 {
-	size_t plen = strlen(prefix), i, seg = 0;
+	struct pathnorm pn;
 
-	if (len < plen || memcmp(path, prefix, plen) != 0)
+	/* The one normaliser of every path rule (pathnorm.c): escapes that
+	 * are safe are decoded, everything ambiguous refused. */
+	if (pathnorm_parse(path, len, PATHNORM_MAX, PATHNORM_ESCAPES, &pn) != PATHNORM_OK)
 		return false;
-	for (i = 0; i <= len; i++) {
-		if (i == len || path[i] == '/') {
-			if (segment_is_dot(path + seg, i - seg))
-				return false;
-			seg = i + 1;
-			continue;
-		}
-		if (path[i] == '\\')
-			return false;
-		if (path[i] == '%' && i + 2 < len) {
-			char a = path[i + 1], b = (char)(path[i + 2] | 0x20);
-
-			if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c'))
-				return false;
-		}
-	}
-	return true;
+	return pathnorm_under(&pn, prefix, false);
 }
 
 static bool slice_is(struct http_slice s, const char *lit)

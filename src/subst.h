@@ -177,9 +177,10 @@ void subst_rule(const struct subst_set *set, const struct subst_result *r,
 bool subst_host_bound(const struct subst_set *set, const struct host_target *host,
 		      uint16_t port);
 
-/* Does @path (not NUL-terminated) start with @prefix and hold nothing an
- * upstream could read as another path (a "." or ".." segment, %2e, %2f,
- * %5c in any case, a backslash)? Exposed for tests and for the git rules. */
+/* Does @path (not NUL-terminated), read by pathnorm_parse() (safe escapes
+ * decoded; a dot segment, a ';' parameter, a backslash, "//", %2E, %2F,
+ * %5C and everything else ambiguous refused: not under any prefix), start
+ * with @prefix, byte-wise? Exposed for tests. */
 bool subst_path_under(const char *path, size_t len, const char *prefix);
 
 #endif /* AIRLOCK_SUBST_H */

@@ -21,9 +21,15 @@
  *  - an LFS batch is allowed only as download (fetch) or upload (push);
  *  - an API request allowed for a repository names it as
  *    [/api/v3]/repos/OWNER/REPO, and its path holds no "..", "//", "%2F",
- *    "%2E", "%5C" or "%25", in any case.
+ *    "%2E", "%5C", "%25", "%3B" (in any case), ';', or segment of dots
+ *    only; and it is none of git.api_admin's (deploy keys, hooks,
+ *    collaborators, invitations, transfer, Actions secrets, variables and
+ *    runners, environment secrets and variables, Dependabot and
+ *    Codespaces secrets, a PATCH of the repository), in any case, escaped
+ *    or not: the policy's git.api_allow lists none of them.
  */
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -171,10 +177,91 @@ static void check_scm(const char *host, const struct gitrules_request *r,
 	}
 }
 
+/* A segment of '.' and ' ' only, with a '.', raw. */
+static bool has_dots_only_segment(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s;
+		bool dot = false, only = true;
+
+		while (i < n && p[i] == '/')
+			i++;
+		s = i;
+		while (i < n && p[i] != '/') {
+			if (p[i] == '.')
+				dot = true;
+			else if (p[i] != ' ')
+				only = false;
+			i++;
+		}
+		if (i > s && dot && only)
+			return true;
+	}
+	return false;
+}
+
+/* The first segment of @rest ("/SEG/..." after OWNER/REPO), decoded of
+ * letter escapes, lowercased, into @out; false when it is not there. */
+static bool first_seg(const char *rest, size_t n, size_t skip, char *out, size_t size)
+{
+	size_t i = 0, o = 0, k;
+
+	for (k = 0; k <= skip; k++) {
+		if (i >= n || rest[i] != '/')
+			return false;
+		i++;
+		o = 0;
+		while (i < n && rest[i] != '/') {
+			char c = rest[i];
+
+			if (c == '%' && i + 2 < n && isxdigit((unsigned char)rest[i + 1]) &&
+			    isxdigit((unsigned char)rest[i + 2])) {
+				char hex[3] = { rest[i + 1], rest[i + 2], 0 };
+
+				c = (char)strtol(hex, NULL, 16);
+				i += 2;
+			}
+			if (o + 1 < size)
+				out[o++] = (char)tolower((unsigned char)c);
+			i++;
+		}
+	}
+	out[o] = '\0';
+	return o > 0;
+}
+
+static bool admin_path(const char *rest, size_t n, struct http_slice method)
+{
+	static const char *const one[] = { "keys", "hooks", "collaborators", "invitations",
+					   "transfer" };
+	char s0[64], s1[64], s2[64];
+	size_t i;
+
+	if (!first_seg(rest, n, 0, s0, sizeof(s0)))
+		return method.len == 5 && memcmp(method.ptr, "PATCH", 5) == 0;
+	for (i = 0; i < ARRAY_SIZE(one); i++)
+		if (strcmp(s0, one[i]) == 0)
+			return true;
+	if (!first_seg(rest, n, 1, s1, sizeof(s1)))
+		return false;
+	if (strcmp(s0, "actions") == 0 &&
+	    (!strcmp(s1, "secrets") || !strcmp(s1, "variables") || !strcmp(s1, "runners")))
+		return true;
+	if ((strcmp(s0, "dependabot") == 0 || strcmp(s0, "codespaces") == 0) &&
+	    !strcmp(s1, "secrets"))
+		return true;
+	if (strcmp(s0, "environments") == 0 && first_seg(rest, n, 2, s2, sizeof(s2)) &&
+	    (!strcmp(s2, "secrets") || !strcmp(s2, "variables")))
+		return true;
+	return false;
+}
+
 static void check_api(const struct gitrules_request *r, const struct gitrules_verdict *v)
 {
 	const char *p = r->path.ptr;
-	size_t n = r->path.len, base = 0;
+	size_t n = r->path.len, base = 0, rest;
 
 	CHECK(v->target[0] == '\0');
 	CHECK(v->decision != GITRULES_NEED_BODY);
@@ -184,7 +271,8 @@ static void check_api(const struct gitrules_request *r, const struct gitrules_ve
 	CHECK(!has_dot_segment(p, n));
 	CHECK(!memmem(p, n, "//", 2) && !memchr(p, '\\', n));
 	CHECK(!has_ci(p, n, "%2f") && !has_ci(p, n, "%2e") && !has_ci(p, n, "%5c") &&
-	      !has_ci(p, n, "%25"));
+	      !has_ci(p, n, "%25") && !has_ci(p, n, "%3b") && !memchr(p, ';', n));
+	CHECK(!has_dots_only_segment(p, n));
 	if (v->op == GITRULES_OP_API)
 		return;
 	if (n >= 8 && memcmp(p, "/api/v3/", 8) == 0)
@@ -192,6 +280,10 @@ static void check_api(const struct gitrules_request *r, const struct gitrules_ve
 	CHECK(n - base > 7 && memcmp(p + base, "/repos/", 7) == 0);
 	CHECK(strncasecmp(p + base + 7, v->repo, strlen(v->repo)) == 0);
 	CHECK(n - base - 7 == strlen(v->repo) || p[base + 7 + strlen(v->repo)] == '/');
+	/* git.api_admin: none of these is allowed but by git.api_allow (the
+	 * policy lists none), in any case, escaped or not */
+	rest = base + 7 + strlen(v->repo);
+	CHECK(!admin_path(p + rest, n - rest, r->method));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

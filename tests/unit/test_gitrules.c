@@ -481,9 +481,88 @@ static const struct api_case api_cases[] = {
 	{ "GET", "//repos/acme/api", "deny", "git.path", "none", "" },
 	{ "GET", "/repos/acme/api//x", "deny", "git.path", "none", "" },
 	{ "GET", "/repos/acme/a\x01pi", "deny", "git.path", "none", "" },
-	{ "GET", "/repos/acme/a;pi", "deny", "git.path", "fetch", "" },
+	{ "GET", "/repos/acme/a;pi", "deny", "git.path", "none", "" },
 	{ "GET", "repos/acme/api", "deny", "git.path", "none", "" },
 	{ "POST", "/graphql/../repos/acme/other", "deny", "git.path", "none", "" },
+	/* ";" parameters and their encodings: "..;" is ".." to Java servers
+	 * (issue 19: this passed with the token substituted). */
+	{ "GET", "/repos/acme/api/..;/secret-repo", "deny", "git.path", "none", "" },
+	{ "POST", "/repos/acme/api/..;/..;/other/x/keys", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/..%3b/secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/..%3B/secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/.;/x", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/%2e%2e;/x", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api;x/pulls", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/pulls;jsessionid=1", "deny", "git.path", "none", "" },
+	/* Dots: encoded, mixed, doubled past "..", trimmed by some servers. */
+	{ "GET", "/repos/acme/api/.%2e/secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/%2E./secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/.../secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/..%20/secret-repo", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/%C0%AE%C0%AE/x", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/a%252e%252e/x", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/contents/a%3Fb", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/contents/a%23b", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/contents/%5c..%5cx", "deny", "git.path", "none", "" },
+	{ "GET", "/repos/acme/api/compare/v1...v2", "allow", "session.repo", "fetch", "acme/api" },
+	/* The structure may hold no escape, even of a letter. */
+	{ "GET", "/rep%6fs/acme/api", "deny", "git.path", "fetch", "" },
+	{ "GET", "/api/v%33/repos/acme/api", "deny", "git.path", "fetch", "" },
+	/* git.api_admin: credentials, access, moves (SPEC 3.5). */
+	{ "POST", "/repos/acme/api/keys", "deny", "git.api_admin", "push", "acme/api" },
+	{ "GET", "/repos/acme/api/keys", "deny", "git.api_admin", "fetch", "acme/api" },
+	{ "DELETE", "/repos/acme/api/keys/1", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/repos/acme/api/keys/", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/repos/ACME/API/KEYS", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/repos/acme/api/%6beys", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/repos/acme/api/k%65ys", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/api/v3/repos/acme/api/keys", "deny", "git.api_admin", "push", "acme/api" },
+	{ "POST", "/repos/acme/api/hooks", "deny", "git.api_admin", "push", "acme/api" },
+	{ "PATCH", "/repos/acme/api/hooks/1/config", "deny", "git.api_admin", "push", "acme/api" },
+	{ "PUT", "/repos/acme/api/collaborators/mallory", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "GET", "/repos/acme/api/invitations", "deny", "git.api_admin", "fetch", "acme/api" },
+	{ "POST", "/repos/acme/api/transfer", "deny", "git.api_admin", "push", "acme/api" },
+	{ "PUT", "/repos/acme/api/actions/secrets/DEPLOY", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "GET", "/repos/acme/api/actions/secrets/public-key", "deny", "git.api_admin", "fetch",
+	  "acme/api" },
+	{ "POST", "/repos/acme/api/actions/variables", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "POST", "/repos/acme/api/actions/runners/registration-token", "deny", "git.api_admin",
+	  "push", "acme/api" },
+	{ "POST", "/repos/acme/api/actions/runners/remove-token", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "POST", "/repos/acme/api/actions/runners/generate-jitconfig", "deny", "git.api_admin",
+	  "push", "acme/api" },
+	{ "PUT", "/repos/acme/api/environments/prod/secrets/K", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "POST", "/repos/acme/api/environments/prod/variables", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "PUT", "/repos/acme/api/dependabot/secrets/K", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "PUT", "/repos/acme/api/codespaces/secrets/K", "deny", "git.api_admin", "push",
+	  "acme/api" },
+	{ "PATCH", "/repos/acme/api", "deny", "git.api_admin", "push", "acme/api" },
+	{ "PATCH", "/repos/acme/api/", "deny", "git.api_admin", "push", "acme/api" },
+	{ "GET", "/repos/acme/shared-lib/hooks", "deny", "git.api_admin", "fetch",
+	  "acme/shared-lib" },
+	{ "POST", "/repos/acme/shared-lib/keys", "deny", "git.operation", "push",
+	  "acme/shared-lib" },
+	{ "POST", "/repos/acme/other/keys", "deny", "git.repo", "push", "acme/other" },
+	/* ...and only those: whole segments, the other Actions and
+	 * environment paths, the repository's other methods. */
+	{ "GET", "/repos/acme/api/keysx", "allow", "session.repo", "fetch", "acme/api" },
+	{ "GET", "/repos/acme/api/contents/keys", "allow", "session.repo", "fetch", "acme/api" },
+	{ "GET", "/repos/acme/api/actions/runs", "allow", "session.repo", "fetch", "acme/api" },
+	{ "GET", "/repos/acme/api/actions", "allow", "session.repo", "fetch", "acme/api" },
+	{ "GET", "/repos/acme/api/environments", "allow", "session.repo", "fetch", "acme/api" },
+	{ "GET", "/repos/acme/api/environments/prod", "allow", "session.repo", "fetch",
+	  "acme/api" },
+	{ "POST", "/repos/acme/api/issues/1/comments", "allow", "session.repo", "push",
+	  "acme/api" },
+	{ "PATCH", "/repos/acme/api/pulls/1", "allow", "session.repo", "push", "acme/api" },
+	{ "GET", "/repos/acme/api", "allow", "session.repo", "fetch", "acme/api" },
 };
 
 static void test_api(void)
@@ -528,6 +607,48 @@ static void test_api(void)
 	policy_free(p);
 }
 
+/* git.api_allow lets an admin path through, by whole segments. */
+static void test_api_admin_allow(void)
+{
+	struct policy *p = load("{\"version\":1,\"session\":{\"repo\":\"git.test/acme/api\"},"
+				"\"git\":{\"hosts\":[\"git.test\"],\"api_hosts\":[\"api.git.test\"],"
+				"\"repos\":{\"acme/lib\":[\"fetch\"]},"
+				"\"api_allow\":[\"/repos/acme/api/keys\",\"/repos/acme/lib/hooks\","
+				"\"/repos/acme/api/actions/runners/registration-token\"]}}");
+	static const struct api_case cases[] = {
+		{ "POST", "/repos/acme/api/keys", "allow", "git.api_allow", "api", "acme/api" },
+		{ "DELETE", "/repos/acme/api/keys/7", "allow", "git.api_allow", "api", "acme/api" },
+		{ "GET", "/repos/acme/api/keys", "allow", "git.api_allow", "api", "acme/api" },
+		{ "POST", "/repos/acme/api/%6beys", "allow", "git.api_allow", "api", "acme/api" },
+		{ "POST", "/repos/acme/api/actions/runners/registration-token", "allow",
+		  "git.api_allow", "api", "acme/api" },
+		{ "POST", "/repos/acme/api/actions/runners/remove-token", "deny", "git.api_admin",
+		  "push", "acme/api" },
+		{ "POST", "/repos/acme/api/hooks", "deny", "git.api_admin", "push", "acme/api" },
+		{ "POST", "/repos/acme/api/keysx", "allow", "session.repo", "push", "acme/api" },
+		{ "POST", "/repos/ACME/api/keys", "deny", "git.api_admin", "push", "acme/api" },
+		{ "POST", "/repos/acme/api/keys/..;/hooks", "deny", "git.path", "none", "" },
+		{ "POST", "/repos/acme/api/keys/%2e%2e/hooks", "deny", "git.path", "none", "" },
+		{ "POST", "/repos/acme/api/keys/../hooks", "deny", "git.path", "none", "" },
+		{ "POST", "/repos/acme/api/keys//x", "deny", "git.path", "none", "" },
+		{ "POST", "/repos/acme/lib/hooks", "allow", "git.api_allow", "api", "acme/lib" },
+		{ "PATCH", "/repos/acme/api", "deny", "git.api_admin", "push", "acme/api" },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct api_case *c = &cases[i];
+		struct gitrules_request r = mkreq(c->method, c->path, 0, NULL);
+		struct gitrules_verdict v;
+
+		gitrules_decide_api(p, "api.git.test", &r, &v);
+		tap_ok(verdict_is(&v, c->decision, c->rule, c->op, c->repo, ""),
+		       "api_allow %s %s -> %s %s %s", c->method, c->path, c->decision, c->rule,
+		       c->op);
+	}
+	policy_free(p);
+}
+
 /* One host serving git and its API (GitHub Enterprise Server). */
 static void test_dispatch(void)
 {
@@ -542,6 +663,10 @@ static void test_dispatch(void)
 		{ "ghe.test", "GET", "/api/v3/repos/acme/other", NULL, "deny", "git.repo",
 		  "fetch" },
 		{ "ghe.test", "POST", "/api/graphql", NULL, "allow", "git.api_allow", "api" },
+		{ "ghe.test", "POST", "/api/v3/repos/acme/api/hooks", NULL, "deny",
+		  "git.api_admin", "push" },
+		{ "ghe.test", "GET", "/api/v3/repos/acme/api/..;/other", NULL, "deny", "git.path",
+		  "none" },
 		{ "ghe.test", "GET", "/acme/api.git/info/refs", "service=git-upload-pack",
 		  "allow", "session.repo", "fetch" },
 		{ "ghe.test", "POST", "/acme/other.git/git-upload-pack", NULL, "deny",
@@ -683,6 +808,7 @@ int main(void)
 	test_scm_limits();
 	test_lfs_batch();
 	test_api();
+	test_api_admin_allow();
 	test_dispatch();
 	test_api_scm_host();
 	test_ssh();

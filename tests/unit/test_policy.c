@@ -420,6 +420,10 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'git': {'api_allow': ['graphql']}}", "git.api_allow[0]: expected a path starting with \"/\"\n", NULL },
 	{ "{" V "'git': {'api_allow': ['/graphql', '/graphql/']}}", "git.api_allow[1]: duplicate of git.api_allow[0]\n", NULL },
 	{ "{" V "'git': {'api_allow': ['/a/../b']}}", "git.api_allow[0]: \".\" and \"..\" segments are not allowed\n", NULL },
+	{ "{" V "'git': {'api_allow': ['/repos/acme/api/..;/keys']}}",
+	  "git.api_allow[0]: the path holds a ';' parameter (\"..;\" is \"..\" to some servers): no request path can match it\n", NULL },
+	{ "{" V "'git': {'api_allow': ['/repos/acme/api/.../keys']}}",
+	  "git.api_allow[0]: the path has a \".\" or \"..\" segment (or one of dots only): no request path can match it\n", NULL },
 	/* spend */
 	{ "{" V "'spend': []}", "spend: expected an object\n", NULL },
 	{ "{" V "'spend': {'budget': 1}}", "spend.budget: unknown key\n", NULL },

@@ -468,8 +468,9 @@ static const struct path_case path_cases[] = {
 	{ "/v1x", "/v1", true },
 	{ "/V1/x", "/v1/", false },
 	{ "//v1/x", "/v1/", false },
-	{ "/v1//x", "/v1/", true },
-	{ "/v1/a.b/...", "/v1/", true },
+	{ "/v1//x", "/v1/", false },          /* "//": one normaliser, pathnorm.c */
+	{ "/v1/a.b/...", "/v1/", false },     /* dots only: trimmed to ".." by some servers */
+	{ "/v1/a.b/a...b", "/v1/", true },
 	{ "/v1/%41", "/v1/", true },
 	{ "/v1/../x", "/v1/", false },
 	{ "/v1/..", "/v1/", false },
@@ -483,6 +484,17 @@ static const struct path_case path_cases[] = {
 	{ "/v1/a%2fb", "/v1/", false },
 	{ "/v1/a%5Cb", "/v1/", false },
 	{ "/v1/a\\b", "/v1/", false },
+	{ "/v1/a;b", "/v1/", false },         /* a ';' parameter, anywhere */
+	{ "/v1/..%3b/x", "/v1/", false },
+	{ "/v1/%3B/x", "/v1/", false },
+	{ "/v1/.../x", "/v1/", false },       /* dots only: ".." to some servers */
+	{ "/v1/..%20/x", "/v1/", false },
+	{ "/v1/a%252e", "/v1/", false },      /* double encoding */
+	{ "/v1/%C0%AE%C0%AE/x", "/v1/", false }, /* overlong '.' */
+	{ "/v1/a%00", "/v1/", false },
+	{ "/v1/a%zz", "/v1/", false },
+	{ "/v%31/x", "/v1/", true },          /* decoded: what a server reads */
+	{ "/v1/a%20b", "/v1/", true },
 	{ "/", "/", true },
 };
 
