@@ -120,21 +120,27 @@ $(TEST_BIN)/python3:
 
 # The files run in parallel (TEST_JOBS at once; each is in a network
 # namespace of its own, so they cannot see each other's servers), the
-# slowest first so that the run ends with the short ones. tests/tap-timer
-# times every file and every test point; the report is
-# $(BUILD)/test-times.txt (build/test-times.txt for the plain build).
-# TESTS=... runs only those files.
+# slowest first so that the run ends with the short ones (by the times
+# kept in $(BUILD)/test-times/ from earlier runs, else tests/test-estimates).
+# tests/tap-timer times every file and every test point; the report of
+# the run is $(BUILD)/test-times.txt (build/test-times.txt for the plain
+# build).
+# tests/make-fixtures first makes what several files share (a PostgreSQL
+# data directory), once. TESTS=... runs only those files.
 TEST_JOBS ?= 6
 TEST_TIMES := $(if $(filter 1,$(SAN)),$(BUILD),build)/test-times.txt
 TESTS ?= $(UNIT_BIN) $(INTEGRATION)
 SLOW_FIRST = $(shell tests/order-tests $(BUILD)/test-times $(TESTS))
 RUN_TESTS = @rm -rf $(BUILD)/test-times.new && mkdir -p $(BUILD)/test-times.new && \
 	s=$$(date +%s%N); \
+	tests/make-fixtures $(CURDIR)/build/test-fixtures && \
 	$(TEST_ENV) AIRLOCK_TEST_TIMES=$(CURDIR)/$(BUILD)/test-times.new \
+		AIRLOCK_TEST_FIXTURES=$(CURDIR)/build/test-fixtures \
 		prove -j$(TEST_JOBS) --timer --exec $(CURDIR)/tests/tap-timer $(1); st=$$?; \
 	e=$$(date +%s%N); \
-	rm -rf $(BUILD)/test-times && mv $(BUILD)/test-times.new $(BUILD)/test-times; \
-	tests/times-summary $(BUILD)/test-times $(TEST_TIMES) $$(( (e - s) / 1000000 )) $(TEST_JOBS); \
+	tests/times-summary $(BUILD)/test-times.new $(TEST_TIMES) $$(( (e - s) / 1000000 )) $(TEST_JOBS); \
+	mkdir -p $(BUILD)/test-times && mv -f $(BUILD)/test-times.new/* $(BUILD)/test-times/ 2>/dev/null; \
+	rm -rf $(BUILD)/test-times.new; \
 	exit $$st
 
 check: $(BIN) $(UNIT_BIN) $(HELPER_BIN) $(TEST_BIN)/python3

@@ -738,6 +738,70 @@ def serve(cfg):
 
 # --- the raw client ------------------------------------------------------------
 
+def complete_answers(got, sent):
+    """How many whole HTTP answers `got` holds, in order. A 1xx other than
+    101 is not an answer; a 101, and a 2xx to a CONNECT, end with their
+    head; 204 and 304 have no body; else a chunked body to its last chunk
+    and trailers, or Content-Length bytes. An answer whose body ends only
+    when the connection closes is never complete here."""
+    n = 0
+    connect = sent.startswith(b"CONNECT ")
+    i = 0
+    while True:
+        e = got.find(b"\r\n\r\n", i)
+        if e < 0:
+            return n
+        head = got[i:e].decode("latin-1").split("\r\n")
+        i = e + 4
+        try:
+            status = int(head[0].split(" ")[1])
+        except (IndexError, ValueError):
+            return n
+        if 100 <= status < 200 and status != 101:
+            continue
+        fields = {}
+        for h in head[1:]:
+            k, _, v = h.partition(":")
+            fields[k.strip().lower()] = v.strip().lower()
+        if status == 101 or (connect and n == 0 and 200 <= status < 300):
+            return n + 1  # what follows is the tunnel's, not HTTP
+        if status in (204, 304):
+            n += 1
+            continue
+        if fields.get("transfer-encoding", "").endswith("chunked"):
+            while True:
+                le = got.find(b"\r\n", i)
+                if le < 0:
+                    return n
+                try:
+                    size = int(got[i:le].split(b";")[0], 16)
+                except ValueError:
+                    return n
+                i = le + 2
+                if size == 0:
+                    te = got.find(b"\r\n\r\n", i - 2)
+                    if te < 0:
+                        return n
+                    i = te + 4
+                    break
+                if len(got) < i + size + 2:
+                    return n
+                i += size + 2
+            n += 1
+            continue
+        if "content-length" in fields:
+            try:
+                cl = int(fields["content-length"])
+            except ValueError:
+                return n
+            if len(got) < i + cl:
+                return n
+            i += cl
+            n += 1
+            continue
+        return n
+
+
 def send(argv):
     ap = argparse.ArgumentParser(prog="testnet.py send", description=(
         "Connects to ADDR:PORT, sends standard input (or --data), prints "
@@ -751,6 +815,10 @@ def send(argv):
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--shut", action="store_true", help="half-close after sending")
     ap.add_argument("--report", help="write a JSON summary here")
+    ap.add_argument("--answers", type=int, default=0,
+                    help="stop once this many complete HTTP answers have "
+                         "come (a 1xx other than 101 does not count), "
+                         "instead of waiting --idle seconds for more")
     a = ap.parse_args(argv)
     if a.data is not None:
         data = a.data.encode("latin-1").decode("unicode_escape").encode("latin-1")
@@ -790,6 +858,8 @@ def send(argv):
         if a.shut:
             s.shutdown(socket.SHUT_WR)
         while not rep["closed_by_peer"] and time.time() - start < a.timeout:
+            if a.answers and complete_answers(got, data) >= a.answers:
+                break
             s.settimeout(max(0.05, min(a.idle, a.timeout - (time.time() - start))))
             try:
                 d = s.recv(65536)

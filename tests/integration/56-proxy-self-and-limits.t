@@ -34,8 +34,9 @@ PROXY="0.0.0.0:$SELF_PORT"
 pl_start_proxy_ok
 PROXY="127.0.0.1:$SELF_PORT"
 
+# (its answer is whole with its head and body: no need to wait for more)
 self_connect() {
-	raw "CONNECT $1 HTTP/1.1\r\nHost: $1\r\n\r\n" --idle 1
+	raw "CONNECT $1 HTTP/1.1\r\nHost: $1\r\n\r\n" --idle 1 --answers 1
 }
 self_connect "198.18.0.10:$SELF_PORT"
 is "$(verdict)" "403 egress.self egress.block/block/egress.self" \

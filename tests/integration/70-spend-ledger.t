@@ -7,6 +7,7 @@
 #
 # Amounts given to spend_tool are nano-dollars (1e-9 USD).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pglib.sh"
 
 TOOL=${AIRLOCK_HELPERS:?}/spend_tool
 LLM="$AIRLOCK_SRC/tests/helpers/llm_api.py"
@@ -31,11 +32,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		timeout 5 tail --pid="$p" -f /dev/null 2>/dev/null || kill -KILL "$p" 2>/dev/null
 	done
-	if [ -n "$PGDIR" ] && [ -d "$PGDIR" ]; then
-		runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -m immediate \
-			-w -t 20 stop >/dev/null 2>&1
-		rm -rf "$PGDIR"
-	fi
+	pg_stop
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -215,28 +212,13 @@ scenario sqlite "sqlite:$T/spend.db"
 mode=$(stat -c %a "$T/spend.db"); is "$mode" 600 "the SQLite ledger is 0600"
 
 # ------------------------------------------------------------ PostgreSQL
-PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-if [ "$(id -u)" -ne 0 ] || [ ! -x "$PG_BIN/initdb" ] || ! id postgres >/dev/null 2>&1 ||
-	! runuser -u postgres -- true 2>/dev/null; then
+if ! pg_usable; then
 	echo "ok $((tap_n + 1)) # SKIP PostgreSQL needs root, runuser and the postgresql package"
 	tap_n=$((tap_n + 1))
 else
 	# A server of our own: its data and socket in a directory only it
 	# and we use, no TCP listener, password (SCRAM) authentication.
-	PGDIR=$(mktemp -d /tmp/airlock-pg.XXXXXX)
-	chmod 0711 "$PGDIR"
-	chown postgres "$PGDIR"
-	PW=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-	printf '%s\n' "$PW" >"$PGDIR/pw"
-	chown postgres "$PGDIR/pw"
-	runuser -u postgres -- "$PG_BIN/initdb" -D "$PGDIR/data" -U airlock \
-		--auth=scram-sha-256 --pwfile="$PGDIR/pw" -E UTF8 >"$T/initdb.log" 2>&1
-	ok $? "initdb"
-	rm -f "$PGDIR/pw"
-	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 30 \
-		-o "-c listen_addresses= -k $PGDIR -c max_connections=60" start >/dev/null 2>&1
-	ok $? "a PostgreSQL server listening on a unix socket only"
-	export PGPASSWORD=$PW
+	pg_start 60
 	psql -q -h "$PGDIR" -U airlock -d postgres -c 'CREATE DATABASE spend' >/dev/null 2>&1
 	ok $? "a database for the ledger"
 	PGL="postgresql:///spend?host=$PGDIR&user=airlock"
