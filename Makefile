@@ -49,7 +49,7 @@ HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,tests/fuzz/bin/%,$(FUZZ_SRC))
 
-.PHONY: all deps check unit integration lint fuzz install demo bench deb e2e clean
+.PHONY: all deps fuzz-deps check unit integration lint fuzz install demo bench deb e2e clean
 
 all: $(BIN)
 
@@ -161,12 +161,25 @@ lint: | deps
 	clang-tidy --quiet $(SRC) -- -std=c11 -D_GNU_SOURCE -Isrc \
 		$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 
-# libFuzzer targets include the module under test; each runs FUZZ_SECONDS
-# on a copy of its committed corpus (the committed files are never changed).
-tests/fuzz/bin/%: tests/fuzz/%.c $(filter-out src/main.c,$(SRC)) $(GEN_FILTER) | deps
+# libFuzzer targets link airlock's modules, compiled once for all of them
+# with the fuzzer's coverage and the sanitizers (build/fuzz/); each runs
+# FUZZ_SECONDS on a copy of its committed corpus (the committed files are
+# never changed).
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined
+FUZZ_OBJ := $(patsubst src/%.c,build/fuzz/src/%.o,$(filter-out src/main.c,$(SRC))) \
+	build/fuzz/gen/sandbox_filter.o
+fuzz-deps: deps
+	@scripts/install-deps --fuzz
+build/fuzz/src/%.o: src/%.c | fuzz-deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) \
-		-Isrc -o $@ $< $(filter-out src/main.c,$(SRC)) $(GEN_FILTER) $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP $(PKG_CFLAGS) -c -o $@ $<
+build/fuzz/gen/sandbox_filter.o: $(GEN_FILTER) | fuzz-deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Isrc -c -o $@ $<
+tests/fuzz/bin/%: tests/fuzz/%.c $(FUZZ_OBJ) | fuzz-deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) \
+		-Isrc -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 
 fuzz: $(FUZZ_BIN)
 	@scripts/install-deps --fuzz
