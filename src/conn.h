@@ -159,6 +159,8 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
+	int (*tick)(void *arg, uint64_t now_ms); /* NULL: none (proxy_set_tick) */
+	void *tick_arg;
 	int tlfd[2];                 /* transparent listeners (tlisten.c) */
 	size_t ntlfd;
 	const struct dnsstub_table *names;

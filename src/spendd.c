@@ -223,12 +223,44 @@ static bool on_reserve(struct dctx *x, int fd, struct msg_reader *r)
 	return true;
 }
 
+/* What a worker says of a settled call beyond its cost. */
+struct settled {
+	enum meter_outcome outcome;
+	bool have_usage;
+	uint64_t tokens[4];        /* input, output, cache_write, cache_read */
+	const char *model, *host, *endpoint, *reason;
+	bool overrun;
+	uint64_t output_bound;     /* all choices */
+	const char *price_key;     /* "" when none */
+	uint64_t price[4];         /* n$ per million: input, output,
+				      cache_write, cache_read */
+};
+
+/* Dollars per million tokens from n$ per million, for the receipt (the
+ * _nano figures are the exact ones). */
+static json_t *price_json(const uint64_t price[4], bool nano)
+{
+	static const char *const names[] = { "input", "output", "cache_write",
+					     "cache_read" };
+	json_t *o = json_object();
+	size_t i;
+
+	ASSERT(o);
+	for (i = 0; i < 4; i++)
+		json_object_set_new(o, names[i], nano ? json_integer((json_int_t)price[i])
+						      : usd_json((int64_t)price[i]));
+	return o;
+}
+
 /* budget.charge for one settled call. */
 static void record_charge(struct dctx *x, const struct ledger_totals *t,
-			  enum meter_outcome outcome, bool have_usage,
-			  const uint64_t tokens[4], int64_t cost, const char *model,
-			  const char *host, const char *endpoint, const char *reason)
+			  const struct settled *z, int64_t cost)
 {
+	enum meter_outcome outcome = z->outcome;
+	bool have_usage = z->have_usage;
+	const uint64_t *tokens = z->tokens;
+	const char *model = z->model, *host = z->host, *endpoint = z->endpoint,
+		   *reason = z->reason;
 	char cost_s[METER_USD_LEN], total_s[METER_USD_LEN], line[256];
 	json_t *subj;
 	int64_t seq;
@@ -247,6 +279,14 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 		json_object_set_new(subj, "cache_read_tokens",
 				    json_integer((json_int_t)tokens[3]));
 	}
+	if (z->price_key[0]) {
+		json_object_set_new(subj, "price_key", json_string(z->price_key));
+		json_object_set_new(subj, "price_usd_per_million", price_json(z->price, false));
+		json_object_set_new(subj, "price_nano_per_million", price_json(z->price, true));
+	}
+	json_object_set_new(subj, "output_bound", json_integer((json_int_t)z->output_bound));
+	if (have_usage)
+		json_object_set_new(subj, "overrun", json_boolean(z->overrun));
 	json_object_set_new(subj, "cost_usd", usd_json(cost));
 	json_object_set_new(subj, "cost_nano", json_integer(cost));
 	json_object_set_new(subj, "total_usd", usd_json(t->own_spent));
@@ -267,26 +307,38 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 
 static bool on_settle(struct dctx *x, struct msg_reader *r)
 {
-	const char *model, *host, *endpoint, *reason;
-	uint64_t rid, cost, tokens[4];
-	uint32_t outcome, have_usage;
+	struct settled z;
+	uint64_t rid, cost;
+	uint32_t outcome, have_usage, overrun;
 	struct ledger_totals after;
 	enum ledger_status st;
 	size_t i;
 
+	memset(&z, 0, sizeof(z));
 	msg_get_u64(r, &rid);
 	msg_get_u64(r, &cost);
 	msg_get_u32(r, &outcome);
 	msg_get_u32(r, &have_usage);
 	for (i = 0; i < 4; i++)
-		msg_get_u64(r, &tokens[i]);
-	msg_get_str(r, METER_MODEL_MAX, &model, NULL);
-	msg_get_str(r, 255, &host, NULL);
-	msg_get_str(r, 64, &endpoint, NULL);
-	msg_get_str(r, 160, &reason, NULL);
+		msg_get_u64(r, &z.tokens[i]);
+	msg_get_str(r, METER_MODEL_MAX, &z.model, NULL);
+	msg_get_str(r, 255, &z.host, NULL);
+	msg_get_str(r, 64, &z.endpoint, NULL);
+	msg_get_str(r, 160, &z.reason, NULL);
+	msg_get_u32(r, &overrun);
+	msg_get_u64(r, &z.output_bound);
+	msg_get_str(r, METER_MODEL_MAX + 1, &z.price_key, NULL);
+	for (i = 0; i < 4; i++)
+		msg_get_u64(r, &z.price[i]);
 	if (!msg_end(r) || rid > (uint64_t)INT64_MAX || cost > (uint64_t)METER_MONEY_MAX ||
-	    outcome > METER_OUTCOME_COUNT || have_usage > 1)
+	    outcome > METER_OUTCOME_COUNT || have_usage > 1 || overrun > 1)
 		return false;
+	for (i = 0; i < 4; i++)
+		if (z.price[i] > (uint64_t)METER_PRICE_MAX)
+			return false;
+	z.outcome = (enum meter_outcome)outcome;
+	z.have_usage = have_usage != 0;
+	z.overrun = overrun != 0;
 	if (outcome == METER_OUTCOME_COUNT) {
 		/* Never forwarded: released, nothing to record. */
 		st = ledger_release(x->s, (int64_t)rid);
@@ -304,8 +356,7 @@ static bool on_settle(struct dctx *x, struct msg_reader *r)
 		if (ledger_session_totals(x->s, &after) != LEDGER_OK)
 			memset(&after, 0, sizeof(after));
 	}
-	record_charge(x, &after, (enum meter_outcome)outcome, have_usage != 0, tokens,
-		      (int64_t)cost, model, host, endpoint, reason);
+	record_charge(x, &after, &z, (int64_t)cost);
 	return true;
 }
 
