@@ -361,6 +361,7 @@ static void parse_head(struct conn *c)
 	x->rq.client_tls = !endpoint_plain(&c->client);
 	x->ws = c->inner && lists_token(&req.headers, "upgrade", "websocket") &&
 		lists_token(&req.headers, "connection", "upgrade");
+	x->rq.upgrade = http_header_find(&req.headers, "upgrade", 0) >= 0;
 	/* From here on only the copies are read: the head is consumed. */
 	buf_consume(&c->cin, req.head_len);
 	if (!c->inner) {

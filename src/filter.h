@@ -116,6 +116,10 @@ struct filter_request {
 	bool inner;                      /* origin-form inside a tunnel whose
 					    target is fixed (CONNECT host) */
 	bool client_tls;                 /* the client endpoint is TLS */
+	bool upgrade;                    /* the request asks to change
+					    protocol (Upgrade, e.g. to a
+					    WebSocket; a hop-by-hop header,
+					    so not in @headers) */
 	char *target;                    /* NULL, or the request-target to
 					    send upstream instead of
 					    path[?query]: a request_head hook

@@ -460,7 +460,7 @@ static enum filter_result sf_request_head(void *arg, struct filter_request *rq,
 			       strlen(rq->path), &st->ep);
 	/* A GET that asks to become another protocol (the Realtime API's
 	 * WebSocket) is no read. */
-	if (route == METER_ROUTE_PASS && filter_headers_get(&rq->headers, "upgrade"))
+	if (route == METER_ROUTE_PASS && rq->upgrade)
 		route = METER_ROUTE_UNMETERED;
 	switch (route) {
 	case METER_ROUTE_PASS:

@@ -519,6 +519,8 @@ def handle(cfg, conn, method, target, headers, body):
         elif kind is None:
             status = 404
             (a.anthropic_error if api == "anthropic" else a.openai_error)(404)
+        elif kind == "costly":
+            a.json(200, {"id": "costly_%d" % n, "object": "stand-in", "status": "accepted"})
         elif req is None or not isinstance(req, dict) or "model" not in req:
             status = 400
             (a.anthropic_error if api == "anthropic" else a.openai_error)(400)
@@ -527,8 +529,6 @@ def handle(cfg, conn, method, target, headers, body):
             (a.anthropic_error if api == "anthropic" else a.openai_error)(status)
         elif kind == "count_tokens":
             a.json(200, {"input_tokens": max(1, len(body) // 4)})
-        elif kind == "costly":
-            a.json(200, {"id": "costly_%d" % n, "object": "stand-in", "status": "accepted"})
         elif kind == "embeddings":
             u = usage_of(script, body, 0)
             a.usage = dict(u, output=0)
