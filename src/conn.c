@@ -404,9 +404,20 @@ static void step_closing(struct conn *c, bool upstream, uint32_t events)
 json_t *conn_subject(const struct conn *c)
 {
 	json_t *s = json_object();
+	const char *path = NULL;
 
 	ASSERT(s);
-	json_object_set_new(s, "method", json_string(c->method));
+	const char *method = c->inner ? exchange_request(c, &path) : NULL;
+
+	if (method) {
+		/* A request inside a tunnel: the receipt is about it; the
+		 * tunnel's own CONNECT stays as subject.tunnel. */
+		json_object_set_new(s, "method", json_string(method));
+		json_object_set_new(s, "path", json_string(path ? path : "/"));
+		json_object_set_new(s, "tunnel", json_string(c->method));
+	} else {
+		json_object_set_new(s, "method", json_string(c->method));
+	}
 	json_object_set_new(s, "host", json_string(c->target.name));
 	json_object_set_new(s, "port", json_integer(c->port));
 	if (c->transparent) {

@@ -271,6 +271,9 @@ void exchange_connected(struct conn *c);
 void exchange_step(struct conn *c, bool upstream, uint32_t events);
 /* Frees the exchange; filters still attached hear @outcome. */
 void exchange_free(struct conn *c, enum filter_outcome outcome);
+/* The method and path of the request in progress on @c (NULL when none):
+ * inside a tunnel, the one a receipt is about. */
+const char *exchange_request(const struct conn *c, const char **path);
 /* proxy_resume() for exchange @seq of @c; -ESTALE when it is not the one
  * waiting (then @v is only cleared). */
 int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,

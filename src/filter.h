@@ -187,6 +187,12 @@ struct filter_ops {
 	 * cut the response (the exchange closes). */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
+	/* The request leaves: its head is queued to the upstream (every
+	 * filter has let it go; none is pending). Called at most once; a
+	 * request refused or failed before it left never gets it, so what
+	 * a filter did to a request that never left can go unrecorded.
+	 * May be NULL. */
+	void (*request_sent)(void *st);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);

@@ -206,6 +206,34 @@ is "$(jsel "$EV" "[(e['subject']['output_tokens'], e['subject']['output_bound'],
 	"[(5000, 100, True, 75030000)]" \
 	"budget.charge: 5000 output tokens past a bound of 100, overrun, 10 x 3000 + 5000 x 15000 n$"
 
+# --- 4b. receipts: nothing injected for a request that never left; the
+# request's own method and path inside the tunnel --------------------------
+EV="$T/ev4b.jsonl"
+sl_policy "$T/p4b.json" enforce "\"cap_usd\": 1, \"ledger\": \"sqlite:$T/spend.db\""
+python3 - "$T/p4b.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["secrets"] = {"openai": {"from_env": "OPENAI_KEY", "hosts": ["api.openai.com"],
+                           "headers": ["authorization"], "prefix": "sk-test-"}}
+json.dump(p, open(sys.argv[1], "w"))
+PY
+since=$(last_id)
+OPENAI_KEY=sk-test-0123456789abcdef sl_run receipts "$T/p4b.json" "$EV" '
+cd "$0"
+./call.sh rblock greedy prev.json '"$O"'/v1/responses -H "Authorization: Bearer $OPENAI_KEY"
+./call.sh rok greedy file.json '"$O"'/v1/chat/completions -H "Authorization: Bearer $OPENAI_KEY"
+./call.sh rchat x a.json '"$O"'/v1/chat/completions -H "Authorization: Bearer $OPENAI_KEY"
+' "$WS"
+is "$(codes rblock rok rchat)" "403 403 200" "with a secret to inject: the refused calls get 403, the other goes through"
+is "$(jsel "$EV" "[(e['subject']['method'], e['subject']['path']) for e in L if e['type'] == 'secret.inject']")" \
+	"[('POST', '/v1/chat/completions')]" \
+	"secret.inject is recorded for the request that left, not for the two refused before it"
+is "$(jsel "$EV" "[(e['subject']['method'], e['subject']['path'], e['subject']['tunnel']) for e in L if e['type'] == 'budget.block']")" \
+	"[('POST', '/v1/responses', 'CONNECT'), ('POST', '/v1/chat/completions', 'CONNECT')]" \
+	"a refusal inside the tunnel names the request's method and path; the tunnel's CONNECT is subject.tunnel"
+is "$(jsel "$SL_LOG" "[e['headers'].get('authorization') for e in L if e['event'] == 'request' and e['id'] > $since]")" \
+	"['Bearer sk-test-0123456789abcdef']" "the one request that left carried the secret"
+
 # --- 5. four sessions at once under one root cap ------------------------------------
 # Each session: three unbounded calls at once, a stored-state call and an
 # unmetered one. The root's cap of $0.10 holds for the whole tree.
