@@ -114,6 +114,24 @@ for i in 1 2 3; do ./call.sh gc$i greedy chat.json '"$O"'/v1/chat/completions; d
 		"$name: each budget.charge names its price and the bound it was sent with"
 	"$AIRLOCK" verify "$ev" >/dev/null 2>&1
 	ok $? "$name: the stream verifies"
+	out=$("$AIRLOCK" spend audit --ledger "$L" "$ev" 2>&1)
+	is "$?" 0 "$name: spend audit: every charge recomputes from its receipt"
+	like "$out" "g$name: 4 charges, .*4 recomputed from their receipts, 0 differ.*the ledger agrees" \
+		"$name: and the ledger agrees"
+	python3 - "$ev" "$T/g$name.bad.jsonl" <<'PY'
+import json, sys
+out, done = [], False
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["type"] == "budget.charge" and not done:
+        e["subject"]["output_tokens"] -= 1
+        done = True
+    out.append(json.dumps(e))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+	out=$("$AIRLOCK" spend audit --ledger "$L" "$T/g$name.bad.jsonl" 2>&1)
+	is "$?" 1 "$name: spend audit of an altered stream fails"
+	like "$out" "charged \\\$[0-9.]+, the receipt's counts and prices make" "$name: naming the charge that does not add up"
 }
 greedy sqlite "sqlite:$T/spend.db"
 
