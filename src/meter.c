@@ -1034,7 +1034,7 @@ static bool scan_body(struct scan *s)
 				continue;
 			}
 			if (ch == '"') {
-				char tv[16];
+				char tv[16] = { 0 };
 				bool was_type = c.cur_type;
 				struct decoded dv = { .buf = was_type ? tv : NULL,
 						      .cap = sizeof(tv) };
@@ -1078,6 +1078,8 @@ static bool scan_body(struct scan *s)
 			st = ST_VALUE;
 			continue;
 		case ST_AFTER:
+			if (depth == 0) /* cannot be: the top object closed ends the loop */
+				return scan_fail(s, "unexpected character", s->pos);
 			if (ch == ',') {
 				s->pos++;
 				st = stack[depth - 1] == '{' ? ST_OBJ_KEY : ST_VALUE;
