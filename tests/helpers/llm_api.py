@@ -50,8 +50,9 @@ optional):
                             and N when the request names no bound (as a
                             provider does: a call without max_tokens
                             runs long)
-  "ignore_bound": false     report "usage.output" (or "wants") whatever
-                            the request's bound (an overrun)
+  "ignore_bound": false     with "wants": report it whatever the
+                            request's bound (an overrun; an explicit
+                            "usage.output" is always reported as given)
   "text": "Hello"           the answer's text, sent in "chunks" deltas
   "chunks": 3
   "deltas": 1               anthropic streams: message_delta events, each
@@ -173,9 +174,6 @@ def usage_of(script, req_body, bound):
             u.setdefault("output", wants)
         else:
             u.setdefault("output", min(bound, wants))
-    elif not script.get("ignore_bound"):
-        u["output"] = min(bound if bound is not None else 1024,
-                          u.get("output", 12))
     u.setdefault("output", min(bound if bound is not None else 1024, 12))
     u.setdefault("cache_write", 0)
     u.setdefault("cache_read", 0)
