@@ -367,6 +367,35 @@ sp=$!
 	ok $? "the session ended cleanly and its stream verifies"
 	is "$("$AIRLOCK" spend show --ledger "$PGL" --json stalled | python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["reserved_nano"])')" \
 		0 "the reservation made late was released"
+
+	# The server stops (a clean shutdown) in the middle of a session:
+	# calls fail closed at once, the session ends with the agent's
+	# status, and its stream verifies.
+	EV="$T/ev7.jsonl"
+	since=$(last_id)
+	rm -f "$WS/ready" "$WS/frozen" "$WS/called"
+	sl_run stopped "$T/p6.json" "$EV" '
+cd "$0"
+./call.sh sp1 x a.json https://api.anthropic.com/v1/messages
+touch ready
+i=0; while [ ! -e frozen ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+s=$(date +%s%N)
+./call.sh sp2 x a.json https://api.anthropic.com/v1/messages
+echo $(( ($(date +%s%N) - s) / 1000000 )) >sp2.ms
+' "$WS" &
+sp=$!
+	wait_file "$WS/ready" 60
+	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -m fast -w -t 20 stop >/dev/null 2>&1
+	touch "$WS/frozen"
+	wait $sp
+	is "$? $(codes sp1 sp2)" "0 200 502" "PostgreSQL stopped: the next call gets 502, the session ends with the agent's status"
+	ms=$(cat "$WS/sp2.ms")
+	[ "$ms" -lt 2500 ]
+	ok $? "within the bound (${ms} ms)"
+	is "$(rule_of "$WS/sp2.h") $(reached /v1/messages "$since")" "spend.ledger 1" \
+		"rule spend.ledger, and it was not forwarded"
+	"$AIRLOCK" verify "$EV" >/dev/null 2>&1
+	ok $? "the stream verifies"
 	unset PGPASSWORD
 fi
 
