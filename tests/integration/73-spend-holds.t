@@ -252,6 +252,18 @@ is "$(jsel "$EV" "[(e['subject']['method'], e['subject']['path'], e['subject']['
 is "$(jsel "$SL_LOG" "[e['headers'].get('authorization') for e in L if e['event'] == 'request' and e['id'] > $since]")" \
 	"['Bearer sk-test-0123456789abcdef']" "the one request that left carried the secret"
 
+# --- 4c. shadow: each would_block is written before the call it lets go on
+# (the ledger process records the call's budget.charge on a channel of
+# its own; the key holder could serve that one first)
+EV="$T/ev4c.jsonl"
+sl_policy "$T/p4c.json" shadow "\"cap_usd\": 0.000001, \"ledger\": \"sqlite:$T/spend.db\""
+sl_run shadoworder "$T/p4c.json" "$EV" '
+cd "$0"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do ./call.sh sh$i x a.json '"$A"'/v1/messages; done
+' "$WS"
+is "$(jsel "$EV" "''.join('b' if e['type'] == 'budget.block' else 'c' for e in L if e['type'] in ('budget.block', 'budget.charge'))")" \
+	"bcbcbcbcbcbcbcbcbcbcbcbc" "shadow: 12 calls past the cap, each would_block before its charge"
+
 # --- 5. four sessions at once under one root cap ------------------------------------
 # Each session: three unbounded calls at once, a stored-state call and an
 # unmetered one. The root's cap of $0.10 holds for the whole tree.
