@@ -26,7 +26,10 @@
  *      channel to the key holder (to record budget.charge) and one
  *      channel per proxy worker, and serves them in one poll loop:
  *      RESERVE is answered with RESERVED (the reservation id, or the cap
- *      it would pass); SETTLE is settled (or released) and recorded; every
+ *      it would pass) once the reservations read in the same turn of the
+ *      loop are made together (ledger_reserve_batch: group commit, each
+ *      checked after the ones before it); SETTLE is settled (or released)
+ *      and recorded; every
  *      LEDGER_HEARTBEAT_SECONDS the holder's lease is renewed;
  *   5. on CLOSE (the workers have exited) it reads what they still sent,
  *      closes the session (reservations still held are charged in full,
@@ -98,8 +101,20 @@ bool spendd_wanted(const struct policy *p)
 
 /* --- inside the ledger process ---------------------------------------------- */
 
+/* A RESERVE read and not answered yet: the reservations that queue while
+ * a transaction runs are made together in the next one. */
+struct queued_reserve {
+	int fd;
+	uint32_t tag;
+	int64_t amount;
+};
+
+#define SPENDD_QUEUE_MAX 256
+
 struct dctx {
 	int ctl;
+	struct queued_reserve queue[SPENDD_QUEUE_MAX];
+	size_t nqueue;
 	struct ledger *l;
 	struct ledger_session *s;
 	const struct policy *p;
@@ -198,28 +213,51 @@ static void reply_reserved(struct dctx *x, int fd, uint32_t tag,
 	(void)msg_send(fd, &x->out, -1, MSG_DONTWAIT);
 }
 
+/* Makes the queued reservations, LEDGER_BATCH_MAX per transaction, in
+ * the order they came, and answers each. */
+static void flush_reserves(struct dctx *x)
+{
+	size_t done = 0;
+
+	while (done < x->nqueue) {
+		struct ledger_refusal whys[LEDGER_BATCH_MAX];
+		enum ledger_status st[LEDGER_BATCH_MAX];
+		int64_t amounts[LEDGER_BATCH_MAX], rids[LEDGER_BATCH_MAX];
+		bool overs[LEDGER_BATCH_MAX];
+		size_t n = x->nqueue - done, k;
+
+		if (n > LEDGER_BATCH_MAX)
+			n = LEDGER_BATCH_MAX;
+		for (k = 0; k < n; k++)
+			amounts[k] = x->queue[done + k].amount;
+		(void)ledger_reserve_batch(x->s, n, amounts, x->shadow, st, rids, whys,
+					   overs);
+		for (k = 0; k < n; k++) {
+			/* shadow: past a cap, made anyway and answered as
+			 * refused with its id: the call goes on */
+			if (st[k] == LEDGER_OK && overs[k])
+				st[k] = LEDGER_REFUSED;
+			reply_reserved(x, x->queue[done + k].fd, x->queue[done + k].tag,
+				       st[k], rids[k], &whys[k]);
+		}
+		done += n;
+	}
+	x->nqueue = 0;
+}
+
 static bool on_reserve(struct dctx *x, int fd, struct msg_reader *r)
 {
-	struct ledger_refusal why;
-	enum ledger_status st;
 	uint32_t tag;
 	uint64_t amount;
-	int64_t rid = -1;
-	bool over = false;
 
 	msg_get_u32(r, &tag);
 	msg_get_u64(r, &amount);
 	if (!msg_end(r) || amount > (uint64_t)METER_MONEY_MAX)
 		return false;
-	memset(&why, 0, sizeof(why));
-	if (x->shadow) {
-		st = ledger_reserve_over(x->s, (int64_t)amount, &rid, &why, &over);
-		if (st == LEDGER_OK && over)
-			st = LEDGER_REFUSED; /* with its id: shadow goes on */
-	} else {
-		st = ledger_reserve(x->s, (int64_t)amount, &rid, &why);
-	}
-	reply_reserved(x, fd, tag, st, rid, &why);
+	if (x->nqueue == SPENDD_QUEUE_MAX)
+		flush_reserves(x);
+	x->queue[x->nqueue++] = (struct queued_reserve){ .fd = fd, .tag = tag,
+							 .amount = (int64_t)amount };
 	return true;
 }
 
@@ -406,6 +444,7 @@ __attribute__((noreturn)) static void finish(struct dctx *x, bool answer)
 	/* The workers have exited: everything they sent is queued. */
 	for (i = x->nchans; i-- > 0;)
 		(void)serve_worker(x, i);
+	flush_reserves(x); /* no one reads the answers: charged in full below */
 	if (ledger_session_close(x->s, &t) != LEDGER_OK)
 		spendd_fatal(x, "closing the session in the ledger: %s", ledger_error(x->l));
 	ledger_close(x->l);
@@ -582,10 +621,20 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 			spendd_fatal(&x, "poll: %s", strerror(errno));
 		}
 		/* Workers first: what they sent before the supervisor said
-		 * CLOSE is handled before the session closes. */
-		for (i = x.nchans; i-- > 0;)
-			if (pfd[1 + i].revents && !serve_worker(&x, i))
-				drop_channel(&x, i);
+		 * CLOSE is handled before the session closes. Their
+		 * reservations are made together once every channel is read
+		 * (group commit), before a closed channel's descriptor goes. */
+		{
+			bool gone[SPENDD_MAX_CHANNELS] = { false };
+
+			for (i = x.nchans; i-- > 0;)
+				if (pfd[1 + i].revents)
+					gone[i] = !serve_worker(&x, i);
+			flush_reserves(&x);
+			for (i = x.nchans; i-- > 0;)
+				if (gone[i])
+					drop_channel(&x, i);
+		}
 		if (pfd[0].revents)
 			serve_ctl(&x);
 	}
