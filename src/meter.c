@@ -8,11 +8,14 @@
  * decides the three things that needs, each as a pure function:
  *
  * 1. Which requests are metered (meter_classify). The provider's metered
- *    paths are compared exactly, query dropped, POST only; everything else
- *    passes. A spelling that a lenient server could read as a metered path
- *    ("//v1/messages", "/v1/messages/", "/V1/%6Dessages", "/v1/./messages",
- *    method "post") is refused rather than passed: passing it would be a
- *    way around the meter.
+ *    paths are compared exactly, query dropped, POST only. GET and HEAD
+ *    pass; every other request is "unmetered": it may cost money (batches,
+ *    realtime, images, audio) and the caller refuses it under a cap unless
+ *    the policy's spend.pass lists its path (meter_pass_match, plain
+ *    spellings only). A spelling that a lenient server could read as a
+ *    metered path ("//v1/messages", "/v1/messages/", "/V1/%6Dessages",
+ *    "/v1/./messages", method "post") is refused rather than passed:
+ *    passing it would be a way around the meter.
  *
  * 2. What a request reserves (meter_request_parse). The whole body is read
  *    by a strict RFC 8259 scanner written here, because the meter needs
@@ -28,7 +31,14 @@
  *    (prices per million tokens): every input token comes from at least
  *    one body byte except those a provider adds itself, so the first term
  *    bounds input and cache writes; the second bounds what the request
- *    allows to be generated (openai's n and best_of multiply it).
+ *    allows to be generated (openai's n and best_of multiply it). A
+ *    request without a bound is sent with the one reserved written into
+ *    its body (the bound reserved is the bound sent). Members that make
+ *    the provider add input from its own storage (previous_response_id, a
+ *    file_id, a stored prompt, ...) are found at any depth in the same
+ *    scan: such a request is refused, or with server_state "allow"
+ *    reserves the policy's server_state_reserve on top. Embeddings
+ *    reserve their input only.
  *
  * 3. What an answer costs (meter_response_*). The parser is fed the
  *    decoded body in whatever slices the proxy relays and keeps only
@@ -43,7 +53,8 @@
  *    meter charges prompt - cached as input and cached as cache reads.
  *
  * Outcomes, fail-closed: a complete answer with usage is charged its
- * cost; a 2xx answer that is cut, reports an error mid-stream, or has no
+ * cost (one reporting more output than the bound sent is an overrun,
+ * charged all the same); a 2xx answer that is cut, reports an error mid-stream, or has no
  * usable usage is charged its whole reservation (the provider may have
  * billed it and the meter cannot prove otherwise); a non-2xx answer
  * without usage is charged nothing (providers do not bill refused calls).

@@ -11,13 +11,17 @@
  *	route = meter_classify(api, method, mlen, target, tlen, &ep);
  *	METER_ROUTE_PASS:   forward unmetered.
  *	METER_ROUTE_REFUSE: answer 400 (rule "spend.path"), forward nothing.
+ *	METER_ROUTE_UNMETERED: under a cap, unless meter_pass_match() with
+ *	                    spend.pass: answer 403 (rule "spend.unmetered").
  *	METER_ROUTE_METER:  read the whole body (at most cfg->max_body_bytes,
  *	                    else 413, rule "spend.max_body_bytes"), then
  *	  if (!meter_request_parse(cfg, ep, body, len, &req, &why))
  *	          answer why.status, rule why.rule, forward nothing;
  *	  reserve req.reservation in the ledger (refused: 429);
  *	  new = meter_request_rewrite(&req, body, len, &newlen);
- *	          (non-NULL: forward new instead, with Content-Length newlen)
+ *	          (non-NULL: forward new instead, with Content-Length newlen:
+ *	          the bound reserved written in, openai streams asking for
+ *	          usage)
  *	  on the answer's head:
  *	          r = meter_response_new(cfg, &req, status, ctype, ctlen);
  *	  for every slice of the decoded body (any split, as relayed):
