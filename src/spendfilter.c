@@ -4,17 +4,24 @@
  * DOC: Theory of Operation
  *
  * A request to a host of spend.providers is classified by its method and
- * path (meter.c): most pass unmetered; a disguised spelling of a metered
- * endpoint is refused (400, spend.path); a metered one is held:
+ * path (meter.c): reads (GET, HEAD) pass; anything else the meter cannot
+ * price, and any request asking to Upgrade (the Realtime WebSocket), is
+ * refused while a cap can be in force (403, spend.unmetered) unless
+ * spend.pass lists its path; a disguised spelling of a metered endpoint
+ * is refused (400, spend.path); a metered one is held:
  *
  *   request_head  asks the exchange for the whole body (at most
  *                 spend.max_body_bytes, else 413) and for an uncompressed
  *                 answer (Accept-Encoding: identity). A metered request
  *                 without a body is refused: there is nothing to price.
  *   request_body  parses the whole body (model, output bound; an unpriced
- *                 model or a malformed body is refused), rewrites it when
- *                 an openai stream must report usage, and sends RESERVE
- *                 to the ledger process; the exchange pends. Nothing of
+ *                 model, a malformed body or input from stored state is
+ *                 refused), rewrites it to carry the bound reserved when
+ *                 it has none and when an openai stream must report
+ *                 usage, and sends RESERVE to the ledger process; the
+ *                 exchange pends, at most spend.ledger_timeout_ms (the
+ *                 proxy's tick fails it then: 502, spend.ledger, and a
+ *                 reservation made for it later is released). Nothing of
  *                 the request has been forwarded.
  *   (answer)      the ledger's RESERVED resumes the exchange: forwarded
  *                 with the reservation id, or refused with 429 and a
