@@ -103,6 +103,8 @@ struct spend_state {
 	int64_t rid;                 /* -1: no reservation */
 	struct meter_request req;
 	struct meter_response *resp; /* once the answer's head came */
+	char *unbounded;             /* shadow: the spend.unbounded reason of
+					a request metered anyway */
 };
 
 struct spendfilter *spendfilter_new(const struct spendfilter_config *cfg, char *err,
@@ -128,6 +130,12 @@ struct spendfilter *spendfilter_new(const struct spendfilter_config *cfg, char *
 	return sf;
 }
 
+static void state_free(struct spend_state *st)
+{
+	free(st->unbounded);
+	free(st);
+}
+
 void spendfilter_free(struct spendfilter *sf)
 {
 	struct spend_state *st, *next;
@@ -137,7 +145,7 @@ void spendfilter_free(struct spendfilter *sf)
 	for (st = sf->pending; st; st = next) {
 		next = st->next;
 		if (st->gone)
-			free(st);
+			state_free(st);
 	}
 	if (sf->px && sf->fd >= 0)
 		proxy_unwatch(sf->px, sf->fd);
@@ -326,10 +334,16 @@ static void on_reserved(struct spendfilter *sf, struct msg_reader *r)
 	unlink_pending(sf, st);
 	verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
 	fr = reserved_verdict(st, status, rid, cap, spent, reserved, who, &v, &exhausted);
+	if (fr == FILTER_CONTINUE && st->unbounded) {
+		/* shadow: what enforce would have refused, reserved and let go */
+		verdict_set(&v, VERDICT_DENY, 403, "spend.unbounded", st->unbounded);
+		v.type = "budget.block";
+		fr = FILTER_VERDICT;
+	}
 	if (st->gone) {
 		verdict_clear(&v);
 		send_settle(sf, st, 0, METER_OUTCOME_COUNT, NULL);
-		free(st);
+		state_free(st);
 		return;
 	}
 	if (proxy_resume(sf->px, &st->ref, (int)fr, &v) < 0) {
@@ -354,7 +368,7 @@ static void fail_pending(struct spendfilter *sf)
 
 		unlink_pending(sf, st);
 		if (st->gone) {
-			free(st);
+			state_free(st);
 			continue;
 		}
 		verdict_set(&v, VERDICT_FAIL, 502, "spend.ledger",
@@ -411,7 +425,7 @@ static int on_tick(void *arg, uint64_t now)
 		unlink_pending(sf, st);
 		late_add(sf, st->tag);
 		if (st->gone) {
-			free(st);
+			state_free(st);
 			continue;
 		}
 		st->ep = METER_ENDPOINT_NONE;
@@ -524,6 +538,29 @@ static enum filter_result sf_request_head(void *arg, struct filter_request *rq,
 	return FILTER_CONTINUE;
 }
 
+/* Shadow mode records what enforce would refuse and lets it go, metered
+ * like any other call so that the ledger holds what was spent: a request
+ * refused for input from stored state can be priced all the same. Parses
+ * it as with server_state "allow" (nothing more reserved) and keeps the
+ * refusal's reason for the receipt made once it is reserved. */
+static bool shadow_unbounded(struct spend_state *st, const struct buf *body,
+			     const struct meter_refusal *why)
+{
+	struct meter_config mc = st->sf->mc;
+	struct meter_refusal again;
+
+	if (st->sf->policy->mode != POLICY_MODE_SHADOW ||
+	    strcmp(why->rule, "spend.unbounded") != 0)
+		return false;
+	mc.server_state_allow = true;
+	mc.server_state_reserve = 0;
+	if (!meter_request_parse(&mc, st->ep, body->data ? body->data : "", body->len,
+				 &st->req, &again))
+		return false;
+	st->unbounded = util_xstrdup(why->reason);
+	return true;
+}
+
 static enum filter_result sf_request_body(void *arg, const char *data, size_t len,
 					  bool last, struct buf *body,
 					  struct filter_ref ref, struct verdict *v)
@@ -539,7 +576,8 @@ static enum filter_result sf_request_body(void *arg, const char *data, size_t le
 	if (st->ep == METER_ENDPOINT_NONE || !body || !last)
 		return FILTER_CONTINUE;
 	if (!meter_request_parse(&sf->mc, st->ep, body->data ? body->data : "",
-				 body->len, &st->req, &why)) {
+				 body->len, &st->req, &why) &&
+	    !shadow_unbounded(st, body, &why)) {
 		st->ep = METER_ENDPOINT_NONE; /* shadow: goes on unmetered */
 		verdict_set(v, VERDICT_DENY, why.status, why.rule, why.reason);
 		v->type = "budget.block";
@@ -637,7 +675,7 @@ static void sf_done(void *arg, enum filter_outcome outcome,
 		}
 	}
 	meter_response_free(st->resp);
-	free(st);
+	state_free(st);
 }
 
 const struct filter_ops spendfilter_ops = {

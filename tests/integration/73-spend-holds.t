@@ -264,6 +264,22 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12; do ./call.sh sh$i x a.json '"$A"'/v1/messag
 is "$(jsel "$EV" "''.join('b' if e['type'] == 'budget.block' else 'c' for e in L if e['type'] in ('budget.block', 'budget.charge'))")" \
 	"bcbcbcbcbcbcbcbcbcbcbcbc" "shadow: 12 calls past the cap, each would_block before its charge"
 
+# shadow: input from stored state and an unmetered call are recorded as
+# enforce would refuse them and let go; the stored-state call is metered
+EV="$T/ev4d.jsonl"
+since=$(last_id)
+sl_policy "$T/p4d.json" shadow "\"cap_usd\": 1, \"ledger\": \"sqlite:$T/spend.db\", \"default_max_output_tokens\": 100"
+sl_run shadowstate "$T/p4d.json" "$EV" '
+cd "$0"
+./call.sh shp greedy prev.json '"$O"'/v1/responses
+./call.sh shb x batch.json '"$O"'/v1/batches
+' "$WS"
+is "$(codes shp shb) $(reached /v1/responses "$since") $(reached /v1/batches "$since")" "200 200 1 1" \
+	"shadow: both go through"
+is "$(jsel "$EV" "[(e['type'], e['decision'], e['rule']) for e in L if e['type'].startswith('budget.')]")" \
+	"[('budget.block', 'would_block', 'spend.unbounded'), ('budget.charge', 'info', 'spend.prices'), ('budget.block', 'would_block', 'spend.unmetered')]" \
+	"recorded as would_block (spend.unbounded, spend.unmetered); the stored-state call is charged"
+
 # --- 5. four sessions at once under one root cap ------------------------------------
 # Each session: three unbounded calls at once, a stored-state call and an
 # unmetered one. The root's cap of $0.10 holds for the whole tree.
