@@ -401,14 +401,13 @@ static void step_closing(struct conn *c, bool upstream, uint32_t events)
 	}
 }
 
-json_t *conn_subject(const struct conn *c)
+static json_t *subject_of(const struct conn *c, bool request)
 {
 	json_t *s = json_object();
 	const char *path = NULL;
+	const char *method = request && c->inner ? exchange_request(c, &path) : NULL;
 
 	ASSERT(s);
-	const char *method = c->inner ? exchange_request(c, &path) : NULL;
-
 	if (method) {
 		/* A request inside a tunnel: the receipt is about it; the
 		 * tunnel's own CONNECT stays as subject.tunnel. */
@@ -428,6 +427,16 @@ json_t *conn_subject(const struct conn *c)
 		json_object_set_new(s, "destination", json_string(text));
 	}
 	return s;
+}
+
+json_t *conn_subject(const struct conn *c)
+{
+	return subject_of(c, true);
+}
+
+json_t *conn_tunnel_subject(const struct conn *c)
+{
+	return subject_of(c, false);
 }
 
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,

@@ -202,8 +202,13 @@ void conn_answer(struct conn *c, const struct buf *answer);
 void conn_finish(struct conn *c);
 /* Can an HTTP answer still be written to the client? */
 bool conn_can_answer(const struct conn *c);
-/* The request's subject for a receipt: method, host, port. */
+/* The request's subject for a receipt: method, host, port. Inside a
+ * tunnel, the request's method and path, and the tunnel's method as
+ * "tunnel". */
 json_t *conn_subject(const struct conn *c);
+/* The connection's own subject (a tunnel's: its CONNECT), for what is
+ * decided once per connection (egress.allow). */
+json_t *conn_tunnel_subject(const struct conn *c);
 /* Writes one receipt; returns its seq or -1. Consumes @subject. */
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason);
