@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
- * cmd_spend.c - `airlock spend show` and `airlock spend set`: read and
- * change the spend ledger (ledger.h, docs/SPEND.md).
+ * cmd_spend.c - `airlock spend show`, `set` and `audit`: read and change
+ * the spend ledger, and recompute the charges of receipt streams against
+ * it (ledger.h, docs/SPEND.md).
  *
  * Exit statuses: 0 done; 1 the ledger cannot be opened, or has no such
  * session, or refused the change; 2 a usage error.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 const char cmd_spend_help[] =
 	"usage: airlock spend show [--ledger L] [--json] [SESSION]\n"
 	"       airlock spend set [--ledger L] SESSION --cap USD [--parent ID]\n"
+	"       airlock spend audit [--ledger L] EVENTS...\n"
 	"\n"
 	"Reads and changes the spend ledger, where the sessions' caps, spent\n"
 	"and reserved money live. Sessions form a tree (`airlock run --parent`):\n"
@@ -41,6 +44,13 @@ const char cmd_spend_help[] =
 	"under --parent, as a budget that sessions run under with --parent\n"
 	"SESSION; the line printed says which it was.\n"
 	"\n"
+	"audit reads receipt streams and recomputes every budget.charge from\n"
+	"the receipt alone (each token count times the per-million price the\n"
+	"receipt names, rounded up to a nano-dollar), checks that each charge\n"
+	"adds up to the session's total, and compares each session's last total\n"
+	"with its own spent money in the ledger. One line per session, then\n"
+	"'audit: ok' or what differs.\n"
+	"\n"
 	"Options:\n"
 	"  --ledger L   sqlite:PATH, postgresql://... (a password comes from\n"
 	"               PGPASSWORD or ~/.pgpass, never from the command line);\n"
@@ -54,8 +64,8 @@ const char cmd_spend_help[] =
 	"               exists, it must be its parent)\n"
 	"  -h, --help   print this help\n"
 	"\n"
-	"Exit status: 0 done, 1 the ledger or the session cannot be had, 2 usage\n"
-	"error.\n";
+	"Exit status: 0 done (audit: everything agrees), 1 the ledger or the\n"
+	"session cannot be had (audit: something differs), 2 usage error.\n";
 
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
@@ -392,10 +402,239 @@ out:
 	return status;
 }
 
+/* --- audit ----------------------------------------------------------------- */
+
+typedef unsigned __int128 u128;
+
+struct audited {
+	char *session;
+	size_t charges, recomputed, unpriced, differ;
+	int64_t sum;            /* the costs charged */
+	int64_t last_total;     /* total_nano of the last charge, -1: none */
+	bool totals_break;      /* a total is not the one before plus the cost */
+};
+
+static int64_t jint(json_t *o, const char *k, bool *ok)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		*ok = false;
+		return 0;
+	}
+	return (int64_t)json_integer_value(v);
+}
+
+/* Recomputes @subj's cost from its counts and prices: 1 agrees, 0
+ * differs, -1 cannot (no usage or no price on the receipt). */
+static int recompute(json_t *subj, int64_t cost, int64_t *out)
+{
+	static const char *const counts[] = { "input_tokens", "output_tokens",
+					      "cache_write_tokens", "cache_read_tokens" };
+	static const char *const prices[] = { "input", "output", "cache_write",
+					      "cache_read" };
+	json_t *pn = json_object_get(subj, "price_nano_per_million");
+	u128 sum = 0;
+	bool ok = true;
+	size_t i;
+
+	if (!json_is_object(pn) ||
+	    strcmp(json_string_value(json_object_get(subj, "outcome")) ?
+		   json_string_value(json_object_get(subj, "outcome")) : "", "usage") != 0)
+		return -1;
+	for (i = 0; i < 4; i++)
+		sum += (u128)(uint64_t)jint(subj, counts[i], &ok) *
+		       (u128)(uint64_t)jint(pn, prices[i], &ok);
+	if (!ok)
+		return -1;
+	sum = (sum + 999999) / 1000000;
+	if (sum > (u128)METER_MONEY_MAX)
+		return 0;
+	*out = (int64_t)sum;
+	return *out == cost ? 1 : 0;
+}
+
+static struct audited *audited_for(struct audited **v, size_t *n, const char *session)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (strcmp((*v)[i].session, session) == 0)
+			return &(*v)[i];
+	*v = util_xrealloc(*v, (*n + 1) * sizeof(**v));
+	memset(&(*v)[*n], 0, sizeof(**v));
+	(*v)[*n].session = util_xstrdup(session);
+	(*v)[*n].last_total = -1;
+	return &(*v)[(*n)++];
+}
+
+/* Reads the charges of one stream; false when it cannot be read. */
+static bool audit_stream(const char *path, struct audited **v, size_t *n, bool *bad)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned long lineno = 0;
+
+	if (!f) {
+		util_warn("spend audit: %s: %s", path, strerror(errno));
+		return false;
+	}
+	while ((len = getline(&line, &cap, f)) > 0) {
+		json_t *o, *subj;
+		json_error_t err;
+		struct audited *a;
+		bool ok = true;
+		int64_t cost, total, again = 0;
+		int r;
+
+		lineno++;
+		o = json_loadb(line, (size_t)len, 0, &err);
+		if (!json_is_object(o) ||
+		    !json_is_string(json_object_get(o, "type")) ||
+		    strcmp(json_string_value(json_object_get(o, "type")), "budget.charge") != 0 ||
+		    !json_is_string(json_object_get(o, "session"))) {
+			json_decref(o);
+			continue;
+		}
+		subj = json_object_get(o, "subject");
+		a = audited_for(v, n, json_string_value(json_object_get(o, "session")));
+		a->charges++;
+		cost = jint(subj, "cost_nano", &ok);
+		total = jint(subj, "total_nano", &ok);
+		if (!ok) {
+			printf("%s:%lu: a budget.charge without cost_nano and total_nano\n",
+			       path, lineno);
+			a->differ++;
+			*bad = true;
+			json_decref(o);
+			continue;
+		}
+		a->sum += cost;
+		if (a->last_total >= 0 && total != a->last_total + cost)
+			a->totals_break = true;
+		a->last_total = total;
+		r = recompute(subj, cost, &again);
+		if (r < 0) {
+			a->unpriced++;
+		} else if (r == 0) {
+			char c1[METER_USD_LEN], c2[METER_USD_LEN];
+
+			print_usd(c1, cost);
+			print_usd(c2, again);
+			printf("%s:%lu: charged $%s, the receipt's counts and prices "
+			       "make $%s\n", path, lineno, c1, c2);
+			a->differ++;
+			*bad = true;
+		} else {
+			a->recomputed++;
+		}
+		json_decref(o);
+	}
+	free(line);
+	fclose(f);
+	return true;
+}
+
+static int spend_audit(int argc, char **argv)
+{
+	enum { OPT_LEDGER = 256 };
+	static const struct option opts[] = {
+		{ "ledger", required_argument, NULL, OPT_LEDGER },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct spend_opts o;
+	struct audited *v = NULL;
+	struct ledger *l = NULL;
+	char *spec = NULL;
+	size_t n = 0, i;
+	bool bad = false, ledger_ok = false;
+	int c;
+
+	memset(&o, 0, sizeof(o));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_LEDGER:
+			o.ledger = optarg;
+			break;
+		case 'h':
+			fputs(cmd_spend_help, stdout);
+			return 0;
+		case ':':
+			return usage("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage("unknown option '%s' for audit", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return usage("audit needs EVENTS (one or more receipt streams)");
+	for (i = (size_t)optind; i < (size_t)argc; i++)
+		if (!audit_stream(argv[i], &v, &n, &bad))
+			bad = true;
+	/* The ledger: the one named, else the default if there is one. */
+	if (o.ledger || (spec = ledger_default_spec()) != NULL) {
+		struct spend_opts lo = o;
+
+		free(spec);
+		spec = NULL;
+		if (open_ledger(&lo, false, &l, &spec) == LEDGER_OK)
+			ledger_ok = true;
+		else if (o.ledger)
+			bad = true;
+	}
+	for (i = 0; i < n; i++) {
+		struct audited *a = &v[i];
+		struct ledger_row *rows = NULL;
+		size_t nr = 0;
+		char sum[METER_USD_LEN], own[METER_USD_LEN], diff[METER_USD_LEN];
+
+		print_usd(sum, a->sum);
+		printf("%s: %zu charges, $%s; %zu recomputed from their receipts, "
+		       "%zu differ, %zu not recomputable (a whole reservation, or no "
+		       "price on the receipt)", a->session, a->charges, sum,
+		       a->recomputed, a->differ, a->unpriced);
+		if (a->totals_break) {
+			printf("; the session's totals do not add up charge by charge");
+			bad = true;
+		}
+		if (!ledger_ok) {
+			printf("; ledger not checked\n");
+			continue;
+		}
+		if (ledger_show(l, a->session, &rows, &nr) != LEDGER_OK || nr == 0) {
+			printf("; not in the ledger\n");
+			bad = true;
+		} else if (rows[0].t.own_spent == a->last_total) {
+			print_usd(own, rows[0].t.own_spent);
+			printf("; the ledger agrees (own spent $%s)\n", own);
+		} else {
+			print_usd(own, rows[0].t.own_spent);
+			print_usd(diff, rows[0].t.own_spent - a->last_total);
+			printf("; the ledger DIFFERS: own spent $%s, $%s more than the "
+			       "stream's last total\n", own, diff);
+			bad = true;
+		}
+		ledger_rows_free(rows, nr);
+	}
+	printf("audit: %s\n", bad ? "differences found" : "ok");
+	for (i = 0; i < n; i++)
+		free(v[i].session);
+	free(v);
+	ledger_close(l);
+	free(spec);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return EXIT_FAILED;
+	return bad ? EXIT_FAILED : 0;
+}
+
 int cmd_spend(int argc, char **argv)
 {
 	if (argc < 2)
-		return usage("show or set?");
+		return usage("show, set or audit?");
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		fputs(cmd_spend_help, stdout);
 		return 0;
@@ -404,5 +643,7 @@ int cmd_spend(int argc, char **argv)
 		return spend_show(argc - 1, argv + 1);
 	if (strcmp(argv[1], "set") == 0)
 		return spend_set(argc - 1, argv + 1);
-	return usage("unknown subcommand '%s': show or set", argv[1]);
+	if (strcmp(argv[1], "audit") == 0)
+		return spend_audit(argc - 1, argv + 1);
+	return usage("unknown subcommand '%s': show, set or audit", argv[1]);
 }

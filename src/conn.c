@@ -401,12 +401,22 @@ static void step_closing(struct conn *c, bool upstream, uint32_t events)
 	}
 }
 
-json_t *conn_subject(const struct conn *c)
+static json_t *subject_of(const struct conn *c, bool request)
 {
 	json_t *s = json_object();
+	const char *path = NULL;
+	const char *method = request && c->inner ? exchange_request(c, &path) : NULL;
 
 	ASSERT(s);
-	json_object_set_new(s, "method", json_string(c->method));
+	if (method) {
+		/* A request inside a tunnel: the receipt is about it; the
+		 * tunnel's own CONNECT stays as subject.tunnel. */
+		json_object_set_new(s, "method", json_string(method));
+		json_object_set_new(s, "path", json_string(path ? path : "/"));
+		json_object_set_new(s, "tunnel", json_string(c->method));
+	} else {
+		json_object_set_new(s, "method", json_string(c->method));
+	}
 	json_object_set_new(s, "host", json_string(c->target.name));
 	json_object_set_new(s, "port", json_integer(c->port));
 	if (c->transparent) {
@@ -417,6 +427,16 @@ json_t *conn_subject(const struct conn *c)
 		json_object_set_new(s, "destination", json_string(text));
 	}
 	return s;
+}
+
+json_t *conn_subject(const struct conn *c)
+{
+	return subject_of(c, true);
+}
+
+json_t *conn_tunnel_subject(const struct conn *c)
+{
+	return subject_of(c, false);
 }
 
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,

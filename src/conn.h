@@ -159,6 +159,8 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
+	int (*tick)(void *arg, uint64_t now_ms); /* NULL: none (proxy_set_tick) */
+	void *tick_arg;
 	int tlfd[2];                 /* transparent listeners (tlisten.c) */
 	size_t ntlfd;
 	const struct dnsstub_table *names;
@@ -200,8 +202,13 @@ void conn_answer(struct conn *c, const struct buf *answer);
 void conn_finish(struct conn *c);
 /* Can an HTTP answer still be written to the client? */
 bool conn_can_answer(const struct conn *c);
-/* The request's subject for a receipt: method, host, port. */
+/* The request's subject for a receipt: method, host, port. Inside a
+ * tunnel, the request's method and path, and the tunnel's method as
+ * "tunnel". */
 json_t *conn_subject(const struct conn *c);
+/* The connection's own subject (a tunnel's: its CONNECT), for what is
+ * decided once per connection (egress.allow). */
+json_t *conn_tunnel_subject(const struct conn *c);
 /* Writes one receipt; returns its seq or -1. Consumes @subject. */
 int64_t conn_record(struct conn *c, const char *type, enum receipt_decision d,
 		    const char *rule, json_t *subject, const char *reason);
@@ -269,6 +276,9 @@ void exchange_connected(struct conn *c);
 void exchange_step(struct conn *c, bool upstream, uint32_t events);
 /* Frees the exchange; filters still attached hear @outcome. */
 void exchange_free(struct conn *c, enum filter_outcome outcome);
+/* The method and path of the request in progress on @c (NULL when none):
+ * inside a tunnel, the one a receipt is about. */
+const char *exchange_request(const struct conn *c, const char **path);
 /* proxy_resume() for exchange @seq of @c; -ESTALE when it is not the one
  * waiting (then @v is only cleared). */
 int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,

@@ -361,6 +361,7 @@ static void parse_head(struct conn *c)
 	x->rq.client_tls = !endpoint_plain(&c->client);
 	x->ws = c->inner && lists_token(&req.headers, "upgrade", "websocket") &&
 		lists_token(&req.headers, "connection", "upgrade");
+	x->rq.upgrade = http_header_find(&req.headers, "upgrade", 0) >= 0;
 	/* From here on only the copies are read: the head is consumed. */
 	buf_consume(&c->cin, req.head_len);
 	if (!c->inner) {
@@ -603,6 +604,9 @@ static void send_head(struct conn *c)
 	struct buf *b = &c->uout;
 	size_t i;
 
+	for (i = 0; i < x->nf; i++)
+		if (x->f[i].ops->request_sent)
+			x->f[i].ops->request_sent(x->f[i].st);
 	if (x->rq.target)
 		buf_printf(b, "%s %s HTTP/1.1\r\n", x->method, x->rq.target);
 	else
@@ -1229,4 +1233,15 @@ int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,
 	 * body, pending again, an answer). */
 	fn(c, r, v);
 	return 0;
+}
+
+const char *exchange_request(const struct conn *c, const char **path)
+{
+	const struct exchange *x = c->x;
+
+	*path = NULL;
+	if (!x || !x->active || !x->method)
+		return NULL;
+	*path = x->path;
+	return x->method;
 }

@@ -116,6 +116,10 @@ struct filter_request {
 	bool inner;                      /* origin-form inside a tunnel whose
 					    target is fixed (CONNECT host) */
 	bool client_tls;                 /* the client endpoint is TLS */
+	bool upgrade;                    /* the request asks to change
+					    protocol (Upgrade, e.g. to a
+					    WebSocket; a hop-by-hop header,
+					    so not in @headers) */
 	char *target;                    /* NULL, or the request-target to
 					    send upstream instead of
 					    path[?query]: a request_head hook
@@ -183,6 +187,12 @@ struct filter_ops {
 	 * cut the response (the exchange closes). */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
+	/* The request leaves: its head is queued to the upstream (every
+	 * filter has let it go; none is pending). Called at most once; a
+	 * request refused or failed before it left never gets it, so what
+	 * a filter did to a request that never left can go unrecorded.
+	 * May be NULL. */
+	void (*request_sent)(void *st);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);

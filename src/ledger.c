@@ -1761,6 +1761,118 @@ out:
 	return st;
 }
 
+enum ledger_status ledger_reserve_batch(struct ledger_session *s, size_t n,
+					const int64_t *amounts, bool over,
+					enum ledger_status *st, int64_t *rids,
+					struct ledger_refusal *whys, bool *overs)
+{
+	struct ledger *l = s->l;
+	struct ledger_totals t[LEDGER_MAX_DEPTH + 1];
+	struct rows rows[LEDGER_MAX_DEPTH + 1], ins[LEDGER_BATCH_MAX];
+	struct step v[MAX_STEPS];
+	enum ledger_status ret = LEDGER_ERROR;
+	size_t made[LEDGER_BATCH_MAX], m = 0, i, k, ns;
+	int64_t add = 0;
+
+	ASSERT(n >= 1 && n <= LEDGER_BATCH_MAX);
+	ASSERT(s->nchain <= ARRAY_SIZE(t));
+	/* one S_ADD per row of the chain, an insert per reservation, the
+	 * lease and the commit */
+	static_assert(LEDGER_BATCH_MAX + LEDGER_MAX_DEPTH + 1 + 2 <= MAX_STEPS,
+		      "a batch fits in one pipeline");
+	l->err[0] = '\0';
+	memset(rows, 0, sizeof(rows));
+	memset(ins, 0, sizeof(ins));
+	for (k = 0; k < n; k++) {
+		st[k] = LEDGER_ERROR;
+		rids[k] = -1;
+		overs[k] = false;
+		memset(&whys[k], 0, sizeof(whys[k]));
+	}
+	ns = begin_chain_steps(s, v, rows, NULL);
+	if (!run_steps(l, v, ns) || !chain_totals(s, rows, t))
+		goto out;
+	for (k = 0; k < n; k++) {
+		int64_t amount = amounts[k], next;
+		bool passes = false;
+
+		if (!valid_money(amount)) {
+			st[k] = LEDGER_INVALID;
+			continue;
+		}
+		if (__builtin_add_overflow(add, amount, &next)) {
+			st[k] = LEDGER_ERROR;
+			continue;
+		}
+		/* The nearest session whose cap this one would pass, with the
+		 * batch's reservations before it counted. */
+		for (i = s->nchain; i-- > 0 && !passes;) {
+			int64_t sum;
+
+			if (t[i].cap == LEDGER_NO_CAP)
+				continue;
+			if (__builtin_add_overflow(t[i].spent, t[i].reserved, &sum) ||
+			    __builtin_add_overflow(sum, next, &sum) || sum > t[i].cap) {
+				ASSERT(util_strlcpy(whys[k].session, s->chain[i],
+						    sizeof(whys[k].session)));
+				whys[k].cap = t[i].cap;
+				whys[k].spent = t[i].spent;
+				whys[k].reserved = t[i].reserved + add;
+				whys[k].amount = amount;
+				passes = true;
+			}
+		}
+		if (passes && !over) {
+			st[k] = LEDGER_REFUSED;
+			continue;
+		}
+		overs[k] = passes;
+		add = next;
+		made[m++] = k;
+	}
+	if (m == 0) {
+		/* nothing to write: the statuses say why */
+		tx_rollback(l);
+		ret = LEDGER_OK;
+		goto out;
+	}
+	ns = 0;
+	add_chain_steps(s, v, &ns, 0, add);
+	for (i = 0; i < m; i++) {
+		struct val p[] = { vtext(s->id), vtext(s->holder), vint(amounts[made[i]]) };
+
+		step_add(v, &ns, S_INSERT_RESERVATION, &ins[i], 3, p);
+	}
+	renew_step(s, v, &ns);
+	step_add(v, &ns, STEP_COMMIT, NULL, 0, NULL);
+	if (!run_steps(l, v, ns))
+		goto out;
+	for (i = 0; i < m; i++) {
+		if (ins[i].n != 1 || !cell_int(&ins[i], 0, 0, &rids[made[i]])) {
+			/* committed, but an id is unreadable: the session's
+			 * close charges that reservation in full */
+			rids[made[i]] = -1;
+			st[made[i]] = LEDGER_ERROR;
+			continue;
+		}
+		st[made[i]] = LEDGER_OK;
+	}
+	ret = LEDGER_OK;
+out:
+	free_chain_rows(rows, s->nchain);
+	for (i = 0; i < LEDGER_BATCH_MAX; i++)
+		rows_free(&ins[i]);
+	if (ret != LEDGER_OK) {
+		for (k = 0; k < n; k++) {
+			st[k] = ret;
+			rids[k] = -1;
+			overs[k] = false;
+		}
+		tx_rollback(l);
+	}
+	return ret;
+}
+
 enum ledger_status ledger_reserve(struct ledger_session *s, int64_t amount,
 				  int64_t *rid, struct ledger_refusal *why)
 {

@@ -165,6 +165,26 @@ enum ledger_status ledger_reserve_over(struct ledger_session *s, int64_t amount,
 				       int64_t *rid, struct ledger_refusal *why,
 				       bool *over);
 
+/* The most reservations ledger_reserve_batch() makes in one transaction. */
+#define LEDGER_BATCH_MAX 16
+
+/* @n (1 to LEDGER_BATCH_MAX) reservations in one transaction, in order:
+ * each is checked as ledger_reserve() would, against the totals the ones
+ * before it in the batch leave (so the batch can never pass a cap that
+ * the same reservations made one by one would not). For each, @st[k] is
+ * LEDGER_OK (@rids[k] names it), LEDGER_REFUSED (@whys[k] names the cap)
+ * or LEDGER_INVALID / LEDGER_ERROR (an amount out of range, or sums that
+ * would overflow). With @over (shadow mode) a reservation past a cap is
+ * made anyway: @st[k] is LEDGER_OK and @overs[k] true. Returns LEDGER_OK
+ * when the transaction ran (the per-reservation statuses say the rest),
+ * else the failure, for all of them (none was made). Group commit: one
+ * transaction's cost for all the reservations that queued while the one
+ * before ran. */
+enum ledger_status ledger_reserve_batch(struct ledger_session *s, size_t n,
+					const int64_t *amounts, bool over,
+					enum ledger_status *st, int64_t *rids,
+					struct ledger_refusal *whys, bool *overs);
+
 /* Ends reservation @rid of this session: its amount is released and @cost
  * (>= 0, may be above the amount) is added to the spent money of the
  * session and every ancestor. @after (may be NULL) receives the session's

@@ -42,7 +42,7 @@ static const struct command commands[] = {
 	{ "export", cmd_export, cmd_export_help,
 	  "convert receipts to OCSF JSON Lines for a SIEM" },
 	{ "spend", cmd_spend, cmd_spend_help,
-	  "show the spend ledger, change a session's cap" },
+	  "show the spend ledger, change a session's cap, audit charges" },
 };
 
 static void usage(FILE *out)

@@ -8,11 +8,14 @@
  * decides the three things that needs, each as a pure function:
  *
  * 1. Which requests are metered (meter_classify). The provider's metered
- *    paths are compared exactly, query dropped, POST only; everything else
- *    passes. A spelling that a lenient server could read as a metered path
- *    ("//v1/messages", "/v1/messages/", "/V1/%6Dessages", "/v1/./messages",
- *    method "post") is refused rather than passed: passing it would be a
- *    way around the meter.
+ *    paths are compared exactly, query dropped, POST only. GET and HEAD
+ *    pass; every other request is "unmetered": it may cost money (batches,
+ *    realtime, images, audio) and the caller refuses it under a cap unless
+ *    the policy's spend.pass lists its path (meter_pass_match, plain
+ *    spellings only). A spelling that a lenient server could read as a
+ *    metered path ("//v1/messages", "/v1/messages/", "/V1/%6Dessages",
+ *    "/v1/./messages", method "post") is refused rather than passed:
+ *    passing it would be a way around the meter.
  *
  * 2. What a request reserves (meter_request_parse). The whole body is read
  *    by a strict RFC 8259 scanner written here, because the meter needs
@@ -28,7 +31,14 @@
  *    (prices per million tokens): every input token comes from at least
  *    one body byte except those a provider adds itself, so the first term
  *    bounds input and cache writes; the second bounds what the request
- *    allows to be generated (openai's n and best_of multiply it).
+ *    allows to be generated (openai's n and best_of multiply it). A
+ *    request without a bound is sent with the one reserved written into
+ *    its body (the bound reserved is the bound sent). Members that make
+ *    the provider add input from its own storage (previous_response_id, a
+ *    file_id, a stored prompt, ...) are found at any depth in the same
+ *    scan: such a request is refused, or with server_state "allow"
+ *    reserves the policy's server_state_reserve on top. Embeddings
+ *    reserve their input only.
  *
  * 3. What an answer costs (meter_response_*). The parser is fed the
  *    decoded body in whatever slices the proxy relays and keeps only
@@ -43,7 +53,8 @@
  *    meter charges prompt - cached as input and cached as cache reads.
  *
  * Outcomes, fail-closed: a complete answer with usage is charged its
- * cost; a 2xx answer that is cut, reports an error mid-stream, or has no
+ * cost (one reporting more output than the bound sent is an overrun,
+ * charged all the same); a 2xx answer that is cut, reports an error mid-stream, or has no
  * usable usage is charged its whole reservation (the provider may have
  * billed it and the meter cannot prove otherwise); a non-2xx answer
  * without usage is charged nothing (providers do not bill refused calls).
@@ -107,6 +118,7 @@ static const char *const endpoint_paths[] = {
 	[METER_ENDPOINT_OPENAI_CHAT] = "/v1/chat/completions",
 	[METER_ENDPOINT_OPENAI_RESPONSES] = "/v1/responses",
 	[METER_ENDPOINT_OPENAI_COMPLETIONS] = "/v1/completions",
+	[METER_ENDPOINT_OPENAI_EMBEDDINGS] = "/v1/embeddings",
 };
 static_assert(ARRAY_SIZE(endpoint_paths) == METER_ENDPOINT_COUNT,
 	      "endpoint_paths out of sync with enum meter_endpoint");
@@ -117,6 +129,7 @@ static const enum meter_api endpoint_api[] = {
 	[METER_ENDPOINT_OPENAI_CHAT] = METER_API_OPENAI,
 	[METER_ENDPOINT_OPENAI_RESPONSES] = METER_API_OPENAI,
 	[METER_ENDPOINT_OPENAI_COMPLETIONS] = METER_API_OPENAI,
+	[METER_ENDPOINT_OPENAI_EMBEDDINGS] = METER_API_OPENAI,
 };
 static_assert(ARRAY_SIZE(endpoint_api) == METER_ENDPOINT_COUNT,
 	      "endpoint_api out of sync with enum meter_endpoint");
@@ -132,6 +145,7 @@ static const char *const route_names[] = {
 	[METER_ROUTE_PASS] = "pass",
 	[METER_ROUTE_METER] = "meter",
 	[METER_ROUTE_REFUSE] = "refuse",
+	[METER_ROUTE_UNMETERED] = "unmetered",
 };
 static_assert(ARRAY_SIZE(route_names) == METER_ROUTE_COUNT,
 	      "route_names out of sync with enum meter_route");
@@ -180,6 +194,14 @@ bool meter_config_from_policy(struct meter_config *cfg, const struct policy *p)
 	cfg->nprices = p->nspend_prices;
 	cfg->max_body_bytes = p->spend_max_body_bytes;
 	cfg->default_max_output_tokens = p->spend_default_max_output_tokens;
+	cfg->server_state_allow = p->spend_server_state == POLICY_SERVER_STATE_ALLOW;
+	if (cfg->server_state_allow && p->spend_has_server_state_reserve &&
+	    !meter_usd_to_nano(p->spend_server_state_reserve_usd,
+			       &cfg->server_state_reserve)) {
+		free(prices);
+		memset(cfg, 0, sizeof(*cfg));
+		return false;
+	}
 	return true;
 }
 
@@ -312,7 +334,7 @@ enum meter_route meter_classify(enum meter_api api, const char *method,
 	const char *path = target;
 	size_t plen, i;
 	bool post, post_like;
-	enum meter_route route = METER_ROUTE_PASS;
+	enum meter_route route;
 	char *lenient = NULL;
 
 	*ep = METER_ENDPOINT_NONE;
@@ -328,12 +350,22 @@ enum meter_route meter_classify(enum meter_api api, const char *method,
 		path = target + i;
 		target_len -= i;
 	} else if (target_len == 0 || target[0] != '/') {
-		return METER_ROUTE_PASS;
+		/* "*" (OPTIONS) or nonsense: nothing the meter can price */
+		return (method_len == 3 && memcmp(method, "GET", 3) == 0) ||
+		       (method_len == 4 && memcmp(method, "HEAD", 4) == 0)
+			       ? METER_ROUTE_PASS : METER_ROUTE_UNMETERED;
 	}
 	for (plen = 0; plen < target_len && path[plen] != '?'; plen++)
 		;
 	post = method_len == 4 && memcmp(method, "POST", 4) == 0;
 	post_like = ascii_caseeq(method, method_len, "POST");
+	/* What costs nothing: reading. Anything else the meter does not
+	 * price is unmetered (the caller refuses it under a cap). */
+	if ((method_len == 3 && memcmp(method, "GET", 3) == 0) ||
+	    (method_len == 4 && memcmp(method, "HEAD", 4) == 0))
+		route = METER_ROUTE_PASS;
+	else
+		route = METER_ROUTE_UNMETERED;
 
 	for (i = 1; i < METER_ENDPOINT_COUNT; i++) {
 		if (endpoint_api[i] != api)
@@ -344,17 +376,72 @@ enum meter_route meter_classify(enum meter_api api, const char *method,
 				*ep = (enum meter_endpoint)i;
 				return METER_ROUTE_METER;
 			}
-			return post_like ? METER_ROUTE_REFUSE : METER_ROUTE_PASS;
+			return post_like ? METER_ROUTE_REFUSE : route;
 		}
 	}
 	if (!post_like)
-		return METER_ROUTE_PASS;
+		return route;
 	lenient = lenient_path(path, plen);
 	for (i = 1; i < METER_ENDPOINT_COUNT; i++)
 		if (endpoint_api[i] == api && strcmp(lenient, endpoint_paths[i]) == 0)
 			route = METER_ROUTE_REFUSE;
 	free(lenient);
 	return route;
+}
+
+/* The path of an origin-form or absolute-form @target, query dropped. */
+static void target_path(const char *target, size_t tlen, const char **path,
+			size_t *plen)
+{
+	size_t i = 0, n;
+
+	if (tlen >= 8 && ascii_caseeq(target, 8, "https://"))
+		i = 8;
+	else if (tlen >= 7 && ascii_caseeq(target, 7, "http://"))
+		i = 7;
+	if (i > 0)
+		while (i < tlen && target[i] != '/' && target[i] != '?')
+			i++;
+	for (n = 0; i + n < tlen && target[i + n] != '?'; n++)
+		;
+	*path = target + i;
+	*plen = n;
+}
+
+bool meter_pass_match(char *const *prefixes, size_t n, const char *target,
+		      size_t target_len)
+{
+	const char *path;
+	size_t plen, i;
+
+	target_path(target, target_len, &path, &plen);
+	if (plen == 0 || path[0] != '/')
+		return false;
+	for (i = 0; i < plen; i++) {
+		char c = path[i];
+
+		if (c == '%' || c == '\\' || c == ';' || c == '#' || c == '\0' ||
+		    (unsigned char)c < 0x21 || (unsigned char)c >= 0x7f)
+			return false;
+		if (c == '/') {
+			size_t seg = i + 1, len = 0;
+
+			while (seg + len < plen && path[seg + len] != '/')
+				len++;
+			if ((len == 0 && seg < plen) ||
+			    (len == 1 && path[seg] == '.') ||
+			    (len == 2 && path[seg] == '.' && path[seg + 1] == '.'))
+				return false;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		size_t l = strlen(prefixes[i]);
+
+		if (l <= plen && memcmp(path, prefixes[i], l) == 0 &&
+		    (l == plen || path[l] == '/'))
+			return true;
+	}
+	return false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -530,6 +617,9 @@ static_assert(ARRAY_SIZE(member_names) == M_COUNT,
 struct scan {
 	const char *b;
 	size_t len, pos;
+	enum meter_endpoint ep;
+	const char *server_state;    /* static: the first member that pulls
+					stored input, or NULL */
 	size_t open;                 /* offset of the top-level '{' */
 	struct jspan m[M_COUNT];
 	struct jspan include_usage;  /* stream_options.include_usage */
@@ -782,11 +872,22 @@ struct scan_ctx {
 	int cur1;            /* enum member, or -1 */
 	bool cur2;
 	bool in_so;          /* inside the stream_options object */
+	const char *cur_state; /* the value is of a member that pulls stored
+				  input (when of kind state_kind) */
+	enum jkind state_kind; /* JK_NONE: any but null */
+	bool cur_type;       /* the value is of a "type" member */
 };
 
-static void value_begin(struct scan *s, const struct scan_ctx *c, size_t depth,
+static void value_begin(struct scan *s, struct scan_ctx *c, size_t depth,
 			enum jkind k)
 {
+	if (c->cur_state) {
+		if (!s->server_state && k != JK_NULL &&
+		    (c->state_kind == JK_NONE || c->state_kind == k))
+			s->server_state = c->cur_state;
+		c->cur_state = NULL;
+	}
+	c->cur_type = false;
 	if (depth == 1 && c->cur1 >= 0) {
 		s->m[c->cur1].kind = k;
 		s->m[c->cur1].start = s->pos;
@@ -819,6 +920,47 @@ static int member_of(const char *key, size_t len)
 	return -1;
 }
 
+/* Members that make the provider add input from state the proxy cannot
+ * see (its own storage), by the kind of value that does it: a JSON
+ * schema that merely names a property "file_id" holds an object there,
+ * not an id. @depth 1 is the top level. */
+static const char *state_member(const struct scan *s, const char *key, size_t len,
+				size_t depth, enum jkind *kind)
+{
+	static const struct {
+		const char *name;
+		bool top_only;
+		enum meter_endpoint only; /* METER_ENDPOINT_NONE: every one */
+		enum jkind kind;
+	} members[] = {
+		/* the provider's copy of an earlier exchange */
+		{ "previous_response_id", true, METER_ENDPOINT_NONE, JK_NONE },
+		{ "conversation", true, METER_ENDPOINT_NONE, JK_NONE },
+		/* a stored prompt template (completions' "prompt" is text) */
+		{ "prompt", true, METER_ENDPOINT_OPENAI_RESPONSES, JK_NONE },
+		/* a code execution container and the files in it */
+		{ "container", true, METER_ENDPOINT_ANTHROPIC_MESSAGES, JK_NONE },
+		/* the Files API, anywhere in the messages */
+		{ "file_id", false, METER_ENDPOINT_NONE, JK_STRING },
+		/* file search over stored vector stores */
+		{ "vector_store_ids", false, METER_ENDPOINT_NONE, JK_ARRAY },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(members); i++) {
+		if (strlen(members[i].name) != len ||
+		    memcmp(members[i].name, key, len) != 0)
+			continue;
+		if (members[i].top_only && depth != 1)
+			continue;
+		if (members[i].only != METER_ENDPOINT_NONE && members[i].only != s->ep)
+			continue;
+		*kind = members[i].kind;
+		return members[i].name;
+	}
+	return NULL;
+}
+
 /* Scans the key at s->pos and the ':' after it; records which member
  * the value that follows belongs to. */
 static bool scan_key(struct scan *s, struct scan_ctx *c, size_t depth)
@@ -829,6 +971,8 @@ static bool scan_key(struct scan *s, struct scan_ctx *c, size_t depth)
 
 	c->cur1 = -1;
 	c->cur2 = false;
+	c->cur_state = NULL;
+	c->cur_type = false;
 	if (s->pos >= s->len || s->b[s->pos] != '"')
 		return scan_fail(s, "a member name is not a string", s->pos);
 	if (!scan_string(s, &d))
@@ -839,6 +983,8 @@ static bool scan_key(struct scan *s, struct scan_ctx *c, size_t depth)
 	s->pos++;
 	if (d.overflow || d.nul)
 		return true;
+	c->cur_state = state_member(s, key, d.len, depth, &c->state_kind);
+	c->cur_type = d.len == 4 && memcmp(key, "type", 4) == 0;
 	if (depth == 1) {
 		c->cur1 = member_of(key, d.len);
 		if (c->cur1 >= 0) {
@@ -899,11 +1045,20 @@ static bool scan_body(struct scan *s)
 				continue;
 			}
 			if (ch == '"') {
-				struct decoded none = { 0 };
+				char tv[16] = { 0 };
+				bool was_type = c.cur_type;
+				struct decoded dv = { .buf = was_type ? tv : NULL,
+						      .cap = sizeof(tv) };
 
 				value_begin(s, &c, depth, JK_STRING);
-				if (!scan_string(s, &none))
+				if (!scan_string(s, &dv))
 					return false;
+				/* an input item the provider fetches from its
+				 * own storage by id */
+				if (was_type && !dv.overflow && dv.len == 14 &&
+				    memcmp(tv, "item_reference", 14) == 0 &&
+				    !s->server_state)
+					s->server_state = "item_reference";
 			} else if (ch == '-' || is_digit(ch)) {
 				value_begin(s, &c, depth, JK_NUMBER);
 				if (!scan_number(s))
@@ -934,6 +1089,8 @@ static bool scan_body(struct scan *s)
 			st = ST_VALUE;
 			continue;
 		case ST_AFTER:
+			if (depth == 0) /* cannot be: the top object closed ends the loop */
+				return scan_fail(s, "unexpected character", s->pos);
 			if (ch == ',') {
 				s->pos++;
 				st = stack[depth - 1] == '{' ? ST_OBJ_KEY : ST_VALUE;
@@ -1053,6 +1210,61 @@ static bool get_model(const struct scan *s, struct meter_request *out,
 	return true;
 }
 
+/* Adds an edit, kept in body order (an insertion at the same offset as
+ * one before it goes after it). @text NULL: req->bound_text. */
+static void add_edit(struct meter_request *req, size_t at, size_t len,
+		     const char *text)
+{
+	size_t i = req->nedits;
+
+	ASSERT(req->nedits < ARRAY_SIZE(req->edits));
+	while (i > 0 && req->edits[i - 1].at > at) {
+		req->edits[i] = req->edits[i - 1];
+		i--;
+	}
+	req->edits[i] = (struct meter_edit){ .at = at, .len = len, .text = text };
+	req->nedits++;
+}
+
+/* The member each endpoint takes its output bound in, when the proxy
+ * writes the one it reserved. */
+static enum member bound_member(enum meter_endpoint ep)
+{
+	switch (ep) {
+	case METER_ENDPOINT_OPENAI_CHAT:
+		return M_MAX_COMPLETION_TOKENS;
+	case METER_ENDPOINT_OPENAI_RESPONSES:
+		return M_MAX_OUTPUT_TOKENS;
+	case METER_ENDPOINT_ANTHROPIC_MESSAGES:
+	case METER_ENDPOINT_OPENAI_COMPLETIONS:
+	case METER_ENDPOINT_OPENAI_EMBEDDINGS:
+	case METER_ENDPOINT_NONE:
+	case METER_ENDPOINT_COUNT:
+	default:
+		return M_MAX_TOKENS;
+	}
+}
+
+/* Plans the rewrite that sends the bound reserved when the request gave
+ * none: a null member of that name is replaced, else the member is
+ * inserted first. */
+static void plan_bound(const struct scan *s, struct meter_request *out)
+{
+	enum member m = bound_member(out->endpoint);
+	const struct jspan *v = &s->m[m];
+
+	if (v->seen && v->kind == JK_NULL) {
+		snprintf(out->bound_text, sizeof(out->bound_text), "%llu",
+			 (unsigned long long)out->bound);
+		add_edit(out, v->start, v->end - v->start, NULL);
+	} else {
+		/* absent: the object has a member at least (model) */
+		snprintf(out->bound_text, sizeof(out->bound_text), "\"%s\":%llu,",
+			 member_names[m], (unsigned long long)out->bound);
+		add_edit(out, s->open + 1, 0, NULL);
+	}
+}
+
 /* Plans the rewrite that makes an openai stream report its usage. */
 static bool plan_include_usage(const struct scan *s, struct meter_request *out,
 			       struct meter_refusal *why)
@@ -1061,25 +1273,22 @@ static bool plan_include_usage(const struct scan *s, struct meter_request *out,
 	const struct jspan *iu = &s->include_usage;
 
 	if (!so->seen) {
-		out->edit_at = s->open + 1;
-		out->edit_len = 0;
-		out->edit_text = "\"stream_options\":{\"include_usage\":true},";
+		add_edit(out, s->open + 1, 0,
+			 "\"stream_options\":{\"include_usage\":true},");
 		return true;
 	}
 	if (so->kind == JK_NULL) {
-		out->edit_at = so->start;
-		out->edit_len = so->end - so->start;
-		out->edit_text = "{\"include_usage\":true}";
+		add_edit(out, so->start, so->end - so->start,
+			 "{\"include_usage\":true}");
 		return true;
 	}
 	if (so->kind != JK_OBJECT)
 		return refuse(why, 400, "spend.body",
 			      "stream_options must be an object");
 	if (!iu->seen) {
-		out->edit_at = so->start + 1;
-		out->edit_len = 0;
-		out->edit_text = s->so_members ? "\"include_usage\":true,"
-					       : "\"include_usage\":true";
+		add_edit(out, so->start + 1, 0,
+			 s->so_members ? "\"include_usage\":true,"
+				       : "\"include_usage\":true");
 		return true;
 	}
 	if (iu->kind == JK_TRUE)
@@ -1087,9 +1296,7 @@ static bool plan_include_usage(const struct scan *s, struct meter_request *out,
 	if (iu->kind != JK_FALSE && iu->kind != JK_NULL)
 		return refuse(why, 400, "spend.body",
 			      "stream_options.include_usage must be a boolean");
-	out->edit_at = iu->start;
-	out->edit_len = iu->end - iu->start;
-	out->edit_text = "true";
+	add_edit(out, iu->start, iu->end - iu->start, "true");
 	return true;
 }
 
@@ -1103,7 +1310,7 @@ bool meter_request_parse(const struct meter_config *cfg,
 			 enum meter_endpoint ep, const char *body, size_t len,
 			 struct meter_request *out, struct meter_refusal *why)
 {
-	struct scan s = { .b = body, .len = len };
+	struct scan s = { .b = body, .len = len, .ep = ep };
 	uint64_t bound = 0, v = 0, choices = 1;
 	bool present;
 	static const enum member openai_bounds[] = {
@@ -1125,8 +1332,17 @@ bool meter_request_parse(const struct meter_config *cfg,
 			      "valid JSON: %s at byte %zu", s.error, s.error_at);
 	if (!get_model(&s, out, why))
 		return false;
+	out->server_state = s.server_state;
+	if (s.server_state && !cfg->server_state_allow)
+		return refuse(why, 403, "spend.unbounded", "the request pulls input "
+			      "from state stored at the provider (%s), which the "
+			      "meter cannot see or bound (spend.server_state)",
+			      s.server_state);
 
-	if (endpoint_api[ep] == METER_API_ANTHROPIC) {
+	if (ep == METER_ENDPOINT_OPENAI_EMBEDDINGS) {
+		/* no output: every token comes from the body */
+		out->bound_given = true;
+	} else if (endpoint_api[ep] == METER_API_ANTHROPIC) {
 		if (!get_uint(&s, M_MAX_TOKENS, OUTPUT_BOUND_MAX, &bound,
 			      &out->bound_given, why))
 			return false;
@@ -1144,6 +1360,7 @@ bool meter_request_parse(const struct meter_config *cfg,
 		bound = cfg->default_max_output_tokens
 			? cfg->default_max_output_tokens
 			: METER_DEFAULT_MAX_OUTPUT_TOKENS;
+	out->bound = bound;
 	if (ep == METER_ENDPOINT_OPENAI_CHAT ||
 	    ep == METER_ENDPOINT_OPENAI_COMPLETIONS) {
 		static const enum member counts[] = { M_N, M_BEST_OF };
@@ -1179,10 +1396,15 @@ bool meter_request_parse(const struct meter_config *cfg,
 	default:
 		return refuse(why, 400, "spend.body", "stream must be a boolean");
 	}
+	if (out->stream && ep == METER_ENDPOINT_OPENAI_EMBEDDINGS)
+		return refuse(why, 400, "spend.body", "embeddings do not stream");
 	if (out->stream && (ep == METER_ENDPOINT_OPENAI_CHAT ||
 			    ep == METER_ENDPOINT_OPENAI_COMPLETIONS) &&
 	    !plan_include_usage(&s, out, why))
 		return false;
+	/* The bound reserved is the bound sent. */
+	if (!out->bound_given)
+		plan_bound(&s, out);
 
 	out->price = meter_price_lookup(cfg->prices, cfg->nprices, out->model);
 	if (!out->price) {
@@ -1197,26 +1419,50 @@ bool meter_request_parse(const struct meter_config *cfg,
 		return refuse(why, 400, "spend.body", "the reservation for this "
 			      "request is above the largest amount the ledger "
 			      "holds (lower max_tokens)");
+	if (out->server_state) {
+		out->server_state_reserve = cfg->server_state_reserve;
+		if (out->reservation > METER_MONEY_MAX - out->server_state_reserve)
+			return refuse(why, 400, "spend.body", "the reservation for "
+				      "this request is above the largest amount "
+				      "the ledger holds");
+		out->reservation += out->server_state_reserve;
+	}
 	return true;
 }
 
 char *meter_request_rewrite(const struct meter_request *req, const char *body,
 			    size_t len, size_t *out_len)
 {
-	size_t tlen, n;
+	size_t n = len, i, from = 0, o = 0;
 	char *out;
 
-	if (!req->edit_text)
+	if (req->nedits == 0)
 		return NULL;
-	ASSERT(req->body_bytes == len && req->edit_at <= len &&
-	       req->edit_len <= len - req->edit_at);
-	tlen = strlen(req->edit_text);
-	n = len - req->edit_len + tlen;
+	ASSERT(req->body_bytes == len && req->nedits <= ARRAY_SIZE(req->edits));
+	for (i = 0; i < req->nedits; i++) {
+		const struct meter_edit *e = &req->edits[i];
+		const char *t = e->text ? e->text : req->bound_text;
+
+		ASSERT(e->at >= from && e->at <= len && e->len <= len - e->at);
+		from = e->at + e->len;
+		n = n - e->len + strlen(t);
+	}
 	out = util_xmalloc(n + 1);
-	memcpy(out, body, req->edit_at);
-	memcpy(out + req->edit_at, req->edit_text, tlen);
-	memcpy(out + req->edit_at + tlen, body + req->edit_at + req->edit_len,
-	       len - req->edit_at - req->edit_len);
+	from = 0;
+	for (i = 0; i < req->nedits; i++) {
+		const struct meter_edit *e = &req->edits[i];
+		const char *t = e->text ? e->text : req->bound_text;
+		size_t tl = strlen(t);
+
+		memcpy(out + o, body + from, e->at - from);
+		o += e->at - from;
+		memcpy(out + o, t, tl);
+		o += tl;
+		from = e->at + e->len;
+	}
+	memcpy(out + o, body + from, len - from);
+	o += len - from;
+	ASSERT(o == n);
 	out[n] = '\0';
 	*out_len = n;
 	return out;
@@ -1514,6 +1760,7 @@ static bool event_wanted(const struct meter_response *r)
 	case METER_ENDPOINT_OPENAI_CHAT:
 	case METER_ENDPOINT_OPENAI_COMPLETIONS:
 		return true;
+	case METER_ENDPOINT_OPENAI_EMBEDDINGS:
 	case METER_ENDPOINT_NONE:
 	case METER_ENDPOINT_COUNT:
 	default:
@@ -1584,6 +1831,7 @@ static void dispatch(struct meter_response *r)
 	case METER_ENDPOINT_OPENAI_RESPONSES:
 		responses_event(r, o);
 		break;
+	case METER_ENDPOINT_OPENAI_EMBEDDINGS:
 	case METER_ENDPOINT_NONE:
 	case METER_ENDPOINT_COUNT:
 	default:
@@ -1720,6 +1968,12 @@ static void json_body(struct meter_response *r)
 		ok = openai_usage(u, "input_tokens", "output_tokens",
 				  "input_tokens_details", &r->usage);
 		break;
+	case METER_ENDPOINT_OPENAI_EMBEDDINGS:
+		/* input only: prompt_tokens (total_tokens is the same) */
+		memset(&r->usage, 0, sizeof(r->usage));
+		ok = json_is_object(u) &&
+		     count_of(u, "prompt_tokens", true, &r->usage.input);
+		break;
 	case METER_ENDPOINT_NONE:
 	case METER_ENDPOINT_COUNT:
 	default:
@@ -1761,7 +2015,10 @@ void meter_response_finish(struct meter_response *r, bool body_complete,
 		out->outcome = METER_OUTCOME_USAGE;
 		out->have_usage = true;
 		out->usage = r->usage;
-		out->reason = "charged the answer's usage";
+		out->overrun = r->usage.output > r->req->max_output;
+		out->reason = out->overrun ? "charged the answer's usage, which "
+			"passes the output bound sent (an overrun)"
+					   : "charged the answer's usage";
 		return;
 	}
 	out->cost = 0;

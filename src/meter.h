@@ -11,13 +11,17 @@
  *	route = meter_classify(api, method, mlen, target, tlen, &ep);
  *	METER_ROUTE_PASS:   forward unmetered.
  *	METER_ROUTE_REFUSE: answer 400 (rule "spend.path"), forward nothing.
+ *	METER_ROUTE_UNMETERED: under a cap, unless meter_pass_match() with
+ *	                    spend.pass: answer 403 (rule "spend.unmetered").
  *	METER_ROUTE_METER:  read the whole body (at most cfg->max_body_bytes,
  *	                    else 413, rule "spend.max_body_bytes"), then
  *	  if (!meter_request_parse(cfg, ep, body, len, &req, &why))
  *	          answer why.status, rule why.rule, forward nothing;
  *	  reserve req.reservation in the ledger (refused: 429);
  *	  new = meter_request_rewrite(&req, body, len, &newlen);
- *	          (non-NULL: forward new instead, with Content-Length newlen)
+ *	          (non-NULL: forward new instead, with Content-Length newlen:
+ *	          the bound reserved written in, openai streams asking for
+ *	          usage)
  *	  on the answer's head:
  *	          r = meter_response_new(cfg, &req, status, ctype, ctlen);
  *	  for every slice of the decoded body (any split, as relayed):
@@ -80,6 +84,7 @@ enum meter_endpoint {
 	METER_ENDPOINT_OPENAI_CHAT,         /* POST /v1/chat/completions */
 	METER_ENDPOINT_OPENAI_RESPONSES,    /* POST /v1/responses */
 	METER_ENDPOINT_OPENAI_COMPLETIONS,  /* POST /v1/completions */
+	METER_ENDPOINT_OPENAI_EMBEDDINGS,   /* POST /v1/embeddings: input only */
 	METER_ENDPOINT_COUNT
 };
 
@@ -93,6 +98,13 @@ enum meter_route {
 				 (e.g. "//v1/messages", "/v1/Messages/",
 				 "/v1/%6dessages", method "post"): refuse
 				 with 400, rule "spend.path" */
+	METER_ROUTE_UNMETERED, /* any other request but GET and HEAD (and a
+				  GET that asks to upgrade, e.g. to a
+				  WebSocket): it may cost money and the meter
+				  cannot price it. Under a cap it is refused
+				  (403, rule "spend.unmetered") unless its
+				  path is one of spend.pass
+				  (meter_pass_match) */
 	METER_ROUTE_COUNT
 };
 
@@ -105,6 +117,14 @@ const char *meter_route_to_string(enum meter_route r);
 enum meter_route meter_classify(enum meter_api api, const char *method,
 				size_t method_len, const char *target,
 				size_t target_len, enum meter_endpoint *ep);
+
+/* Is the path of @target (query dropped) under one of the @n path
+ * prefixes @prefixes (whole segments: "/a/b" covers "/a/b" and "/a/b/..."),
+ * spelled canonically: no percent-escape, backslash, empty, "." or ".."
+ * segment, ";" or "#" (a spelling a server could read as another path
+ * never passes)? */
+bool meter_pass_match(char *const *prefixes, size_t n, const char *target,
+		      size_t target_len);
 
 /* One price of spend.prices, in nano-dollars per million tokens. */
 struct meter_price {
@@ -149,6 +169,9 @@ struct meter_config {
 	uint64_t default_max_output_tokens; /* 0: the default */
 	size_t max_sse_event;               /* 0: the default */
 	size_t max_json_body;               /* 0: the default */
+	bool server_state_allow;            /* spend.server_state "allow" */
+	int64_t server_state_reserve;       /* nano-dollars reserved on top
+					       of such a request */
 };
 
 struct policy;
@@ -169,7 +192,7 @@ enum meter_api meter_api_of_policy(int policy_spend_api);
 struct meter_refusal {
 	int status;         /* the answer's status: 400, 403 or 413 */
 	const char *rule;   /* "spend.body", "spend.prices",
-			       "spend.max_body_bytes" */
+			       "spend.max_body_bytes", "spend.unbounded" */
 	char reason[160];   /* one line; quotes at most a bounded,
 			       printable-only copy of the model name */
 };
@@ -182,17 +205,31 @@ struct meter_request {
 	const struct meter_price *price;
 	uint64_t body_bytes;       /* the body the agent sent */
 	uint64_t max_output;       /* the output bound reserved for (all
-				      choices) */
-	bool bound_given;          /* false: default_max_output_tokens */
+				      choices); an answer reporting more
+				      output is an overrun */
+	uint64_t bound;            /* the bound per choice, as sent */
+	bool bound_given;          /* false: default_max_output_tokens,
+				      written into the body sent */
 	bool stream;               /* "stream": true */
-	int64_t reservation;       /* nano-dollars */
+	const char *server_state;  /* static: the first member that pulls
+				      input from stored state
+				      ("previous_response_id", "file_id",
+				      ...), or NULL */
+	int64_t server_state_reserve; /* nano-dollars of the reservation
+					 for that state (0 without) */
+	int64_t reservation;       /* nano-dollars, all included */
 
-	/* The rewrite that sets stream_options.include_usage (openai chat
-	 * and completions streams): replace [edit_at, edit_at + edit_len)
-	 * by edit_text. edit_text NULL: the body goes as it is. */
-	size_t edit_at;
-	size_t edit_len;
-	const char *edit_text;     /* static */
+	/* The rewrites, in body order: the output bound when none was
+	 * given, stream_options.include_usage for openai chat and
+	 * completions streams. Each replaces [at, at + len) by its text
+	 * (static, or bound_text). */
+	struct meter_edit {
+		size_t at;
+		size_t len;
+		const char *text;  /* static; NULL: bound_text */
+	} edits[2];
+	size_t nedits;
+	char bound_text[48];       /* "\"max_tokens\":8192," or "8192" */
 };
 
 /* Parses the metered request body @body of @len bytes (the whole body as
@@ -202,7 +239,10 @@ struct meter_request {
  * not a strict JSON object (RFC 8259, UTF-8, no duplicate member among
  * those the meter reads), a missing or non-string model, an output bound
  * that is not an integer in range (400, "spend.body"), an unpriced model
- * (403, "spend.prices"). */
+ * (403, "spend.prices"), input the provider adds from stored state
+ * (previous_response_id, conversation, a stored prompt, a file id, an
+ * item_reference, vector_store_ids, an anthropic container) unless
+ * cfg->server_state_allow (403, "spend.unbounded"). */
 bool meter_request_parse(const struct meter_config *cfg,
 			 enum meter_endpoint ep, const char *body, size_t len,
 			 struct meter_request *out, struct meter_refusal *why);
@@ -252,6 +292,9 @@ struct meter_charge {
 	enum meter_outcome outcome;
 	bool have_usage;            /* usage holds the provider's counts */
 	struct meter_usage usage;   /* zero unless have_usage */
+	bool overrun;               /* the answer reports more output
+				       tokens than the bound sent: charged
+				       in full all the same */
 	int64_t cost;               /* nano-dollars to settle with */
 	const char *reason;         /* static, one line */
 };

@@ -88,6 +88,8 @@
 #define POLICY_BODY_DEFAULT ((uint64_t)32 << 20)
 #define POLICY_OUTPUT_TOKENS_MAX 10000000
 #define POLICY_OUTPUT_TOKENS_DEFAULT 8192
+#define POLICY_LEDGER_TIMEOUT_MAX 600000
+#define POLICY_LEDGER_TIMEOUT_DEFAULT 5000
 /* Significant digits of every number in the canonical form. */
 #define POLICY_REAL_DIGITS 15
 /* Longest canonical text of a list element (a path), for duplicates. */
@@ -134,6 +136,14 @@ static const char *const on_exhausted_names[] = {
 };
 static_assert(ARRAY_SIZE(on_exhausted_names) == POLICY_EXHAUSTED_COUNT,
 	      "on_exhausted_names out of sync with enum policy_on_exhausted");
+
+static const char *const server_state_names[] = {
+	[POLICY_SERVER_STATE_REFUSE] = "refuse",
+	[POLICY_SERVER_STATE_ALLOW] = "allow",
+};
+static_assert(ARRAY_SIZE(server_state_names) == POLICY_SERVER_STATE_COUNT,
+	      "server_state_names out of sync with enum policy_server_state");
+static const char *const default_spend_pass[] = { "/v1/messages/count_tokens" };
 
 /* Variables airlock sets in the sandbox itself (the proxy and the CA
  * bundle): a placeholder, an env.set entry or an env.pass entry under one
@@ -233,6 +243,12 @@ const char *policy_on_exhausted_to_string(enum policy_on_exhausted e)
 {
 	return enum_name(on_exhausted_names, ARRAY_SIZE(on_exhausted_names),
 			 (unsigned int)e);
+}
+
+const char *policy_server_state_to_string(enum policy_server_state st)
+{
+	return enum_name(server_state_names, ARRAY_SIZE(server_state_names),
+			 (unsigned int)st);
 }
 
 bool policy_mode_from_string(const char *s, enum policy_mode *out)
@@ -2537,6 +2553,66 @@ static void parse_spend_max_output(struct ctx *c, json_t *v, const char *path)
 			 &c->p->spend_default_max_output_tokens);
 }
 
+/* A spend.pass prefix: a clean path, whole segments. */
+static bool el_spend_pass(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *why = NULL;
+	char *clean;
+
+	if (!url_path_clean(json_string_value(el), false, &clean, &why)) {
+		err_add(c, path, "%s", why);
+		return false;
+	}
+	if (!clean[0]) {
+		free(clean);
+		err_add(c, path, "\"/\" would pass every request unmetered: list "
+				 "the prefixes to pass (e.g. \"/v1/messages/count_tokens\")");
+		return false;
+	}
+	*(char **)out = clean;
+	return true;
+}
+
+static const struct list_kind spend_pass_list = STR_LIST(el_spend_pass, true);
+
+static void parse_spend_pass(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &spend_pass_list, c->p->spend_pass, c->p->nspend_pass);
+}
+
+static void parse_spend_server_state(struct ctx *c, json_t *v, const char *path)
+{
+	int i = enum_find(server_state_names, ARRAY_SIZE(server_state_names),
+			  json_string_value(v));
+
+	if (i < 0)
+		err_add(c, path, "expected \"refuse\" or \"allow\"");
+	else
+		c->p->spend_server_state = (enum policy_server_state)i;
+}
+
+static void parse_spend_server_state_reserve(struct ctx *c, json_t *v,
+					     const char *path)
+{
+	struct policy *p = c->p;
+
+	if (json_is_null(v)) {
+		p->spend_has_server_state_reserve = false;
+	} else if (json_is_number(v) && json_number_value(v) >= 0 &&
+		   json_number_value(v) <= 1e9) {
+		p->spend_has_server_state_reserve = true;
+		p->spend_server_state_reserve_usd = real_canon(json_number_value(v));
+	} else {
+		err_add(c, path, "expected a number of USD from 0 to 1e9, or null");
+	}
+}
+
+static void parse_spend_ledger_timeout(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_range(c, v, path, POLICY_LEDGER_TIMEOUT_MAX,
+			 &c->p->spend_ledger_timeout_ms);
+}
+
 static const struct field spend_fields[] = {
 	{ "cap_usd", parse_spend_cap },
 	{ "ledger", parse_spend_ledger },
@@ -2546,11 +2622,29 @@ static const struct field spend_fields[] = {
 	{ "on_exhausted", parse_spend_on_exhausted },
 	{ "max_body_bytes", parse_spend_max_body },
 	{ "default_max_output_tokens", parse_spend_max_output },
+	{ "pass", parse_spend_pass },
+	{ "server_state", parse_spend_server_state },
+	{ "server_state_reserve_usd", parse_spend_server_state_reserve },
+	{ "ledger_timeout_ms", parse_spend_ledger_timeout },
 };
 
 static void parse_spend(struct ctx *c, json_t *v, const char *path)
 {
 	walk_object(c, v, path, spend_fields, ARRAY_SIZE(spend_fields));
+	/* "allow" is a bound only with the amount it reserves. */
+	if (json_is_object(v) &&
+	    c->p->spend_server_state == POLICY_SERVER_STATE_ALLOW &&
+	    !c->p->spend_has_server_state_reserve &&
+	    !json_object_get(v, "server_state_reserve_usd"))
+		err_add(c, "spend.server_state_reserve_usd", "needed when "
+			"spend.server_state is \"allow\": the USD reserved on top "
+			"for the input the provider adds from stored state");
+	else if (json_is_object(v) &&
+		 c->p->spend_server_state == POLICY_SERVER_STATE_ALLOW &&
+		 !c->p->spend_has_server_state_reserve &&
+		 json_is_null(json_object_get(v, "server_state_reserve_usd")))
+		err_add(c, "spend.server_state_reserve_usd", "must be a number "
+			"when spend.server_state is \"allow\"");
 }
 
 /* ---- env and fs -------------------------------------------------------- */
@@ -2762,6 +2856,10 @@ static void set_defaults(struct policy *p)
 	p->spend_on_exhausted = POLICY_EXHAUSTED_BLOCK;
 	p->spend_max_body_bytes = POLICY_BODY_DEFAULT;
 	p->spend_default_max_output_tokens = POLICY_OUTPUT_TOKENS_DEFAULT;
+	p->spend_pass = strv_dup(default_spend_pass, ARRAY_SIZE(default_spend_pass));
+	p->nspend_pass = ARRAY_SIZE(default_spend_pass);
+	p->spend_server_state = POLICY_SERVER_STATE_REFUSE;
+	p->spend_ledger_timeout_ms = POLICY_LEDGER_TIMEOUT_DEFAULT;
 }
 
 /* ---- canonical form --------------------------------------------------- */
@@ -2932,7 +3030,7 @@ static json_t *spend_to_json(const struct policy *p)
 				  "cache_write", jreal(pr->cache_write),
 				  "cache_read", jreal(pr->cache_read)));
 	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:I, s:o, s:s, s:o, s:I}",
 			 "cap_usd", p->spend_has_cap ? jreal(p->spend_cap_usd)
 						     : json_null(),
 			 "ledger", jstr(p->spend_ledger),
@@ -2942,7 +3040,14 @@ static json_t *spend_to_json(const struct policy *p)
 			 policy_on_exhausted_to_string(p->spend_on_exhausted),
 			 "max_body_bytes", (json_int_t)p->spend_max_body_bytes,
 			 "default_max_output_tokens",
-			 (json_int_t)p->spend_default_max_output_tokens);
+			 (json_int_t)p->spend_default_max_output_tokens,
+			 "pass", jstrv(p->spend_pass, p->nspend_pass, false),
+			 "server_state",
+			 policy_server_state_to_string(p->spend_server_state),
+			 "server_state_reserve_usd",
+			 p->spend_has_server_state_reserve
+				 ? jreal(p->spend_server_state_reserve_usd) : json_null(),
+			 "ledger_timeout_ms", (json_int_t)p->spend_ledger_timeout_ms);
 }
 
 /* The effective policy as JSON; every key of the schema is present. */
@@ -3154,6 +3259,7 @@ void policy_free(struct policy *p)
 		free(p->spend_prices[i].model);
 	free(p->spend_prices);
 	free(p->spend_parent);
+	strv_free(p->spend_pass, p->nspend_pass);
 	strv_free(p->env_pass, p->nenv_pass);
 	strv_free(p->env_set_names, p->nenv_set);
 	strv_free(p->env_set_values, p->nenv_set);

@@ -123,6 +123,17 @@ enum policy_on_exhausted {
 
 const char *policy_on_exhausted_to_string(enum policy_on_exhausted e);
 
+/* spend.server_state: a metered request whose input the provider adds
+ * from state the proxy cannot see (previous_response_id, a stored
+ * prompt, a file id, ...). */
+enum policy_server_state {
+	POLICY_SERVER_STATE_REFUSE = 0, /* 403 budget.block spend.unbounded */
+	POLICY_SERVER_STATE_ALLOW,      /* reserve server_state_reserve_usd more */
+	POLICY_SERVER_STATE_COUNT
+};
+
+const char *policy_server_state_to_string(enum policy_server_state s);
+
 struct policy_spend_provider {
 	enum policy_spend_api api;
 	char **hosts;      /* exact normalised names, sorted; at least one;
@@ -208,6 +219,17 @@ struct policy {
 	enum policy_on_exhausted spend_on_exhausted;
 	uint64_t spend_max_body_bytes;          /* default 32 MiB */
 	uint64_t spend_default_max_output_tokens; /* default 8192 */
+	char **spend_pass;     /* path prefixes passed unmetered on a
+				  provider's hosts under a cap, whole
+				  segments, no trailing '/', never "/";
+				  sorted; default
+				  ["/v1/messages/count_tokens"] */
+	size_t nspend_pass;
+	enum policy_server_state spend_server_state; /* default refuse */
+	bool spend_has_server_state_reserve;
+	double spend_server_state_reserve_usd; /* >= 0; set (a number) when
+						  server_state is allow */
+	uint64_t spend_ledger_timeout_ms;      /* default 5000 */
 
 	char **env_pass;    /* names, sorted; a trailing '*' is a prefix match */
 	size_t nenv_pass;

@@ -457,6 +457,12 @@ int proxy_watch(struct proxy *p, int fd, uint32_t events, proxy_watch_fn fn,
 	return 0;
 }
 
+void proxy_set_tick(struct proxy *p, proxy_tick_fn fn, void *arg)
+{
+	p->tick = fn;
+	p->tick_arg = arg;
+}
+
 void proxy_unwatch(struct proxy *p, int fd)
 {
 	size_t i;
@@ -775,6 +781,12 @@ int proxy_run(struct proxy *p)
 		if (!p->accepting && !p->stopping && now >= p->accept_resume)
 			listen_arm(p, true);
 		timeout = dns_next_timeout_ms(p->dns, timeout);
+		if (p->tick) {
+			int t = p->tick(p->tick_arg, now);
+
+			if (t >= 0 && t < timeout)
+				timeout = t;
+		}
 		n = epoll_wait(p->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
 		if (n < 0) {
 			if (errno == EINTR)

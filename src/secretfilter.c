@@ -79,6 +79,8 @@ struct sf_state {
 	bool bound;                  /* a secret's host */
 	struct scrub *body;          /* the response body's stream, or NULL */
 	uint64_t *head_counts;       /* replacements in the response head */
+	json_t *injected;            /* secret.inject receipts to write when
+					the request leaves ([[rule, subject]]) */
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -282,8 +284,11 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 			json_object_set_new(sj, "header",
 					    json_string(rq->headers.h[r.injections[i].header].name));
 			snprintf(rule, sizeof(rule), "secrets.%s", s->name);
-			record(st, "secret.inject", RECEIPT_ALLOW, rule, sj,
-			       "the placeholder was replaced by the secret's value");
+			/* recorded when the request leaves (sf_request_sent):
+			 * a later filter may still refuse it */
+			if (!st->injected)
+				st->injected = json_array();
+			json_array_append_new(st->injected, json_pack("[s, o]", rule, sj));
 		}
 		break;
 	case SUBST_PASS:
@@ -386,6 +391,21 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	return 0;
 }
 
+static void sf_request_sent(void *vst)
+{
+	struct sf_state *st = vst;
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(st->injected, i, e)
+		record(st, "secret.inject", RECEIPT_ALLOW,
+		       json_string_value(json_array_get(e, 0)),
+		       json_incref(json_array_get(e, 1)),
+		       "the placeholder was replaced by the secret's value");
+	json_decref(st->injected);
+	st->injected = NULL;
+}
+
 static void sf_done(void *vst, enum filter_outcome outcome,
 		    const struct filter_stats *stats)
 {
@@ -412,6 +432,7 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 	}
 	scrub_free(st->body);
 	free(st->head_counts);
+	json_decref(st->injected); /* never left: nothing was injected */
 	free(st->path);
 	free(st);
 }
@@ -423,5 +444,6 @@ const struct filter_ops secretfilter_ops = {
 	.request_body = NULL,
 	.response_head = sf_response_head,
 	.response_body = sf_response_body,
+	.request_sent = sf_request_sent,
 	.done = sf_done,
 };

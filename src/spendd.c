@@ -26,7 +26,10 @@
  *      channel to the key holder (to record budget.charge) and one
  *      channel per proxy worker, and serves them in one poll loop:
  *      RESERVE is answered with RESERVED (the reservation id, or the cap
- *      it would pass); SETTLE is settled (or released) and recorded; every
+ *      it would pass) once the reservations read in the same turn of the
+ *      loop are made together (ledger_reserve_batch: group commit, each
+ *      checked after the ones before it); SETTLE is settled (or released)
+ *      and recorded; every
  *      LEDGER_HEARTBEAT_SECONDS the holder's lease is renewed;
  *   5. on CLOSE (the workers have exited) it reads what they still sent,
  *      closes the session (reservations still held are charged in full,
@@ -98,8 +101,20 @@ bool spendd_wanted(const struct policy *p)
 
 /* --- inside the ledger process ---------------------------------------------- */
 
+/* A RESERVE read and not answered yet: the reservations that queue while
+ * a transaction runs are made together in the next one. */
+struct queued_reserve {
+	int fd;
+	uint32_t tag;
+	int64_t amount;
+};
+
+#define SPENDD_QUEUE_MAX 256
+
 struct dctx {
 	int ctl;
+	struct queued_reserve queue[SPENDD_QUEUE_MAX];
+	size_t nqueue;
 	struct ledger *l;
 	struct ledger_session *s;
 	const struct policy *p;
@@ -198,37 +213,92 @@ static void reply_reserved(struct dctx *x, int fd, uint32_t tag,
 	(void)msg_send(fd, &x->out, -1, MSG_DONTWAIT);
 }
 
+/* Makes the queued reservations, LEDGER_BATCH_MAX per transaction, in
+ * the order they came, and answers each. */
+static void flush_reserves(struct dctx *x)
+{
+	size_t done = 0;
+
+	while (done < x->nqueue) {
+		struct ledger_refusal whys[LEDGER_BATCH_MAX];
+		enum ledger_status st[LEDGER_BATCH_MAX];
+		int64_t amounts[LEDGER_BATCH_MAX], rids[LEDGER_BATCH_MAX];
+		bool overs[LEDGER_BATCH_MAX];
+		size_t n = x->nqueue - done, k;
+
+		if (n > LEDGER_BATCH_MAX)
+			n = LEDGER_BATCH_MAX;
+		for (k = 0; k < n; k++)
+			amounts[k] = x->queue[done + k].amount;
+		(void)ledger_reserve_batch(x->s, n, amounts, x->shadow, st, rids, whys,
+					   overs);
+		for (k = 0; k < n; k++) {
+			/* shadow: past a cap, made anyway and answered as
+			 * refused with its id: the call goes on */
+			if (st[k] == LEDGER_OK && overs[k])
+				st[k] = LEDGER_REFUSED;
+			reply_reserved(x, x->queue[done + k].fd, x->queue[done + k].tag,
+				       st[k], rids[k], &whys[k]);
+		}
+		done += n;
+	}
+	x->nqueue = 0;
+}
+
 static bool on_reserve(struct dctx *x, int fd, struct msg_reader *r)
 {
-	struct ledger_refusal why;
-	enum ledger_status st;
 	uint32_t tag;
 	uint64_t amount;
-	int64_t rid = -1;
-	bool over = false;
 
 	msg_get_u32(r, &tag);
 	msg_get_u64(r, &amount);
 	if (!msg_end(r) || amount > (uint64_t)METER_MONEY_MAX)
 		return false;
-	memset(&why, 0, sizeof(why));
-	if (x->shadow) {
-		st = ledger_reserve_over(x->s, (int64_t)amount, &rid, &why, &over);
-		if (st == LEDGER_OK && over)
-			st = LEDGER_REFUSED; /* with its id: shadow goes on */
-	} else {
-		st = ledger_reserve(x->s, (int64_t)amount, &rid, &why);
-	}
-	reply_reserved(x, fd, tag, st, rid, &why);
+	if (x->nqueue == SPENDD_QUEUE_MAX)
+		flush_reserves(x);
+	x->queue[x->nqueue++] = (struct queued_reserve){ .fd = fd, .tag = tag,
+							 .amount = (int64_t)amount };
 	return true;
+}
+
+/* What a worker says of a settled call beyond its cost. */
+struct settled {
+	enum meter_outcome outcome;
+	bool have_usage;
+	uint64_t tokens[4];        /* input, output, cache_write, cache_read */
+	const char *model, *host, *endpoint, *reason;
+	bool overrun;
+	uint64_t output_bound;     /* all choices */
+	const char *price_key;     /* "" when none */
+	uint64_t price[4];         /* n$ per million: input, output,
+				      cache_write, cache_read */
+};
+
+/* Dollars per million tokens from n$ per million, for the receipt (the
+ * _nano figures are the exact ones). */
+static json_t *price_json(const uint64_t price[4], bool nano)
+{
+	static const char *const names[] = { "input", "output", "cache_write",
+					     "cache_read" };
+	json_t *o = json_object();
+	size_t i;
+
+	ASSERT(o);
+	for (i = 0; i < 4; i++)
+		json_object_set_new(o, names[i], nano ? json_integer((json_int_t)price[i])
+						      : usd_json((int64_t)price[i]));
+	return o;
 }
 
 /* budget.charge for one settled call. */
 static void record_charge(struct dctx *x, const struct ledger_totals *t,
-			  enum meter_outcome outcome, bool have_usage,
-			  const uint64_t tokens[4], int64_t cost, const char *model,
-			  const char *host, const char *endpoint, const char *reason)
+			  const struct settled *z, int64_t cost)
 {
+	enum meter_outcome outcome = z->outcome;
+	bool have_usage = z->have_usage;
+	const uint64_t *tokens = z->tokens;
+	const char *model = z->model, *host = z->host, *endpoint = z->endpoint,
+		   *reason = z->reason;
 	char cost_s[METER_USD_LEN], total_s[METER_USD_LEN], line[256];
 	json_t *subj;
 	int64_t seq;
@@ -247,6 +317,14 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 		json_object_set_new(subj, "cache_read_tokens",
 				    json_integer((json_int_t)tokens[3]));
 	}
+	if (z->price_key[0]) {
+		json_object_set_new(subj, "price_key", json_string(z->price_key));
+		json_object_set_new(subj, "price_usd_per_million", price_json(z->price, false));
+		json_object_set_new(subj, "price_nano_per_million", price_json(z->price, true));
+	}
+	json_object_set_new(subj, "output_bound", json_integer((json_int_t)z->output_bound));
+	if (have_usage)
+		json_object_set_new(subj, "overrun", json_boolean(z->overrun));
 	json_object_set_new(subj, "cost_usd", usd_json(cost));
 	json_object_set_new(subj, "cost_nano", json_integer(cost));
 	json_object_set_new(subj, "total_usd", usd_json(t->own_spent));
@@ -267,26 +345,38 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 
 static bool on_settle(struct dctx *x, struct msg_reader *r)
 {
-	const char *model, *host, *endpoint, *reason;
-	uint64_t rid, cost, tokens[4];
-	uint32_t outcome, have_usage;
+	struct settled z;
+	uint64_t rid, cost;
+	uint32_t outcome, have_usage, overrun;
 	struct ledger_totals after;
 	enum ledger_status st;
 	size_t i;
 
+	memset(&z, 0, sizeof(z));
 	msg_get_u64(r, &rid);
 	msg_get_u64(r, &cost);
 	msg_get_u32(r, &outcome);
 	msg_get_u32(r, &have_usage);
 	for (i = 0; i < 4; i++)
-		msg_get_u64(r, &tokens[i]);
-	msg_get_str(r, METER_MODEL_MAX, &model, NULL);
-	msg_get_str(r, 255, &host, NULL);
-	msg_get_str(r, 64, &endpoint, NULL);
-	msg_get_str(r, 160, &reason, NULL);
+		msg_get_u64(r, &z.tokens[i]);
+	msg_get_str(r, METER_MODEL_MAX, &z.model, NULL);
+	msg_get_str(r, 255, &z.host, NULL);
+	msg_get_str(r, 64, &z.endpoint, NULL);
+	msg_get_str(r, 160, &z.reason, NULL);
+	msg_get_u32(r, &overrun);
+	msg_get_u64(r, &z.output_bound);
+	msg_get_str(r, METER_MODEL_MAX + 1, &z.price_key, NULL);
+	for (i = 0; i < 4; i++)
+		msg_get_u64(r, &z.price[i]);
 	if (!msg_end(r) || rid > (uint64_t)INT64_MAX || cost > (uint64_t)METER_MONEY_MAX ||
-	    outcome > METER_OUTCOME_COUNT || have_usage > 1)
+	    outcome > METER_OUTCOME_COUNT || have_usage > 1 || overrun > 1)
 		return false;
+	for (i = 0; i < 4; i++)
+		if (z.price[i] > (uint64_t)METER_PRICE_MAX)
+			return false;
+	z.outcome = (enum meter_outcome)outcome;
+	z.have_usage = have_usage != 0;
+	z.overrun = overrun != 0;
 	if (outcome == METER_OUTCOME_COUNT) {
 		/* Never forwarded: released, nothing to record. */
 		st = ledger_release(x->s, (int64_t)rid);
@@ -304,8 +394,7 @@ static bool on_settle(struct dctx *x, struct msg_reader *r)
 		if (ledger_session_totals(x->s, &after) != LEDGER_OK)
 			memset(&after, 0, sizeof(after));
 	}
-	record_charge(x, &after, (enum meter_outcome)outcome, have_usage != 0, tokens,
-		      (int64_t)cost, model, host, endpoint, reason);
+	record_charge(x, &after, &z, (int64_t)cost);
 	return true;
 }
 
@@ -355,6 +444,7 @@ __attribute__((noreturn)) static void finish(struct dctx *x, bool answer)
 	/* The workers have exited: everything they sent is queued. */
 	for (i = x->nchans; i-- > 0;)
 		(void)serve_worker(x, i);
+	flush_reserves(x); /* no one reads the answers: charged in full below */
 	if (ledger_session_close(x->s, &t) != LEDGER_OK)
 		spendd_fatal(x, "closing the session in the ledger: %s", ledger_error(x->l));
 	ledger_close(x->l);
@@ -531,10 +621,20 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 			spendd_fatal(&x, "poll: %s", strerror(errno));
 		}
 		/* Workers first: what they sent before the supervisor said
-		 * CLOSE is handled before the session closes. */
-		for (i = x.nchans; i-- > 0;)
-			if (pfd[1 + i].revents && !serve_worker(&x, i))
-				drop_channel(&x, i);
+		 * CLOSE is handled before the session closes. Their
+		 * reservations are made together once every channel is read
+		 * (group commit), before a closed channel's descriptor goes. */
+		{
+			bool gone[SPENDD_MAX_CHANNELS] = { false };
+
+			for (i = x.nchans; i-- > 0;)
+				if (pfd[1 + i].revents)
+					gone[i] = !serve_worker(&x, i);
+			flush_reserves(&x);
+			for (i = x.nchans; i-- > 0;)
+				if (gone[i])
+					drop_channel(&x, i);
+		}
 		if (pfd[0].revents)
 			serve_ctl(&x);
 	}

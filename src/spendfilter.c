@@ -4,17 +4,24 @@
  * DOC: Theory of Operation
  *
  * A request to a host of spend.providers is classified by its method and
- * path (meter.c): most pass unmetered; a disguised spelling of a metered
- * endpoint is refused (400, spend.path); a metered one is held:
+ * path (meter.c): reads (GET, HEAD) pass; anything else the meter cannot
+ * price, and any request asking to Upgrade (the Realtime WebSocket), is
+ * refused while a cap can be in force (403, spend.unmetered) unless
+ * spend.pass lists its path; a disguised spelling of a metered endpoint
+ * is refused (400, spend.path); a metered one is held:
  *
  *   request_head  asks the exchange for the whole body (at most
  *                 spend.max_body_bytes, else 413) and for an uncompressed
  *                 answer (Accept-Encoding: identity). A metered request
  *                 without a body is refused: there is nothing to price.
  *   request_body  parses the whole body (model, output bound; an unpriced
- *                 model or a malformed body is refused), rewrites it when
- *                 an openai stream must report usage, and sends RESERVE
- *                 to the ledger process; the exchange pends. Nothing of
+ *                 model, a malformed body or input from stored state is
+ *                 refused), rewrites it to carry the bound reserved when
+ *                 it has none and when an openai stream must report
+ *                 usage, and sends RESERVE to the ledger process; the
+ *                 exchange pends, at most spend.ledger_timeout_ms (the
+ *                 proxy's tick fails it then: 502, spend.ledger, and a
+ *                 reservation made for it later is released). Nothing of
  *                 the request has been forwarded.
  *   (answer)      the ledger's RESERVED resumes the exchange: forwarded
  *                 with the reservation id, or refused with 429 and a
@@ -67,9 +74,15 @@ struct spendfilter {
 	bool stopping;               /* a call was refused for the cap under
 					on_exhausted "stop": the session is
 					ending, no metered call goes on */
+	bool capped;                 /* a cap may be in force: unmetered
+					requests are refused */
+	uint64_t timeout_ms;         /* spend.ledger_timeout_ms */
 	struct proxy *px;
 	uint32_t next_tag;
 	struct spend_state *pending; /* waiting for RESERVED */
+	uint32_t *late;              /* tags given up on (timed out): a
+					reservation made for one is released */
+	size_t nlate;
 	void (*exhausted)(void *arg, const char *reason);
 	void *exhausted_arg;
 	uint8_t *in;
@@ -85,10 +98,13 @@ struct spend_state {
 	bool pending;                /* in sf->pending */
 	bool gone;                   /* done() ran while pending */
 	uint32_t tag;
+	uint64_t deadline;           /* ms: 502 if RESERVED has not come */
 	struct filter_ref ref;
 	int64_t rid;                 /* -1: no reservation */
 	struct meter_request req;
 	struct meter_response *resp; /* once the answer's head came */
+	char *unbounded;             /* shadow: the spend.unbounded reason of
+					a request metered anyway */
 };
 
 struct spendfilter *spendfilter_new(const struct spendfilter_config *cfg, char *err,
@@ -102,11 +118,22 @@ struct spendfilter *spendfilter_new(const struct spendfilter_config *cfg, char *
 		return NULL;
 	}
 	sf->policy = cfg->policy;
+	/* A cap can be in force for this session unless it has none, no
+	 * parent, and a ledger no one else can give it one in. */
+	sf->capped = cfg->policy->spend_has_cap || cfg->policy->spend_parent ||
+		     cfg->policy->spend_ledger_kind != POLICY_LEDGER_MEMORY;
+	sf->timeout_ms = cfg->policy->spend_ledger_timeout_ms;
 	sf->fd = cfg->ledger_fd;
 	sf->exhausted = cfg->exhausted;
 	sf->exhausted_arg = cfg->exhausted_arg;
 	sf->in = util_xmalloc(MSG_MAX);
 	return sf;
+}
+
+static void state_free(struct spend_state *st)
+{
+	free(st->unbounded);
+	free(st);
 }
 
 void spendfilter_free(struct spendfilter *sf)
@@ -118,13 +145,14 @@ void spendfilter_free(struct spendfilter *sf)
 	for (st = sf->pending; st; st = next) {
 		next = st->next;
 		if (st->gone)
-			free(st);
+			state_free(st);
 	}
 	if (sf->px && sf->fd >= 0)
 		proxy_unwatch(sf->px, sf->fd);
 	if (sf->fd >= 0)
 		close(sf->fd);
 	meter_config_free(&sf->mc);
+	free(sf->late);
 	msg_free(&sf->out);
 	free(sf->in);
 	free(sf);
@@ -177,8 +205,56 @@ static void send_settle(struct spendfilter *sf, const struct spend_state *st,
 	msg_put_cstr(&sf->out, st->host);
 	msg_put_cstr(&sf->out, meter_endpoint_to_string(st->ep));
 	msg_put_cstr(&sf->out, ch && ch->reason ? ch->reason : "released");
+	/* what an auditor needs to recompute the cost */
+	msg_put_u32(&sf->out, ch && ch->overrun ? 1 : 0);
+	msg_put_u64(&sf->out, st->req.max_output);
+	msg_put_cstr(&sf->out, st->req.price ? st->req.price->model : "");
+	msg_put_u64(&sf->out, st->req.price ? (uint64_t)st->req.price->input : 0);
+	msg_put_u64(&sf->out, st->req.price ? (uint64_t)st->req.price->output : 0);
+	msg_put_u64(&sf->out, st->req.price ? (uint64_t)st->req.price->cache_write : 0);
+	msg_put_u64(&sf->out, st->req.price ? (uint64_t)st->req.price->cache_read : 0);
 	if (msg_send(sf->fd, &sf->out, -1, 0) < 0)
 		sf->broken = true;
+}
+
+/* Releases reservation @rid of a request given up on. */
+static void release_rid(struct spendfilter *sf, int64_t rid)
+{
+	struct spend_state *st = util_xcalloc(1, sizeof(*st));
+
+	st->sf = sf;
+	st->rid = rid;
+	send_settle(sf, st, 0, METER_OUTCOME_COUNT, NULL);
+	free(st);
+}
+
+/* Was @tag given up on? Forgets it. */
+static bool late_take(struct spendfilter *sf, uint32_t tag)
+{
+	size_t i;
+
+	for (i = 0; i < sf->nlate; i++)
+		if (sf->late[i] == tag) {
+			sf->late[i] = sf->late[--sf->nlate];
+			return true;
+		}
+	return false;
+}
+
+/* Tags given up on that are remembered; beyond, the oldest is forgotten
+ * and its reservation (if the ledger ever makes it) stays until the
+ * session's close charges it: never less than was spent. */
+#define SPEND_LATE_MAX 4096
+
+static void late_add(struct spendfilter *sf, uint32_t tag)
+{
+	if (!sf->late)
+		sf->late = util_xcalloc(SPEND_LATE_MAX, sizeof(*sf->late));
+	if (sf->nlate == SPEND_LATE_MAX) {
+		memmove(sf->late, sf->late + 1, (SPEND_LATE_MAX - 1) * sizeof(*sf->late));
+		sf->nlate--;
+	}
+	sf->late[sf->nlate++] = tag;
 }
 
 /* The verdict of a RESERVED answer for @st. Returns the filter result. */
@@ -247,15 +323,27 @@ static void on_reserved(struct spendfilter *sf, struct msg_reader *r)
 	}
 	for (st = sf->pending; st && st->tag != tag; st = st->next)
 		;
-	if (!st)
-		return; /* not ours: ignore (a stale tag cannot resume anything) */
+	if (!st) {
+		/* Given up on (502 already): release what was reserved.
+		 * Otherwise not ours: a stale tag cannot resume anything. */
+		if (late_take(sf, tag) && rid <= (uint64_t)INT64_MAX &&
+		    (status == LEDGER_OK || status == LEDGER_REFUSED))
+			release_rid(sf, (int64_t)rid);
+		return;
+	}
 	unlink_pending(sf, st);
 	verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
 	fr = reserved_verdict(st, status, rid, cap, spent, reserved, who, &v, &exhausted);
+	if (fr == FILTER_CONTINUE && st->unbounded) {
+		/* shadow: what enforce would have refused, reserved and let go */
+		verdict_set(&v, VERDICT_DENY, 403, "spend.unbounded", st->unbounded);
+		v.type = "budget.block";
+		fr = FILTER_VERDICT;
+	}
 	if (st->gone) {
 		verdict_clear(&v);
 		send_settle(sf, st, 0, METER_OUTCOME_COUNT, NULL);
-		free(st);
+		state_free(st);
 		return;
 	}
 	if (proxy_resume(sf->px, &st->ref, (int)fr, &v) < 0) {
@@ -280,7 +368,7 @@ static void fail_pending(struct spendfilter *sf)
 
 		unlink_pending(sf, st);
 		if (st->gone) {
-			free(st);
+			state_free(st);
 			continue;
 		}
 		verdict_set(&v, VERDICT_FAIL, 502, "spend.ledger",
@@ -315,9 +403,48 @@ static void on_channel(void *arg, int fd, uint32_t events)
 	fail_pending(sf);
 }
 
+/* Fails the requests whose reservation is overdue (a slow or
+ * unreachable ledger): 502, nothing forwarded; a reservation the ledger
+ * makes for one later is released. Returns the ms until the next
+ * deadline. */
+static int on_tick(void *arg, uint64_t now)
+{
+	struct spendfilter *sf = arg;
+	struct spend_state *st, *next;
+	uint64_t first = UINT64_MAX;
+
+	for (st = sf->pending; st; st = next) {
+		struct verdict v;
+
+		next = st->next;
+		if (st->deadline > now) {
+			if (st->deadline < first)
+				first = st->deadline;
+			continue;
+		}
+		unlink_pending(sf, st);
+		late_add(sf, st->tag);
+		if (st->gone) {
+			state_free(st);
+			continue;
+		}
+		st->ep = METER_ENDPOINT_NONE;
+		verdict_setf(&v, VERDICT_FAIL, 502, "spend.ledger",
+			     "the spend ledger did not answer within %llu ms "
+			     "(spend.ledger_timeout_ms): the call cannot be reserved",
+			     (unsigned long long)sf->timeout_ms);
+		if (proxy_resume(sf->px, &st->ref, FILTER_VERDICT, &v) < 0)
+			verdict_clear(&v);
+	}
+	if (first == UINT64_MAX)
+		return -1;
+	return first - now > 1000 ? 1000 : (int)(first - now);
+}
+
 int spendfilter_start(struct spendfilter *sf, struct proxy *px)
 {
 	sf->px = px;
+	proxy_set_tick(px, on_tick, sf);
 	return proxy_watch(px, sf->fd, EPOLLIN, on_channel, sf);
 }
 
@@ -352,10 +479,27 @@ static enum filter_result sf_request_head(void *arg, struct filter_request *rq,
 	(void)ref;
 	route = meter_classify(st->api, rq->method, strlen(rq->method), rq->path,
 			       strlen(rq->path), &st->ep);
+	/* A GET that asks to become another protocol (the Realtime API's
+	 * WebSocket) is no read. */
+	if (route == METER_ROUTE_PASS && rq->upgrade)
+		route = METER_ROUTE_UNMETERED;
 	switch (route) {
 	case METER_ROUTE_PASS:
 		st->ep = METER_ENDPOINT_NONE;
 		return FILTER_CONTINUE;
+	case METER_ROUTE_UNMETERED:
+		st->ep = METER_ENDPOINT_NONE;
+		if (!st->sf->capped ||
+		    meter_pass_match(st->sf->policy->spend_pass,
+				     st->sf->policy->nspend_pass, rq->path,
+				     strlen(rq->path)))
+			return FILTER_CONTINUE;
+		verdict_setf(v, VERDICT_DENY, 403, "spend.unmetered",
+			     "%s %s on a spend provider's host is not metered and "
+			     "may cost money: refused under the spend cap (spend.pass "
+			     "lists what may pass)", rq->method, rq->path);
+		v->type = "budget.block";
+		return FILTER_VERDICT;
 	case METER_ROUTE_REFUSE:
 		st->ep = METER_ENDPOINT_NONE;
 		verdict_setf(v, VERDICT_DENY, 400, "spend.path",
@@ -394,6 +538,29 @@ static enum filter_result sf_request_head(void *arg, struct filter_request *rq,
 	return FILTER_CONTINUE;
 }
 
+/* Shadow mode records what enforce would refuse and lets it go, metered
+ * like any other call so that the ledger holds what was spent: a request
+ * refused for input from stored state can be priced all the same. Parses
+ * it as with server_state "allow" (nothing more reserved) and keeps the
+ * refusal's reason for the receipt made once it is reserved. */
+static bool shadow_unbounded(struct spend_state *st, const struct buf *body,
+			     const struct meter_refusal *why)
+{
+	struct meter_config mc = st->sf->mc;
+	struct meter_refusal again;
+
+	if (st->sf->policy->mode != POLICY_MODE_SHADOW ||
+	    strcmp(why->rule, "spend.unbounded") != 0)
+		return false;
+	mc.server_state_allow = true;
+	mc.server_state_reserve = 0;
+	if (!meter_request_parse(&mc, st->ep, body->data ? body->data : "", body->len,
+				 &st->req, &again))
+		return false;
+	st->unbounded = util_xstrdup(why->reason);
+	return true;
+}
+
 static enum filter_result sf_request_body(void *arg, const char *data, size_t len,
 					  bool last, struct buf *body,
 					  struct filter_ref ref, struct verdict *v)
@@ -409,7 +576,8 @@ static enum filter_result sf_request_body(void *arg, const char *data, size_t le
 	if (st->ep == METER_ENDPOINT_NONE || !body || !last)
 		return FILTER_CONTINUE;
 	if (!meter_request_parse(&sf->mc, st->ep, body->data ? body->data : "",
-				 body->len, &st->req, &why)) {
+				 body->len, &st->req, &why) &&
+	    !shadow_unbounded(st, body, &why)) {
 		st->ep = METER_ENDPOINT_NONE; /* shadow: goes on unmetered */
 		verdict_set(v, VERDICT_DENY, why.status, why.rule, why.reason);
 		v->type = "budget.block";
@@ -437,6 +605,7 @@ static enum filter_result sf_request_body(void *arg, const char *data, size_t le
 	}
 	st->tag = ++sf->next_tag;
 	st->ref = ref;
+	st->deadline = util_now_ms() + sf->timeout_ms;
 	msg_start(&sf->out, MSG_SPEND_RESERVE);
 	msg_put_u32(&sf->out, st->tag);
 	msg_put_u64(&sf->out, (uint64_t)st->req.reservation);
@@ -506,7 +675,7 @@ static void sf_done(void *arg, enum filter_outcome outcome,
 		}
 	}
 	meter_response_free(st->resp);
-	free(st);
+	state_free(st);
 }
 
 const struct filter_ops spendfilter_ops = {

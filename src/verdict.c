@@ -213,7 +213,7 @@ void verdict_record_allow(struct conn *c, json_t *extra)
 		return; /* its would_block receipt already tells the story */
 	}
 	c->allow_recorded = true;
-	s = conn_subject(c);
+	s = conn_tunnel_subject(c); /* the connection's decision, once */
 	addr_format(&c->addr, text, sizeof(text));
 	json_object_set_new(s, "address", json_string(text));
 	add_rule_text(s, c->rule);

@@ -146,7 +146,12 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 			     json_t *subject, const char *reason)
 {
 	struct wctx *x = arg;
-	bool want = d == RECEIPT_BLOCK;
+	/* A block is answered with its seq. A would_block lets the request
+	 * go on: it waits for its line too, so that the line is written
+	 * before anything the request leads to (the ledger process records
+	 * a call's budget.charge on a channel of its own, which the key
+	 * holder may otherwise serve first). */
+	bool want = d == RECEIPT_BLOCK || d == RECEIPT_WOULD_BLOCK;
 	int64_t seq = -1;
 	int r;
 

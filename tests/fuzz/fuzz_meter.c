@@ -108,13 +108,16 @@ static void check_request(enum meter_endpoint ep, const uint8_t *data, size_t si
 	if (nb) {
 		char *again = copy_exact((const uint8_t *)nb, nlen);
 
-		CHECK(r.stream);
+		/* a stream asking for usage, or a bound written in */
+		CHECK(r.stream || !r.bound_given);
 		CHECK(meter_request_parse(&cfg, ep, again, nlen, &r2, &why));
-		CHECK(r2.edit_text == NULL && strcmp(r2.model, r.model) == 0 &&
-		      r2.max_output == r.max_output && r2.stream);
+		CHECK(r2.nedits == 0 && strcmp(r2.model, r.model) == 0 &&
+		      r2.max_output == r.max_output && r2.stream == r.stream &&
+		      r2.bound_given);
 		j2 = json_loadb(again, nlen, JSON_ALLOW_NUL, &jerr);
 		CHECK(j2 != NULL || jansson_overflow(&jerr));
-		if (j2)
+		if (j2 && r.stream && (ep == METER_ENDPOINT_OPENAI_CHAT ||
+				       ep == METER_ENDPOINT_OPENAI_COMPLETIONS))
 			CHECK(json_is_true(json_object_get(json_object_get(j2,
 						"stream_options"), "include_usage")));
 		free(again);

@@ -45,6 +45,14 @@ optional):
                             cached_tokens = cache_read (cache_write is not
                             an openai count). Default: input = body
                             bytes / 4, output = min(bound, 12).
+  "wants": N                the output the model would generate: the
+                            answer reports min(bound, N) output tokens,
+                            and N when the request names no bound (as a
+                            provider does: a call without max_tokens
+                            runs long)
+  "ignore_bound": false     with "wants": report it whatever the
+                            request's bound (an overrun; an explicit
+                            "usage.output" is always reported as given)
   "text": "Hello"           the answer's text, sent in "chunks" deltas
   "chunks": 3
   "deltas": 1               anthropic streams: message_delta events, each
@@ -71,8 +79,14 @@ response.output_item.added, response.content_part.added,
 response.output_text.delta..., response.output_text.done,
 response.content_part.done, response.output_item.done,
 response.completed (with usage). Streams are sent chunked, JSON with a
-Content-Length. Also: POST /v1/messages/count_tokens and GET /v1/models;
-anything else is a 404 in the API's error shape.
+Content-Length. Also: POST /v1/messages/count_tokens, GET /v1/models,
+POST /v1/embeddings (usage: prompt_tokens = input), and 200 with a small
+JSON object for the costly endpoints the meter does not price (batches,
+images, audio, files, realtime sessions); anything else is a 404 in the
+API's error shape. Each "response" log line carries the usage the answer
+reported ("usage": {"input", "output", "cache_write", "cache_read"} in
+the script's terms, null for none), so that a test can add up what was
+really served.
 """
 import argparse
 import hashlib
@@ -154,7 +168,13 @@ def rid(prefix, n):
 def usage_of(script, req_body, bound):
     u = dict(script.get("usage") or {})
     u.setdefault("input", max(1, len(req_body) // 4))
-    u.setdefault("output", min(bound, 12))
+    if "wants" in script:
+        wants = int(script["wants"])
+        if script.get("ignore_bound") or bound is None:
+            u.setdefault("output", wants)
+        else:
+            u.setdefault("output", min(bound, wants))
+    u.setdefault("output", min(bound if bound is not None else 1024, 12))
     u.setdefault("cache_write", 0)
     u.setdefault("cache_read", 0)
     return u
@@ -436,6 +456,14 @@ ROUTES = {
     ("POST", "/v1/completions"): ("openai", "completions"),
     ("POST", "/v1/responses"): ("openai", "responses"),
     ("GET", "/v1/models"): (None, "models"),
+    ("POST", "/v1/embeddings"): ("openai", "embeddings"),
+    ("POST", "/v1/messages/batches"): ("anthropic", "costly"),
+    ("POST", "/v1/batches"): ("openai", "costly"),
+    ("POST", "/v1/images/generations"): ("openai", "costly"),
+    ("POST", "/v1/audio/speech"): ("openai", "costly"),
+    ("POST", "/v1/files"): ("openai", "costly"),
+    ("POST", "/v1/realtime/sessions"): ("openai", "costly"),
+    ("GET", "/v1/realtime"): ("openai", "costly"),
 }
 
 
@@ -453,7 +481,7 @@ def output_bound(api, req):
     keys = ["max_tokens"] if api == "anthropic" else \
         ["max_tokens", "max_completion_tokens", "max_output_tokens"]
     vals = [req.get(k) for k in keys if isinstance(req.get(k), int)]
-    return max(vals) if vals else 1024
+    return max(vals) if vals else None
 
 
 def handle(cfg, conn, method, target, headers, body):
@@ -478,6 +506,7 @@ def handle(cfg, conn, method, target, headers, body):
                body, n)
     cut = False
     status = 200
+    a.usage = None
     try:
         if script.get("first_delay_ms"):
             time.sleep(script["first_delay_ms"] / 1000.0)
@@ -488,6 +517,8 @@ def handle(cfg, conn, method, target, headers, body):
         elif kind is None:
             status = 404
             (a.anthropic_error if api == "anthropic" else a.openai_error)(404)
+        elif kind == "costly":
+            a.json(200, {"id": "costly_%d" % n, "object": "stand-in", "status": "accepted"})
         elif req is None or not isinstance(req, dict) or "model" not in req:
             status = 400
             (a.anthropic_error if api == "anthropic" else a.openai_error)(400)
@@ -496,11 +527,21 @@ def handle(cfg, conn, method, target, headers, body):
             (a.anthropic_error if api == "anthropic" else a.openai_error)(status)
         elif kind == "count_tokens":
             a.json(200, {"input_tokens": max(1, len(body) // 4)})
+        elif kind == "embeddings":
+            u = usage_of(script, body, 0)
+            a.usage = dict(u, output=0)
+            obj = {"object": "list", "model": a.model,
+                   "data": [{"object": "embedding", "index": 0, "embedding": [0.0, 0.5]}]}
+            if not script.get("omit_usage"):
+                obj["usage"] = {"prompt_tokens": u["input"], "total_tokens": u["input"]}
+            a.json(200, obj)
         else:
             stream = script.get("stream")
             if stream is None:
                 stream = req.get("stream") is True
             u = usage_of(script, body, output_bound(api, req))
+            if not script.get("omit_usage"):
+                a.usage = u
             if kind == "messages":
                 a.messages(stream, u)
             elif kind == "responses":
@@ -510,7 +551,8 @@ def handle(cfg, conn, method, target, headers, body):
     except Cut:
         cut = True
     log(event="response", id=n, status=status, events=a.events, bytes=conn.sent,
-        cut=cut, script=name)
+        cut=cut, script=name, path=path, model=a.model,
+        usage=None if cut or status != 200 else a.usage)
     return not cut
 
 

@@ -111,8 +111,12 @@ assert set(d["git"]["github_app"]) == {"app_id", "installation_id", "private_key
                                        "ca", "permissions"}, d["git"]
 assert d["git"]["token_env"] == ["GH_TOKEN", "GITHUB_TOKEN"]
 assert set(d["spend"]) == {"cap_usd", "ledger", "providers", "prices", "parent", "on_exhausted",
-                           "max_body_bytes", "default_max_output_tokens"}, d["spend"]
+                           "max_body_bytes", "default_max_output_tokens", "pass",
+                           "server_state", "server_state_reserve_usd",
+                           "ledger_timeout_ms"}, d["spend"]
 assert d["spend"]["max_body_bytes"] == 32 << 20 and d["spend"]["on_exhausted"] == "block"
+assert d["spend"]["pass"] == ["/v1/messages/count_tokens"] and d["spend"]["server_state"] == "refuse"
+assert d["spend"]["server_state_reserve_usd"] is None and d["spend"]["ledger_timeout_ms"] == 5000
 assert set(d["fs"]) == {"rw", "ro", "hide", "protect"}, d["fs"]
 ' "$T/canonical.json"
 ok $? "--canonical has every key of the schema"

@@ -318,7 +318,8 @@ out=$(call anthropic /v1/messages nousage "$A_JSON")
 is "$(jget "$out" "(j['outcome'], j['cost'])")" "('no_usage', 1837500)" \
 	"anthropic 200 without usage: the reservation"
 out=$(call anthropic /v1/messages/count_tokens cache "$A_JSON")
-is "$(jget "$out" "j['route']")" "pass" "count_tokens is not metered"
+is "$(jget "$out" "j['route']")" "unmetered" \
+	"count_tokens is not metered (unmetered: the default spend.pass lets it through)"
 
 O_STREAM='{"model":"gpt-4o","stream":true,"max_completion_tokens":64,"messages":[{"role":"user","content":"Hi"}]}'
 out=$(call openai /v1/chat/completions chat "$O_STREAM")

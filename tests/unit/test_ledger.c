@@ -657,6 +657,60 @@ static void test_crash_and_lease(void)
 	free(spec);
 }
 
+/* Group commit: reservations made together are checked one after the
+ * other, as if made one by one. */
+static void test_batch(const char *spec, const char *what)
+{
+	struct ledger_options o = { .create = true };
+	struct ledger *l = open_or_die(spec, &o);
+	struct ledger_session *root = sess(l, "broot", NULL, USD(100));
+	struct ledger_session *s = sess(l, "bkid", "broot", USD(80));
+	struct ledger_refusal whys[LEDGER_BATCH_MAX];
+	enum ledger_status st[LEDGER_BATCH_MAX];
+	int64_t rids[LEDGER_BATCH_MAX];
+	bool overs[LEDGER_BATCH_MAX];
+	int64_t a[] = { USD(30), USD(40), USD(20), USD(10), -1, USD(10), 0 };
+	struct ledger_row r;
+	size_t k;
+
+	tap_is_int(ledger_reserve_batch(s, ARRAY_SIZE(a), a, false, st, rids, whys,
+					overs), LEDGER_OK, "%s: a batch of 7 runs", what);
+	tap_ok(st[0] == LEDGER_OK && st[1] == LEDGER_OK && st[2] == LEDGER_REFUSED &&
+	       st[3] == LEDGER_OK && st[4] == LEDGER_INVALID && st[5] == LEDGER_REFUSED &&
+	       st[6] == LEDGER_OK,
+	       "%s: 30 + 40 fit the kid's 80, 20 more does not, 10 does, then the cap "
+	       "(%d %d %d %d %d %d %d)", what, st[0], st[1], st[2], st[3], st[4], st[5],
+	       st[6]);
+	tap_ok(strcmp(whys[2].session, "bkid") == 0 && whys[2].cap == USD(80) &&
+	       whys[2].reserved == USD(70) && whys[2].amount == USD(20),
+	       "%s: a refusal counts the batch's reservations before it", what);
+	tap_ok(rids[0] > 0 && rids[1] > rids[0] && rids[3] > rids[1] && rids[6] > rids[3] &&
+	       rids[2] == -1, "%s: the ones made have ids, in order", what);
+	r = row_of(l, "broot");
+	tap_ok(r.t.reserved == USD(80), "%s: the root holds the 80 reserved", what);
+	r = row_of(l, "bkid");
+	tap_ok(r.t.reserved == USD(80) && r.reservations == 4,
+	       "%s: the kid too, in 4 reservations (%u)", what, r.reservations);
+	for (k = 0; k < ARRAY_SIZE(a); k++)
+		if (st[k] == LEDGER_OK)
+			ASSERT(ledger_settle(s, rids[k], a[k], NULL) == LEDGER_OK);
+	/* spent 80 of the kid's 80: in shadow mode the batch is made anyway */
+	tap_is_int(ledger_reserve_batch(s, 2, a, true, st, rids, whys, overs),
+		   LEDGER_OK, "%s: shadow: a batch past the cap", what);
+	tap_ok(st[0] == LEDGER_OK && overs[0] && st[1] == LEDGER_OK && overs[1] &&
+	       rids[0] > 0 && rids[1] > 0, "%s: made, and said to be over", what);
+	ASSERT(ledger_release(s, rids[0]) == LEDGER_OK &&
+	       ledger_release(s, rids[1]) == LEDGER_OK);
+	tap_is_int(ledger_reserve_batch(s, 1, a, false, st, rids, whys, overs),
+		   LEDGER_OK, "%s: a batch where nothing fits runs", what);
+	tap_ok(st[0] == LEDGER_REFUSED && rids[0] == -1, "%s: and makes nothing", what);
+	r = row_of(l, "bkid");
+	tap_ok(r.t.spent == USD(80) && r.t.reserved == 0 && r.reservations == 0,
+	       "%s: the tree's rows as made one by one", what);
+	(void)root;
+	ledger_close(l);
+}
+
 int main(void)
 {
 	char *spec;
@@ -668,6 +722,10 @@ int main(void)
 	test_basics(NULL, "memory");
 	test_tree(NULL, "memory");
 	test_set_cap(NULL, "memory");
+	test_batch(NULL, "memory");
+	spec = util_xasprintf("sqlite:%s/batch.db", dir);
+	test_batch(spec, "sqlite");
+	free(spec);
 	spec = util_xasprintf("sqlite:%s/a.db", dir);
 	test_basics(spec, "sqlite");
 	free(spec);

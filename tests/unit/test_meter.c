@@ -172,19 +172,20 @@ static void test_classify(void)
 #define M METER_ROUTE_METER
 #define P METER_ROUTE_PASS
 #define R METER_ROUTE_REFUSE
+#define U METER_ROUTE_UNMETERED
 		{ A, "POST", "/v1/messages", M, METER_ENDPOINT_ANTHROPIC_MESSAGES },
 		{ A, "POST", "/v1/messages?beta=true", M, METER_ENDPOINT_ANTHROPIC_MESSAGES },
 		{ A, "POST", "/v1/messages?", M, METER_ENDPOINT_ANTHROPIC_MESSAGES },
 		{ A, "POST", "https://api.anthropic.com/v1/messages", M,
 		  METER_ENDPOINT_ANTHROPIC_MESSAGES },
-		{ A, "POST", "/v1/messages/count_tokens", P, METER_ENDPOINT_NONE },
-		{ A, "POST", "/v1/messages/batches", P, METER_ENDPOINT_NONE },
+		{ A, "POST", "/v1/messages/count_tokens", U, METER_ENDPOINT_NONE },
+		{ A, "POST", "/v1/messages/batches", U, METER_ENDPOINT_NONE },
 		{ A, "GET", "/v1/messages", P, METER_ENDPOINT_NONE },
 		{ A, "GET", "/v1/models", P, METER_ENDPOINT_NONE },
-		{ A, "POST", "/v1/complete", P, METER_ENDPOINT_NONE },
-		{ A, "POST", "/v1/chat/completions", P, METER_ENDPOINT_NONE },
-		{ A, "POST", "*", P, METER_ENDPOINT_NONE },
-		{ A, "POST", "", P, METER_ENDPOINT_NONE },
+		{ A, "POST", "/v1/complete", U, METER_ENDPOINT_NONE },
+		{ A, "POST", "/v1/chat/completions", U, METER_ENDPOINT_NONE },
+		{ A, "POST", "*", U, METER_ENDPOINT_NONE },
+		{ A, "POST", "", U, METER_ENDPOINT_NONE },
 		/* disguised spellings of a metered request */
 		{ A, "post", "/v1/messages", R, METER_ENDPOINT_NONE },
 		{ A, "Post", "/v1/messages?x", R, METER_ENDPOINT_NONE },
@@ -210,11 +211,18 @@ static void test_classify(void)
 		  METER_ENDPOINT_OPENAI_CHAT },
 		{ O, "POST", "http://api.openai.com/v1/responses?stream=1", M,
 		  METER_ENDPOINT_OPENAI_RESPONSES },
-		{ O, "POST", "/v1/responses/resp_123/cancel", P, METER_ENDPOINT_NONE },
+		{ O, "POST", "/v1/responses/resp_123/cancel", U, METER_ENDPOINT_NONE },
 		{ O, "GET", "/v1/responses/resp_123", P, METER_ENDPOINT_NONE },
-		{ O, "POST", "/v1/embeddings", P, METER_ENDPOINT_NONE },
-		{ O, "POST", "/v1/messages", P, METER_ENDPOINT_NONE },
-		{ O, "PUT", "/v1/responses", P, METER_ENDPOINT_NONE },
+		{ O, "POST", "/v1/embeddings", M, METER_ENDPOINT_OPENAI_EMBEDDINGS },
+		{ O, "POST", "/v1/batches", U, METER_ENDPOINT_NONE },
+		{ O, "POST", "/v1/images/generations", U, METER_ENDPOINT_NONE },
+		{ O, "POST", "/v1/audio/speech", U, METER_ENDPOINT_NONE },
+		{ O, "DELETE", "/v1/files/f1", U, METER_ENDPOINT_NONE },
+		{ O, "HEAD", "/v1/models", P, METER_ENDPOINT_NONE },
+		{ O, "get", "/v1/models", U, METER_ENDPOINT_NONE },
+		{ O, "post", "/v1/embeddings", R, METER_ENDPOINT_NONE },
+		{ O, "POST", "/v1/messages", U, METER_ENDPOINT_NONE },
+		{ O, "PUT", "/v1/responses", U, METER_ENDPOINT_NONE },
 		{ O, "POST", "/v1/chat/completions/", R, METER_ENDPOINT_NONE },
 		{ O, "POST", "/v1/chat//completions", R, METER_ENDPOINT_NONE },
 		{ O, "POST", "/v1/Responses", R, METER_ENDPOINT_NONE },
@@ -224,6 +232,7 @@ static void test_classify(void)
 #undef M
 #undef P
 #undef R
+#undef U
 	};
 	enum meter_endpoint ep;
 	size_t i;
@@ -250,8 +259,8 @@ static void test_classify(void)
 		char *t = copy_exact(nul, sizeof(nul) - 1);
 
 		tap_ok(meter_classify(METER_API_ANTHROPIC, "POST", 4, t, sizeof(nul) - 1,
-				      &ep) == METER_ROUTE_PASS,
-		       "a target with a NUL byte passes, read to its end");
+				      &ep) == METER_ROUTE_UNMETERED,
+		       "a target with a NUL byte is unmetered, read to its end");
 		free(t);
 	}
 }
@@ -285,7 +294,10 @@ static const struct req_case req_cases[] = {
 	/* no bound: the default 8192; 66 x 3750 + 8192 x 15000 */
 	{ AM, "{\"model\":\"claude-sonnet-4-5-20250929\",\"messages\":[],"
 	      "\"stream\":true}",
-	  0, NULL, "claude-sonnet-4-5-20250929", 8192, 123127500, true, NULL },
+	  0, NULL, "claude-sonnet-4-5-20250929", 8192, 123127500, true,
+	  /* the bound reserved is written into the body sent */
+	  "{\"max_tokens\":8192,\"model\":\"claude-sonnet-4-5-20250929\",\"messages\":[],"
+	  "\"stream\":true}" },
 	/* an escaped key is the key; 48 x 18750 + 10 x 75000 */
 	{ AM, "{\"mo\\u0064el\":\"claude-opus-4-1\",\"max_tokens\":10}",
 	  0, NULL, "claude-opus-4-1", 10, 1650000, false, NULL },
@@ -296,7 +308,9 @@ static const struct req_case req_cases[] = {
 	/* anthropic reads max_tokens only: 70 x 3750 + 8192 x 15000 */
 	{ AM, "{\"model\":\"claude-sonnet-4-5\",\"max_completion_tokens\":5,"
 	      "\"stream\":false}",
-	  0, NULL, "claude-sonnet-4-5", 8192, 123142500, false, NULL },
+	  0, NULL, "claude-sonnet-4-5", 8192, 123142500, false,
+	  "{\"max_tokens\":8192,\"model\":\"claude-sonnet-4-5\",\"max_completion_tokens\":5,"
+	  "\"stream\":false}" },
 	/* rounding up: (31 x 46875000 + 1 x 37500000) / 1e6 = 1490.625 */
 	{ AM, "{\"model\":\"tiny\",\"max_tokens\":1}",
 	  0, NULL, "tiny", 1, 1491, false, NULL },
@@ -319,7 +333,9 @@ static const struct req_case req_cases[] = {
 	  0, NULL, "gpt-4o", 200, 2190625, false, NULL },
 	/* null bounds are absent: 56 x 3125 + 8192 x 10000 */
 	{ OR, "{\"model\":\"gpt-4o\",\"input\":\"hi\",\"max_output_tokens\":null}",
-	  0, NULL, "gpt-4o", 8192, 82095000, false, NULL },
+	  0, NULL, "gpt-4o", 8192, 82095000, false,
+	  /* a null bound is replaced by the one reserved */
+	  "{\"model\":\"gpt-4o\",\"input\":\"hi\",\"max_output_tokens\":8192}" },
 	/* responses streams need no rewrite: 67 x 3125 + 10 x 10000 */
 	{ OR, "{\"model\":\"gpt-4o\",\"input\":\"x\",\"stream\":true,"
 	      "\"max_output_tokens\":10}",
@@ -334,35 +350,37 @@ static const struct req_case req_cases[] = {
 	/* 54 x 3125 + 8192 x 10000 */
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":null}",
 	  0, NULL, "gpt-4o", 8192, 82088750, true,
-	  "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
+	  "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	  "{\"include_usage\":true}}" },
 	/* 52 x 3125 + 8192 x 10000 */
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":{}}",
 	  0, NULL, "gpt-4o", 8192, 82082500, true,
-	  "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
+	  "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	  "{\"include_usage\":true}}" },
 	/* 79 x 3125 + 8192 x 10000 */
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	      "{\"include_obfuscation\":false}}",
 	  0, NULL, "gpt-4o", 8192, 82166875, true,
-	  "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
+	  "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	  "{\"include_usage\":true,\"include_obfuscation\":false}}" },
 	/* 101 x 3125 + 8192 x 10000 */
 	{ OC, "{ \"model\" : \"gpt-4o\" , \"stream\" : true , \"stream_options\""
 	      " : { \"include_usage\" : false , \"x\" : [1] } }",
 	  0, NULL, "gpt-4o", 8192, 82235625, true,
-	  "{ \"model\" : \"gpt-4o\" , \"stream\" : true , \"stream_options\""
+	  "{\"max_completion_tokens\":8192, \"model\" : \"gpt-4o\" , \"stream\" : true , \"stream_options\""
 	  " : { \"include_usage\" : true , \"x\" : [1] } }" },
 	/* 72 x 3125 + 8192 x 10000 */
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	      "{\"include_usage\":null}}",
 	  0, NULL, "gpt-4o", 8192, 82145000, true,
-	  "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
+	  "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	  "{\"include_usage\":true}}" },
 	/* already set: 72 x 3125 + 8192 x 10000 */
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
 	      "{\"include_usage\":true}}",
-	  0, NULL, "gpt-4o", 8192, 82145000, true, NULL },
+	  0, NULL, "gpt-4o", 8192, 82145000, true,
+	  "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"stream\":true,\"stream_options\":"
+	  "{\"include_usage\":true}}" },
 	/* completions streams too: 48 x 3125 + 16 x 10000 */
 	{ OP, "{\"model\":\"gpt-4o\",\"stream\":true,\"max_tokens\":16}",
 	  0, NULL, "gpt-4o", 16, 310000, true,
@@ -372,7 +390,7 @@ static const struct req_case req_cases[] = {
 	{ OC, "{\"model\":\"gpt-4o\",\"stream\":true,\"metadata\":{\"stream_options\""
 	      ":{\"include_usage\":false}}}",
 	  0, NULL, "gpt-4o", 8192, 82188750, true,
-	  "{\"stream_options\":{\"include_usage\":true},\"model\":\"gpt-4o\","
+	  "{\"stream_options\":{\"include_usage\":true},\"max_completion_tokens\":8192,\"model\":\"gpt-4o\","
 	  "\"stream\":true,\"metadata\":{\"stream_options\":"
 	  "{\"include_usage\":false}}}" },
 
@@ -504,7 +522,7 @@ static void test_requests(void)
 			char *nb2 = copy_exact(nb, newlen);
 
 			tap_ok(meter_request_parse(&cfg, c->ep, nb2, newlen, &r2, &why) &&
-			       r2.edit_text == NULL && strcmp(r2.model, r.model) == 0,
+			       r2.nedits == 0 && strcmp(r2.model, r.model) == 0,
 			       "request %zu: the rewrite parses and is final", i);
 			free(nb2);
 		}
@@ -1159,6 +1177,186 @@ static void test_from_policy(void)
 	policy_errors_free(&errs);
 }
 
+/* ------------------------------------------------------------------ */
+/* What holds the cap: the bound sent, stored input, overruns          */
+/* ------------------------------------------------------------------ */
+
+static bool parse_str(const struct meter_config *c, enum meter_endpoint ep,
+		      const char *body, struct meter_request *r,
+		      struct meter_refusal *why)
+{
+	char *b = copy_exact(body, strlen(body));
+	bool ok = meter_request_parse(c, ep, b, strlen(body), r, why);
+
+	free(b);
+	return ok;
+}
+
+static void test_server_state(void)
+{
+	static const struct {
+		enum meter_endpoint ep;
+		const char *body;
+		const char *field; /* NULL: accepted */
+	} cases[] = {
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"previous_response_id\":\"resp_1\",\"input\":\"x\"}", "previous_response_id" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"conversation\":\"conv_1\"}", "conversation" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"conversation\":{\"id\":\"conv_1\"}}", "conversation" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"prompt\":{\"id\":\"pmpt_1\"}}", "prompt" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\",\"file_id\":\"file-1\"}]}]}", "file_id" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"input\":[{\"type\":\"item_reference\",\"id\":\"msg_1\"}]}", "item_reference" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"input\":[{\"type\":\"item_\\u0072eference\",\"id\":\"msg_1\"}]}", "item_reference" },
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"tools\":[{\"type\":\"file_search\",\"vector_store_ids\":[\"vs_1\"]}]}", "vector_store_ids" },
+		{ OC, "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{\"file_id\":\"file-1\"}}]}]}", "file_id" },
+		{ OC, "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{\"fil\\u0065_id\":\"file-1\"}}]}]}", "file_id" },
+		{ AM, "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":{\"type\":\"file\",\"file_id\":\"file_1\"}}]}]}", "file_id" },
+		{ AM, "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":5,\"container\":\"cntr_1\",\"messages\":[]}", "container" },
+		/* null is absent; a schema naming a property is no id; the
+		 * completions prompt is text */
+		{ OR, "{\"model\":\"gpt-4o\",\"max_output_tokens\":5,\"previous_response_id\":null,\"conversation\":null,\"prompt\":null}", NULL },
+		{ OC, "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"file_id\":{\"type\":\"string\"}}}}}]}", NULL },
+		{ OP, "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"prompt\":\"hello\"}", NULL },
+		{ OC, "{\"model\":\"gpt-4o\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"file_id previous_response_id\"}]}", NULL },
+		{ AM, "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":5,\"metadata\":{\"container\":\"x\"}}", NULL },
+	};
+	struct meter_config allow = cfg;
+	struct meter_request r;
+	struct meter_refusal why;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		bool ok = parse_str(&cfg, cases[i].ep, cases[i].body, &r, &why);
+
+		if (!cases[i].field) {
+			tap_ok(ok && !r.server_state, "stored-state case %zu: accepted", i);
+			continue;
+		}
+		tap_ok(!ok && why.status == 403 && strcmp(why.rule, "spend.unbounded") == 0 &&
+		       strstr(why.reason, cases[i].field) != NULL,
+		       "stored-state case %zu: %s is refused (403 spend.unbounded)", i,
+		       cases[i].field);
+	}
+	/* server_state "allow": the reserve on top */
+	allow.server_state_allow = true;
+	allow.server_state_reserve = 50000000;
+	tap_ok(parse_str(&allow, OR, cases[0].body, &r, &why) &&
+	       r.server_state && strcmp(r.server_state, "previous_response_id") == 0 &&
+	       r.server_state_reserve == 50000000 &&
+	       r.reservation == 50000000 + (int64_t)strlen(cases[0].body) * 3125 +
+				5 * 10000,
+	       "server_state allow: reserved server_state_reserve_usd on top");
+	tap_ok(parse_str(&allow, OR, cases[12].body, &r, &why) && r.server_state_reserve == 0,
+	       "server_state allow: nothing more without such a member");
+}
+
+static void test_bound_sent(void)
+{
+	struct meter_request r;
+	struct meter_refusal why;
+	struct meter_response *resp;
+	struct meter_charge ch;
+	const char *b = "{\"model\":\"gpt-4o\",\"messages\":[]}";
+	char *nb;
+	size_t nlen;
+	static const char ok_json[] = "{\"usage\":{\"prompt_tokens\":10,"
+		"\"completion_tokens\":8192}}";
+	static const char over_json[] = "{\"usage\":{\"prompt_tokens\":10,"
+		"\"completion_tokens\":200000}}";
+
+	tap_ok(parse_str(&cfg, OC, b, &r, &why) && !r.bound_given && r.bound == 8192 &&
+	       r.max_output == 8192, "chat without a bound reserves the default");
+	nb = meter_request_rewrite(&r, b, strlen(b), &nlen);
+	tap_is_str(nb, "{\"max_completion_tokens\":8192,\"model\":\"gpt-4o\",\"messages\":[]}",
+		   "and sends it as max_completion_tokens");
+	free(nb);
+	b = "{\"model\":\"gpt-4o\",\"prompt\":\"x\",\"n\":2}";
+	tap_ok(parse_str(&cfg, OP, b, &r, &why) && r.bound == 8192 && r.max_output == 16384,
+	       "completions: the bound per choice, reserved for every choice");
+	nb = meter_request_rewrite(&r, b, strlen(b), &nlen);
+	tap_is_str(nb, "{\"max_tokens\":8192,\"model\":\"gpt-4o\",\"prompt\":\"x\",\"n\":2}",
+		   "and sent as max_tokens");
+	free(nb);
+	b = "{\"model\":\"gpt-4o\",\"input\":\"x\"}";
+	tap_ok(parse_str(&cfg, OR, b, &r, &why), "responses without a bound");
+	nb = meter_request_rewrite(&r, b, strlen(b), &nlen);
+	tap_is_str(nb, "{\"max_output_tokens\":8192,\"model\":\"gpt-4o\",\"input\":\"x\"}",
+		   "sent as max_output_tokens");
+	free(nb);
+
+	/* the answer: within the bound, and past it */
+	b = "{\"model\":\"gpt-4o\",\"messages\":[]}";
+	ASSERT(parse_str(&cfg, OC, b, &r, &why));
+	resp = meter_response_new(&cfg, &r, 200, "application/json", 16);
+	meter_response_feed(resp, ok_json, strlen(ok_json));
+	meter_response_finish(resp, true, &ch);
+	tap_ok(ch.outcome == METER_OUTCOME_USAGE && !ch.overrun &&
+	       ch.cost == 10 * 2500 + 8192 * 10000,
+	       "an answer within the bound: charged, no overrun (cost %lld)",
+	       (long long)ch.cost);
+	meter_response_free(resp);
+	resp = meter_response_new(&cfg, &r, 200, "application/json", 16);
+	meter_response_feed(resp, over_json, strlen(over_json));
+	meter_response_finish(resp, true, &ch);
+	tap_ok(ch.outcome == METER_OUTCOME_USAGE && ch.overrun &&
+	       ch.cost == 10 * 2500 + 200000 * (int64_t)10000,
+	       "an answer past the bound sent: charged in full, an overrun");
+	meter_response_free(resp);
+}
+
+static void test_embeddings_and_pass(void)
+{
+	struct meter_request r;
+	struct meter_refusal why;
+	struct meter_response *resp;
+	struct meter_charge ch;
+	const char *b = "{\"model\":\"gpt-4o\",\"input\":\"hello\"}";
+	static const char ans[] = "{\"object\":\"list\",\"data\":[],\"usage\":"
+		"{\"prompt_tokens\":400,\"total_tokens\":400}}";
+	char *pass[] = { "/v1/messages/count_tokens", "/v1/files" };
+	static const struct {
+		const char *target;
+		bool passes;
+	} pc[] = {
+		{ "/v1/messages/count_tokens", true },
+		{ "/v1/messages/count_tokens?beta=true", true },
+		{ "https://api.anthropic.com/v1/messages/count_tokens", true },
+		{ "/v1/files/file-1/content", true },
+		{ "/v1/files", true },
+		{ "/v1/filesx", false },
+		{ "/v1/messages/count_tokens/../batches", false },
+		{ "/v1/messages/count_tokens/./x", false },
+		{ "/v1/files//x", false },
+		{ "/v1/files/%2e%2e/batches", false },
+		{ "/v1/files\\..\\batches", false },
+		{ "/v1/files;x", false },
+		{ "/v1/messages/batches", false },
+		{ "/V1/files", false },
+	};
+	size_t i;
+
+	tap_ok(parse_str(&cfg, METER_ENDPOINT_OPENAI_EMBEDDINGS, b, &r, &why) &&
+	       r.max_output == 0 && r.nedits == 0 &&
+	       r.reservation == (int64_t)strlen(b) * 3125,
+	       "embeddings reserve their input only, no bound written");
+	tap_ok(!parse_str(&cfg, METER_ENDPOINT_OPENAI_EMBEDDINGS,
+			  "{\"model\":\"gpt-4o\",\"stream\":true}", &r, &why) &&
+	       why.status == 400, "embeddings do not stream");
+	ASSERT(parse_str(&cfg, METER_ENDPOINT_OPENAI_EMBEDDINGS, b, &r, &why));
+	resp = meter_response_new(&cfg, &r, 200, "application/json", 16);
+	meter_response_feed(resp, ans, strlen(ans));
+	meter_response_finish(resp, true, &ch);
+	tap_ok(ch.outcome == METER_OUTCOME_USAGE && ch.usage.input == 400 &&
+	       ch.usage.output == 0 && ch.cost == 400 * 2500,
+	       "embeddings are charged from their usage: 400 x 2500 n$");
+	meter_response_free(resp);
+
+	for (i = 0; i < ARRAY_SIZE(pc); i++)
+		tap_ok(meter_pass_match(pass, ARRAY_SIZE(pass), pc[i].target,
+					strlen(pc[i].target)) == pc[i].passes,
+		       "spend.pass: %s %s", pc[i].target,
+		       pc[i].passes ? "passes" : "does not pass");
+}
+
 int main(void)
 {
 	setup_prices();
@@ -1170,5 +1368,8 @@ int main(void)
 	test_responses();
 	test_response_limits();
 	test_from_policy();
+	test_server_state();
+	test_bound_sent();
+	test_embeddings_and_pass();
 	return tap_done();
 }

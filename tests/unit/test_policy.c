@@ -506,6 +506,24 @@ static const struct err_case err_cases[] = {
 	  "spend.default_max_output_tokens: expected an integer from 1 to 10000000\n", NULL },
 	{ "{" V "'spend': {'default_max_output_tokens': 10000001}}",
 	  "spend.default_max_output_tokens: expected an integer from 1 to 10000000\n", NULL },
+	{ "{" V "'spend': {'pass': ['/v1/x', 'v1/y', '/v1/../z', '/', '/a%2e']}}",
+	  "spend.pass[1]: expected a path starting with \"/\"\n"
+	  "spend.pass[2]: \".\" and \"..\" segments are not allowed\n"
+	  "spend.pass[3]: \"/\" would pass every request unmetered: list the prefixes to pass (e.g. \"/v1/messages/count_tokens\")\n"
+	  "spend.pass[4]: percent-escapes are not allowed\n", NULL },
+	{ "{" V "'spend': {'pass': '/v1/x'}}", "spend.pass: expected an array\n", NULL },
+	{ "{" V "'spend': {'server_state': 'yes'}}",
+	  "spend.server_state: expected \"refuse\" or \"allow\"\n", NULL },
+	{ "{" V "'spend': {'server_state': 'allow'}}",
+	  "spend.server_state_reserve_usd: needed when spend.server_state is \"allow\": the USD reserved on top for the input the provider adds from stored state\n", NULL },
+	{ "{" V "'spend': {'server_state': 'allow', 'server_state_reserve_usd': null}}",
+	  "spend.server_state_reserve_usd: must be a number when spend.server_state is \"allow\"\n", NULL },
+	{ "{" V "'spend': {'server_state_reserve_usd': -1}}",
+	  "spend.server_state_reserve_usd: expected a number of USD from 0 to 1e9, or null\n", NULL },
+	{ "{" V "'spend': {'ledger_timeout_ms': 0}}",
+	  "spend.ledger_timeout_ms: expected an integer from 1 to 600000\n", NULL },
+	{ "{" V "'spend': {'ledger_timeout_ms': 600001}}",
+	  "spend.ledger_timeout_ms: expected an integer from 1 to 600000\n", NULL },
 	/* env: airlock's own variables, also in env.pass */
 	{ "{" V "'env': {'pass': ['PATH', 'https_proxy']}}",
 	  "env.pass[1]: \"https_proxy\" is one of airlock's own variables\n", NULL },
@@ -1094,8 +1112,10 @@ static void test_canonical(void)
 		"\"hosts\":[\"github.com\"],\"methods\":null,\"paths\":null,\"prefix\":\"airlock-ph-gh-\"}},"
 		"\"session\":{\"id\":\"s1\",\"repo\":\"github.com/acme/api\"},"
 		"\"spend\":{\"cap_usd\":null,\"default_max_output_tokens\":8192,\"ledger\":null,"
-		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,\"prices\":{},"
-		"\"providers\":[]},\"version\":1}";
+		"\"ledger_timeout_ms\":5000,"
+		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,"
+		"\"pass\":[\"/v1/messages/count_tokens\"],\"prices\":{},"
+		"\"providers\":[],\"server_state\":\"refuse\",\"server_state_reserve_usd\":null},\"version\":1}";
 
 	p = parse(BASE_DOC, NULL, &errs);
 	tap_ok(p != NULL, "base parses");
@@ -1158,8 +1178,10 @@ static void test_canonical_new(void)
 		"\"git\":{\"api_allow\":[],\"api_hosts\":[],\"credential\":null,\"github_app\":null,"
 		"\"hosts\":[],\"repos\":{},\"ssh\":false,\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]}",
 		"\"spend\":{\"cap_usd\":null,\"default_max_output_tokens\":8192,\"ledger\":null,"
-		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,\"prices\":{},"
-		"\"providers\":[]}",
+		"\"ledger_timeout_ms\":5000,"
+		"\"max_body_bytes\":33554432,\"on_exhausted\":\"block\",\"parent\":null,"
+		"\"pass\":[\"/v1/messages/count_tokens\"],\"prices\":{},"
+		"\"providers\":[],\"server_state\":\"refuse\",\"server_state_reserve_usd\":null}",
 		"\"fs\":{\"hide\":[],\"protect\":[],\"ro\":[],\"rw\":[]}",
 	};
 	struct policy_errors errs = { 0 };
