@@ -104,8 +104,11 @@ static void copy_bad(const char *p, size_t n, char *bad, size_t badlen)
 		return;
 	for (i = 0; i < n && o + 1 < badlen; i++) {
 		unsigned char c = (unsigned char)p[i];
+		char ch = p[i];
 
-		bad[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+		if (c < 0x20 || c >= 0x7f)
+			ch = '?';
+		bad[o++] = ch;
 	}
 	bad[o] = '\0';
 }

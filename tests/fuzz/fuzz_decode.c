@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct decode_codings cs = { .n = 0 };
 	struct scrub_buf out = { 0 };
 	unsigned char *coded = NULL, *plain = NULL, piece[4096];
-	size_t clen, plen = 0, pcap = 0, put_size, get_size, from = 0, i;
+	size_t clen, plen = 0, pcap = 0, put_size, get_size, from = 0;
 	bool coded_mode, raw;
 	struct decode *d;
 	struct scrub *s;
@@ -139,6 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size -= 3;
 
 	if (coded_mode) {
+		size_t i;
+
 		/* the plain body: bytes, and a value wherever a byte says */
 		for (i = 0; i < size; i++) {
 			const struct scrub_needle *nd = NULL;

@@ -106,7 +106,7 @@ static enum decode_result run(struct decode *d, const unsigned char *in, size_t 
 	out->p = util_xmalloc(outcap);
 	out->n = 0;
 	for (i = 0; i <= ncuts; i++) {
-		size_t to = i < ncuts ? cuts[i] : len;
+		size_t to = i < ncuts && cuts ? cuts[i] : len;
 		bool ended = false;
 
 		for (;;) {
@@ -403,11 +403,12 @@ static void test_corrupt(void)
 static void test_concatenated(void)
 {
 	struct bytes a = sample(30), b = sample(7), ea, eb, cat, out;
-	struct decode *d;
 	unsigned int c;
 	enum decode_coding cc[2] = { DECODE_GZIP, DECODE_ZSTD };
 
 	for (c = 0; c < 2; c++) {
+		struct decode *d;
+
 		ea = encode(cc[c], a.p, a.n, false);
 		eb = encode(cc[c], b.p, b.n, false);
 		cat.n = ea.n + eb.n;
