@@ -35,6 +35,17 @@
  * outcome when the exchange ends. A filter may pend: the connection
  * then reads nothing until proxy_resume().
  *
+ * Coded answers (decode.c): requests on an intercepted connection ask
+ * for identity; an answer with a Content-Encoding there anyway, or with
+ * a transfer coding before chunked on any connection, is decoded before
+ * the filters see it (the scrubber reads plain bytes), relayed without
+ * its coding and re-framed. Its head waits for the first decoded byte,
+ * so that a coding the proxy does not know, too many codings, or a body
+ * that does not decode are answered 502 (upstream.coding); a failure
+ * after that cuts the answer. The decoder runs only while the client
+ * takes its output, so a bomb costs a bounded buffer, then a cut at the
+ * bound on the decoded size.
+ *
  * Bodies stream both ways with bounded buffers: a side is read only while
  * the other has room (BUF_HIGH), interim 1xx answers only as fast as the
  * client takes them, and no total time limit applies while bytes move
