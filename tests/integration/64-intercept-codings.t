@@ -1,6 +1,7 @@
 #!/bin/sh
 # Coded answers through interception (docs/SECRETS.md, "Compressed
-# answers"): a hostile TLS upstream ignores Accept-Encoding: identity and
+# answers"), through the standalone proxy: a hostile TLS upstream of the
+# test's own (coded.airlock.test) ignores Accept-Encoding: identity and
 # echoes the injected value inside gzip, deflate (zlib and raw), br and
 # zstd bodies, chains of two, "Transfer-Encoding: gzip, chunked", a
 # Content-Encoding of identity then gzip in two fields, framed by length,
@@ -8,7 +9,8 @@
 # scrubbed body without Content-Encoding, never the value; a coding the
 # proxy cannot decode, too many codings, or a corrupt body are a 502 with
 # a receipt naming the coding; a body that fails once relayed (truncated,
-# a bomb over the bound) is cut, with its receipt.
+# a bomb over the bound) is cut, with its receipt. Over plain http:// a
+# transfer coding is decoded, a content coding relayed as it came.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
 
@@ -80,10 +82,13 @@ def encode(coding, data):
 def serve(addr, leaf, key, log, ready):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(leaf, key)
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((addr, 443))
-    ls.listen(64)
+    listeners = []
+    for port in (443, 80):
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((addr, port))
+        ls.listen(64)
+        listeners.append((ls, port == 443))
     lf = open(log, "a")
     lock = threading.Lock()
     with open(ready + ".tmp", "w") as f:
@@ -139,9 +144,9 @@ def serve(addr, leaf, key, log, ready):
             head.append("Connection: close")
         return ("\r\n".join(head) + "\r\n\r\n").encode() + out, close
 
-    def conn(s):
+    def conn(s, tls):
         try:
-            t = ctx.wrap_socket(s, server_side=True)
+            t = ctx.wrap_socket(s, server_side=True) if tls else s
         except (OSError, ssl.SSLError):
             s.close()
             return
@@ -176,9 +181,14 @@ def serve(addr, leaf, key, log, ready):
             except OSError:
                 pass
 
-    while True:
-        s, _ = ls.accept()
-        threading.Thread(target=conn, args=(s,), daemon=True).start()
+    def accept(ls, tls):
+        while True:
+            s, _ = ls.accept()
+            threading.Thread(target=conn, args=(s, tls), daemon=True).start()
+
+    for ls, tls in listeners[1:]:
+        threading.Thread(target=accept, args=(ls, tls), daemon=True).start()
+    accept(*listeners[0])
 
 class R:
     """Reads answers; watches every byte for the value (across reads)."""
@@ -251,6 +261,12 @@ class R:
             complete = False
         return status, h, bytes(body), complete, n_body
 
+def ce_gunzip(b):
+    try:
+        return gzip.decompress(b)
+    except (OSError, EOFError, zlib.error):
+        return None
+
 def client(proxy, ca, ph, value, out):
     host, port = proxy.rsplit(":", 1)
     ctx = ssl.create_default_context(cafile=ca)
@@ -268,15 +284,23 @@ def client(proxy, ca, ph, value, out):
     want = body(ph)
     results = {}
 
-    def one(name, query, version="1.1", t=None, keep=True):
+    def one(name, query, version="1.1", t=None, keep=True, plain=False):
         own = t is None
-        if own:
+        if own and plain:
+            s = socket.create_connection((host, int(port)), timeout=60)
+            t = s, R(s, value.encode())
+        elif own:
             t = tunnel()
         sock, r = t
         r.keep = keep
-        sock.sendall(("GET /%s?%s HTTP/%s\r\nHost: coded.airlock.test\r\nX-Api-Key: %s\r\n"
-                      "Accept-Encoding: gzip, deflate, br, zstd\r\n\r\n"
-                      % (name, query, version, ph)).encode())
+        if plain:
+            # plain http: no placeholder (it would be refused there)
+            sock.sendall(("GET http://coded.airlock.test/%s?%s HTTP/1.1\r\n"
+                          "Host: coded.airlock.test\r\n\r\n" % (name, query)).encode())
+        else:
+            sock.sendall(("GET /%s?%s HTTP/%s\r\nHost: coded.airlock.test\r\n"
+                          "X-Api-Key: %s\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n\r\n"
+                          % (name, query, version, ph)).encode())
         try:
             st, h, b, complete, n_body = r.response()
         except (EOFError, ValueError):
@@ -287,7 +311,8 @@ def client(proxy, ca, ph, value, out):
             "te": ",".join(v for k, v in h if k == "transfer-encoding"),
             "cl": ",".join(v for k, v in h if k == "content-length"),
             "rule": ",".join(v for k, v in h if k == "x-airlock-rule"),
-            "body_ok": b == want,
+            "body_ok": b == (body("none") if plain else want),
+            "gunzip_ok": ce_gunzip(b) == body("none"),
             "complete": complete,
             "body_len": n_body,
             "leak": r.leak,
@@ -325,6 +350,10 @@ def client(proxy, ca, ph, value, out):
     one("ka3", "ce=deflate&frame=chunked&c=100", t=t)
     t[0].close()
     one("http10", "ce=gzip", version="1.0")
+    # plain http://: the transfer coding is this hop's, decoded; the
+    # content coding is relayed as it is
+    one("plain-te-gzip", "te=gzip&c=9", plain=True)
+    one("plain-ce-gzip", "ce=gzip", plain=True)
     # refused before anything is relayed
     one("compress", "ce=compress")
     one("triple", "ce=gzip+gzip+gzip")
@@ -403,6 +432,11 @@ decoded ka1 "keep-alive: a decoded answer"
 decoded ka2 "keep-alive: then a plain one on the same connection"
 decoded ka3 "keep-alive: then a decoded one again"
 decoded http10 "an HTTP/1.0 request: the decoded answer delimited by close"
+
+is "$(res plain-te-gzip status) $(res plain-te-gzip body_ok) $(res plain-te-gzip te)" "200 True chunked" \
+	"plain http://: Transfer-Encoding gzip, chunked decoded (a transfer coding is this hop's)"
+is "$(res plain-ce-gzip status) $(res plain-ce-gzip ce) $(res plain-ce-gzip gunzip_ok)" "200 gzip True" \
+	"plain http://: a Content-Encoding is relayed as it came (not intercepted)"
 
 r=$(grep '"type":"http.request"' "$EV" | grep '"path":"/gzip-length"' | tail -1)
 is "$(jf "$r" subject.decoded)" gzip "http.request records the coding it decoded"
