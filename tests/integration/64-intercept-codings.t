@@ -116,6 +116,8 @@ def serve(addr, leaf, key, log, ready):
         te = q.get("te")
         if te:
             data = encode(te, data)
+        if q.get("empty"):
+            data = b""
         if q.get("cut"):
             data = data[:len(data) // 2]
         if q.get("garbage"):
@@ -354,6 +356,9 @@ def client(proxy, ca, ph, value, out):
     # content coding is relayed as it is
     one("plain-te-gzip", "te=gzip&c=9", plain=True)
     one("plain-ce-gzip", "ce=gzip", plain=True)
+    # an empty body labelled gzip, by length and chunked
+    one("empty-length", "ce=gzip&empty=1")
+    one("empty-chunked", "ce=br&empty=1&frame=chunked")
     # refused before anything is relayed
     one("compress", "ce=compress")
     one("triple", "ce=gzip+gzip+gzip")
@@ -437,6 +442,11 @@ is "$(res plain-te-gzip status) $(res plain-te-gzip body_ok) $(res plain-te-gzip
 	"plain http://: Transfer-Encoding gzip, chunked decoded (a transfer coding is this hop's)"
 is "$(res plain-ce-gzip status) $(res plain-ce-gzip ce) $(res plain-ce-gzip gunzip_ok)" "200 gzip True" \
 	"plain http://: a Content-Encoding is relayed as it came (not intercepted)"
+
+for c in length chunked; do
+	is "$(res empty-$c status) $(res empty-$c complete) $(res empty-$c body_len) $(res empty-$c ce)" \
+		"200 True 0 " "an empty body labelled with a coding ($c): an empty answer"
+done
 
 r=$(grep '"type":"http.request"' "$EV" | grep '"path":"/gzip-length"' | tail -1)
 is "$(jf "$r" subject.decoded)" gzip "http.request records the coding it decoded"
