@@ -39,7 +39,7 @@ static const struct scrub_needle needles[] = {
 	{ "Tok_9Z", 6, "ph-yyyyyyyyyy", 13 },
 };
 #define NNEEDLES (sizeof(needles) / sizeof(needles[0]))
-#define BOUND ((uint64_t)1 << 20)
+#define BOUND ((uint64_t)64 << 10)
 
 static struct scrub_set *set;
 
@@ -207,7 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				CHECK(r == DECODE_DONE || plen > BOUND);
 				if (r == DECODE_DONE) {
 					scrub_finish(s, &out);
-					scrub_oneshot(set, plain, plen, &want, NULL);
+					scrub_oneshot(set, plain ? plain : (unsigned char *)"", plen,
+						      &want, NULL);
 					CHECK(out.len == want.len &&
 					      (want.len == 0 || memcmp(out.data, want.data, want.len) == 0));
 				}
