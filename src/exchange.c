@@ -113,7 +113,8 @@ struct exchange {
 	uint64_t bytes_up, bytes_down;
 	enum filter_outcome outcome;
 	bool outcome_set;
-	/* a coded answer from an intercepted upstream, decoded here */
+	/* a coded answer (a content coding from an intercepted upstream,
+	 * a transfer coding from any), decoded here */
 	struct decode *dec;
 	struct decode_codings codings;
 	struct buf held;             /* its head, until its first decoded byte */
@@ -881,8 +882,11 @@ static int decode_feed(struct conn *c, bool eof)
 			done = r == HTTP_CHUNKED_DONE;
 		}
 		ASSERT(data.len <= avail);
-		if (data.len)
-			ASSERT(decode_put(x->dec, data.ptr, data.len) == data.len);
+		if (data.len) {
+			size_t put = decode_put(x->dec, data.ptr, data.len);
+
+			ASSERT(put == data.len);
+		}
 		buf_consume(&c->uin, used);
 	}
 	if (done) {

@@ -100,7 +100,7 @@ def serve(addr, leaf, key, log, ready):
         value = headers.get("x-api-key", "none")
         q = dict(p.split("=", 1) for p in path.partition("?")[2].split("&") if "=" in p)
         name = path.split("?")[0].strip("/")
-        plain = body(value)
+        plain = body(value) * int(q.get("big", "1"))
         ce = q.get("ce", "").split("+") if q.get("ce") else []
         data = plain
         for c in ce:
@@ -127,7 +127,8 @@ def serve(addr, leaf, key, log, ready):
             chunk = b"\0" * (1 << 20)
             data = b"".join(z.compress(chunk) for _ in range(int(q["bomb"]))) + z.flush()
         frame = q.get("frame", "length")
-        close = frame == "close" or headers.get("connection", "").lower() == "close"
+        close = (frame == "close" or q.get("uclose") == "1" or
+                 headers.get("connection", "").lower() == "close")
         if te:
             head.append("Transfer-Encoding: %s, chunked" % te)
             frame = "chunked"
@@ -286,7 +287,7 @@ def client(proxy, ca, ph, value, out):
     want = body(ph)
     results = {}
 
-    def one(name, query, version="1.1", t=None, keep=True, plain=False):
+    def one(name, query, version="1.1", t=None, keep=True, plain=False, mult=1):
         own = t is None
         if own and plain:
             s = socket.create_connection((host, int(port)), timeout=60)
@@ -313,7 +314,7 @@ def client(proxy, ca, ph, value, out):
             "te": ",".join(v for k, v in h if k == "transfer-encoding"),
             "cl": ",".join(v for k, v in h if k == "content-length"),
             "rule": ",".join(v for k, v in h if k == "x-airlock-rule"),
-            "body_ok": b == (body("none") if plain else want),
+            "body_ok": b == (body("none") if plain else want) * mult,
             "gunzip_ok": ce_gunzip(b) == body("none"),
             "complete": complete,
             "body_len": n_body,
@@ -356,6 +357,11 @@ def client(proxy, ca, ph, value, out):
     # content coding is relayed as it is
     one("plain-te-gzip", "te=gzip&c=9", plain=True)
     one("plain-ce-gzip", "ce=gzip", plain=True)
+    # 3 MB decoded from an upstream that closes at once: the rest is
+    # decoded as the client takes it
+    one("big-close", "ce=gzip&frame=close&big=60", mult=60)
+    one("big-length-close", "ce=zstd&big=60&uclose=1", mult=60)
+    one("big-chunked-close", "te=gzip&big=60&uclose=1&c=65536", mult=60)
     # an empty body labelled gzip, by length and chunked
     one("empty-length", "ce=gzip&empty=1")
     one("empty-chunked", "ce=br&empty=1&frame=chunked")
@@ -437,6 +443,9 @@ decoded ka1 "keep-alive: a decoded answer"
 decoded ka2 "keep-alive: then a plain one on the same connection"
 decoded ka3 "keep-alive: then a decoded one again"
 decoded http10 "an HTTP/1.0 request: the decoded answer delimited by close"
+decoded big-close "3 MB decoded, delimited by the upstream's close"
+decoded big-length-close "3 MB decoded, Content-Length, the upstream closes after it"
+decoded big-chunked-close "3 MB decoded, gzip, chunked, the upstream closes after it"
 
 is "$(res plain-te-gzip status) $(res plain-te-gzip body_ok) $(res plain-te-gzip te)" "200 True chunked" \
 	"plain http://: Transfer-Encoding gzip, chunked decoded (a transfer coding is this hop's)"
