@@ -781,7 +781,7 @@ static bool decode_setup(struct conn *c)
 	struct decode_codings cs = { .n = 0 };
 	enum decode_codings_result r = DECODE_CODINGS_OK;
 	char bad[64], listed[256];
-	size_t k, o = 0;
+	size_t k, o = 0, content;
 	int i;
 
 	if (x->resp_body == HTTP_BODY_NONE)
@@ -797,6 +797,7 @@ static bool decode_setup(struct conn *c)
 			o = o + (size_t)w < sizeof(listed) ? o + (size_t)w : sizeof(listed) - 1;
 		r = decode_codings_add(&cs, v, strlen(v), false, bad, sizeof(bad));
 	}
+	content = cs.n; /* content codings undone: the head changes */
 	if (r == DECODE_CODINGS_OK && x->resp_te) {
 		(void)snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", x->resp_te);
 		r = decode_codings_add(&cs, x->resp_te, strlen(x->resp_te), true, bad,
@@ -811,7 +812,7 @@ static bool decode_setup(struct conn *c)
 	}
 	if (cs.n == 0)
 		return true;
-	for (k = 0; k < ARRAY_SIZE(coded_only); k++)
+	for (k = 0; content > 0 && k < ARRAY_SIZE(coded_only); k++)
 		filter_headers_remove(&x->rs.headers, coded_only[k]);
 	x->codings = cs;
 	x->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);

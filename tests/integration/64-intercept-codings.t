@@ -357,6 +357,7 @@ def client(proxy, ca, ph, value, out):
     # content coding is relayed as it is
     one("plain-te-gzip", "te=gzip&c=9", plain=True)
     one("plain-ce-gzip", "ce=gzip", plain=True)
+    one("plain-te-ce-gzip", "ce=gzip&te=gzip&c=5", plain=True)
     # 3 MB decoded from an upstream that closes at once: the rest is
     # decoded as the client takes it
     one("big-close", "ce=gzip&frame=close&big=60", mult=60)
@@ -451,6 +452,8 @@ is "$(res plain-te-gzip status) $(res plain-te-gzip body_ok) $(res plain-te-gzip
 	"plain http://: Transfer-Encoding gzip, chunked decoded (a transfer coding is this hop's)"
 is "$(res plain-ce-gzip status) $(res plain-ce-gzip ce) $(res plain-ce-gzip gunzip_ok)" "200 gzip True" \
 	"plain http://: a Content-Encoding is relayed as it came (not intercepted)"
+is "$(res plain-te-ce-gzip status) $(res plain-te-ce-gzip ce) $(res plain-te-ce-gzip te) $(res plain-te-ce-gzip gunzip_ok)" \
+	"200 gzip chunked True" "plain http://: gzip in both: the transfer coding undone, the content coding kept with its label"
 
 for c in length chunked; do
 	is "$(res empty-$c status) $(res empty-$c complete) $(res empty-$c body_len) $(res empty-$c ce)" \
