@@ -7,7 +7,7 @@ DESTDIR ?=
 CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables
+PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables zlib libbrotlidec libzstd
 
 WERROR ?= -Werror
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -84,6 +84,11 @@ $(BIN): $(BUILD)/src/main.o $(LIB_OBJ)
 
 $(BUILD)/tests/unit/%.t: $(BUILD)/tests/unit/%.o $(LIB_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The decoder's tests make their input with the encoders (brotli's is a
+# library of its own; zlib and libzstd hold both directions).
+$(BUILD)/tests/unit/test_decode.t tests/fuzz/bin/fuzz_decode: \
+	LDLIBS += $(shell pkg-config --libs libbrotlienc 2>/dev/null)
 
 # Small programs the integration tests run inside the sandbox.
 $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps

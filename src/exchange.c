@@ -35,6 +35,17 @@
  * outcome when the exchange ends. A filter may pend: the connection
  * then reads nothing until proxy_resume().
  *
+ * Coded answers (decode.c): requests on an intercepted connection ask
+ * for identity; an answer with a Content-Encoding there anyway, or with
+ * a transfer coding before chunked on any connection, is decoded before
+ * the filters see it (the scrubber reads plain bytes), relayed without
+ * its coding and re-framed. Its head waits for the first decoded byte,
+ * so that a coding the proxy does not know, too many codings, or a body
+ * that does not decode are answered 502 (upstream.coding); a failure
+ * after that cuts the answer. The decoder runs only while the client
+ * takes its output, so a bomb costs a bounded buffer, then a cut at the
+ * bound on the decoded size.
+ *
  * Bodies stream both ways with bounded buffers: a side is read only while
  * the other has room (BUF_HIGH), interim 1xx answers only as fast as the
  * client takes them, and no total time limit applies while bytes move
@@ -52,6 +63,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "decode.h"
 #include "http.h"
 #include "util.h"
 
@@ -101,6 +113,15 @@ struct exchange {
 	uint64_t bytes_up, bytes_down;
 	enum filter_outcome outcome;
 	bool outcome_set;
+	/* a coded answer (a content coding from an intercepted upstream,
+	 * a transfer coding from any), decoded here */
+	struct decode *dec;
+	struct decode_codings codings;
+	struct buf held;             /* its head, until its first decoded byte */
+	bool filter_transform;       /* a filter writes the bytes to send */
+	bool dec_in_done;            /* the coded body's framing ended */
+	bool dec_blocked;            /* decoded bytes wait for the client */
+	bool up_eof;                 /* the upstream closed: the rest is in uin */
 };
 
 static void step_head(struct conn *c, bool upstream, uint32_t events);
@@ -140,6 +161,8 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 	filter_headers_free(&x->rq.headers);
 	filter_headers_free(&x->rs.headers);
 	buf_free(&x->whole);
+	decode_free(x->dec);
+	buf_free(&x->held);
 	{
 		uint32_t seq = x->seq;
 
@@ -359,6 +382,10 @@ static void parse_head(struct conn *c)
 	copy_request(x, &req);
 	x->rq.inner = c->inner;
 	x->rq.client_tls = !endpoint_plain(&c->client);
+	/* An intercepted answer is read (scrubbed, metered): ask for it
+	 * uncompressed. One that comes coded anyway is decoded. */
+	if (c->intercept)
+		filter_headers_set(&x->rq.headers, "Accept-Encoding", "identity");
 	x->ws = c->inner && lists_token(&req.headers, "upgrade", "websocket") &&
 		lists_token(&req.headers, "connection", "upgrade");
 	x->rq.upgrade = http_header_find(&req.headers, "upgrade", 0) >= 0;
@@ -723,6 +750,207 @@ static void write_headers(struct buf *b, const struct filter_headers *hs)
 		buf_printf(b, "%s: %s\r\n", hs->h[i].name, hs->h[i].value);
 }
 
+/* --- coded answers --------------------------------------------------------- */
+
+/* Header fields that describe the coded bytes, wrong once decoded. */
+static const char *const coded_only[] = {
+	"content-encoding", "content-md5", "content-digest", "repr-digest", "digest",
+};
+
+/* A refused or failed coding: 502 while the head is held, else the
+ * answer is cut; either way a receipt names the coding. */
+static void coding_fail(struct conn *c, const char *coding, const char *codings,
+			const char *why)
+{
+	struct exchange *x = c->x;
+	struct verdict v;
+
+	verdict_setf(&v, VERDICT_FAIL, x->resp_open ? 0 : 502, "upstream.coding",
+		     "the answer's %s coding: %s", coding, why);
+	v.extra = json_pack("{s:s, s:s, s:s, s:s}", "request_method", x->method,
+			    "request_path", x->path, "coding", coding, "codings", codings);
+	set_outcome(x, x->resp_open ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
+	(void)verdict_apply(c, &v);
+}
+
+/* The codings of the final response head (every Content-Encoding field
+ * in order, on an intercepted connection; then Transfer-Encoding's
+ * before chunked, which is this hop's to undo on any connection). With
+ * one, the body is decoded before the filters see it, and the head says
+ * no coding. Returns false when the answer was refused: a coding the
+ * proxy cannot decode, or more than it undoes. */
+static bool decode_setup(struct conn *c)
+{
+	struct exchange *x = c->x;
+	struct decode_codings cs = { .n = 0 };
+	enum decode_codings_result r = DECODE_CODINGS_OK;
+	char bad[64], listed[256];
+	size_t k, o = 0, content;
+	int i;
+
+	if (x->resp_body == HTTP_BODY_NONE)
+		return true;
+	listed[0] = '\0';
+	for (i = c->intercept ? filter_headers_find(&x->rs.headers, "content-encoding", 0) : -1;
+	     i >= 0 && r == DECODE_CODINGS_OK;
+	     i = filter_headers_find(&x->rs.headers, "content-encoding", (size_t)i + 1)) {
+		const char *v = x->rs.headers.h[i].value;
+		int w = snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", v);
+
+		if (w > 0)
+			o = o + (size_t)w < sizeof(listed) ? o + (size_t)w : sizeof(listed) - 1;
+		r = decode_codings_add(&cs, v, strlen(v), false, bad, sizeof(bad));
+	}
+	content = cs.n; /* content codings undone: the head changes */
+	if (r == DECODE_CODINGS_OK && x->resp_te) {
+		(void)snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", x->resp_te);
+		r = decode_codings_add(&cs, x->resp_te, strlen(x->resp_te), true, bad,
+				       sizeof(bad));
+	}
+	if (r != DECODE_CODINGS_OK) {
+		coding_fail(c, bad, listed,
+			    r == DECODE_CODINGS_TOO_MANY
+				    ? "more codings than the proxy undoes (2): not relayed unread"
+				    : "the proxy cannot decode it: not relayed unread");
+		return false;
+	}
+	if (cs.n == 0)
+		return true;
+	for (k = 0; content > 0 && k < ARRAY_SIZE(coded_only); k++)
+		filter_headers_remove(&x->rs.headers, coded_only[k]);
+	x->codings = cs;
+	x->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);
+	return true;
+}
+
+/* The held head of a decoded answer goes out. */
+static void release_head(struct conn *c)
+{
+	struct exchange *x = c->x;
+
+	if (x->resp_open)
+		return;
+	buf_append(&c->cout, x->held.data, x->held.len);
+	buf_free(&x->held);
+	x->resp_open = true;
+}
+
+static bool response_slice(struct conn *c, const char *d, size_t n, bool last);
+
+/* Gives the decoder what it takes of the coded body in uin. Returns 1
+ * when something moved, 0 when more must be read, -1 when @c was closed
+ * or answered. */
+static int decode_feed(struct conn *c, bool eof)
+{
+	struct exchange *x = c->x;
+	struct http_slice data = { NULL, 0 };
+	size_t avail, used = 0;
+	bool done = false;
+
+	if (x->resp_body == HTTP_BODY_LENGTH && x->resp_left == 0) {
+		done = true;
+	} else if (c->uin.len == 0) {
+		if (!eof)
+			return 0;
+		if (x->resp_body != HTTP_BODY_UNTIL_CLOSE) {
+			/* truncated: the client sees a cut answer */
+			set_outcome(x, FILTER_OUTCOME_CUT);
+			conn_close(c);
+			return -1;
+		}
+		done = true;
+	} else {
+		avail = decode_room(x->dec);
+		if (avail > c->uin.len)
+			avail = c->uin.len;
+		if (x->resp_body == HTTP_BODY_UNTIL_CLOSE) {
+			used = avail;
+			data.ptr = c->uin.data;
+			data.len = used;
+		} else if (x->resp_body == HTTP_BODY_LENGTH) {
+			used = avail < x->resp_left ? avail : (size_t)x->resp_left;
+			data.ptr = c->uin.data;
+			data.len = used;
+			x->resp_left -= used;
+			done = x->resp_left == 0;
+		} else {
+			enum http_chunked_result r =
+				http_chunked_feed(&x->resp_ch, c->uin.data, avail, &used, &data);
+
+			if (r == HTTP_CHUNKED_BAD) {
+				fail(c, x->resp_open ? 0 : 502, "upstream.malformed",
+				     x->resp_ch.error,
+				     x->resp_open ? FILTER_OUTCOME_CUT
+						  : FILTER_OUTCOME_UPSTREAM_ERROR);
+				return -1;
+			}
+			done = r == HTTP_CHUNKED_DONE;
+		}
+		ASSERT(data.len <= avail);
+		if (data.len) {
+			size_t put = decode_put(x->dec, data.ptr, data.len);
+
+			ASSERT(put == data.len);
+		}
+		buf_consume(&c->uin, used);
+	}
+	if (done) {
+		x->dec_in_done = true;
+		decode_end(x->dec);
+	}
+	return used > 0 || done ? 1 : 0;
+}
+
+/* pump_response() for a decoded answer: coded bytes from uin into the
+ * decoder, decoded ones through the filters to cout, while the client
+ * takes them (the decoder holds the rest: memory stays bounded whatever
+ * the ratio). */
+static int pump_decoded(struct conn *c, bool eof)
+{
+	struct exchange *x = c->x;
+	char piece[16384];
+
+	eof = eof || x->up_eof;
+	x->dec_blocked = false;
+	for (;;) {
+		size_t got = 0;
+		enum decode_result r;
+		int f;
+
+		if (c->cout.len >= BUF_HIGH) {
+			x->dec_blocked = true;
+			return 0;
+		}
+		r = decode_get(x->dec, piece, sizeof(piece), &got);
+		switch (r) {
+		case DECODE_OUTPUT:
+			release_head(c);
+			if (!response_slice(c, piece, got, false))
+				return -1;
+			continue;
+		case DECODE_DONE:
+			release_head(c);
+			return response_slice(c, NULL, 0, true) ? 1 : -1;
+		case DECODE_ERROR: {
+			char codings[64];
+
+			decode_codings_format(&x->codings, codings, sizeof(codings));
+			coding_fail(c, decode_coding_name(decode_error_coding(x->dec)), codings,
+				    decode_error(x->dec));
+			return -1;
+		}
+		case DECODE_NEED_INPUT:
+		case DECODE_RESULT_COUNT:
+		default:
+			break;
+		}
+		ASSERT(!x->dec_in_done); /* an ended decoder needs nothing */
+		f = decode_feed(c, eof);
+		if (f <= 0)
+			return f;
+	}
+}
+
 /* Parses the response heads in uin: interim ones are relayed, a 101
  * switches an inner websocket exchange to a tunnel, the final one is
  * written with its framing and moves to RESP_BODY. Returns false when
@@ -731,6 +959,7 @@ static bool response_head(struct conn *c)
 {
 	struct exchange *x = c->x;
 	struct http_response resp;
+	struct buf *head;
 	size_t i;
 
 	for (;;) {
@@ -809,6 +1038,8 @@ static bool response_head(struct conn *c)
 	x->resp_keep_alive = x->keep_alive && c->state == CONN_RESP_HEAD &&
 			     resp.body != HTTP_BODY_UNTIL_CLOSE &&
 			     (!c->inner || x->upstream_keep_alive);
+	if (!decode_setup(c))
+		return false;
 	for (i = 0; i < x->nf; i++) {
 		struct filter_transform tf = { false, false };
 		struct verdict v;
@@ -827,25 +1058,34 @@ static bool response_head(struct conn *c)
 				x->transform_changes_length = true;
 		}
 	}
-	/* the head, from the copies */
-	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
-	write_headers(&c->cout, &x->rs.headers);
+	if (x->dec) {
+		/* the decoded bytes go out re-framed, through the filters'
+		 * transform or as they are */
+		x->filter_transform = x->transform;
+		x->transform = true;
+		x->transform_changes_length = true;
+	}
+	/* the head, from the copies (a decoded answer's waits for its
+	 * first byte: until then a failure is still a 502) */
+	head = x->dec ? &x->held : &c->cout;
+	buf_printf(head, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
+	write_headers(head, &x->rs.headers);
 	/* A transform that keeps the length keeps Content-Length too. */
 	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {
 		x->rechunk = x->version_minor >= 1;
 		if (x->rechunk)
-			buf_puts(&c->cout, "Transfer-Encoding: chunked\r\n");
+			buf_puts(head, "Transfer-Encoding: chunked\r\n");
 		else
 			x->resp_keep_alive = false; /* delimited by close */
 	} else if (resp.body == HTTP_BODY_LENGTH) {
-		buf_printf(&c->cout, "Content-Length: %llu\r\n",
+		buf_printf(head, "Content-Length: %llu\r\n",
 			   (unsigned long long)resp.content_length);
 	} else if (resp.body == HTTP_BODY_CHUNKED) {
-		buf_printf(&c->cout, "Transfer-Encoding: %s\r\n", x->resp_te);
+		buf_printf(head, "Transfer-Encoding: %s\r\n", x->resp_te);
 	}
-	buf_printf(&c->cout, "Connection: %s\r\n\r\n",
+	buf_printf(head, "Connection: %s\r\n\r\n",
 		   x->resp_keep_alive ? "keep-alive" : "close");
-	x->resp_open = true;
+	x->resp_open = !x->dec;
 	conn_enter(c, CONN_RESP_BODY);
 	return true;
 }
@@ -865,6 +1105,8 @@ static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
 					       x->transform ? &out : NULL) < 0)
 			ok = false;
 	}
+	if (ok && x->dec && !x->filter_transform && n)
+		buf_append(&out, d, n); /* decoded, relayed as it is */
 	if (ok && x->transform && out.len) {
 		if (x->rechunk)
 			buf_printf(&c->cout, "%zx\r\n", out.len);
@@ -890,6 +1132,8 @@ static int pump_response(struct conn *c, bool eof)
 {
 	struct exchange *x = c->x;
 
+	if (x->dec)
+		return pump_decoded(c, eof);
 	if (x->resp_body == HTTP_BODY_NONE)
 		return response_slice(c, NULL, 0, true) ? 1 : -1;
 	while (c->uin.len > 0) {
@@ -951,6 +1195,12 @@ static void record_request(struct conn *c)
 	json_object_set_new(s, "status", json_integer(x->rs.status));
 	json_object_set_new(s, "bytes_up", json_integer((json_int_t)x->bytes_up));
 	json_object_set_new(s, "bytes_down", json_integer((json_int_t)x->bytes_down));
+	if (x->dec) {
+		char codings[64];
+
+		decode_codings_format(&x->codings, codings, sizeof(codings));
+		json_object_set_new(s, "decoded", json_string(codings));
+	}
 	conn_record(c, "http.request", RECEIPT_ALLOW, c->rule_id, s, "relayed");
 }
 
@@ -1060,19 +1310,30 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 			r = pump_response(c, true);
 			if (r < 0)
 				return;
-			if (r == 0) {
+			if (r == 0 && x->dec && x->dec_blocked) {
+				/* A decoded answer waits for the client: the
+				 * rest of the upstream's bytes are in uin,
+				 * pumped as the client takes them. */
+				x->up_eof = true;
+				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+					x->resp_keep_alive = false;
+				endpoint_close(&c->upstream);
+				buf_free(&c->uout);
+			} else if (r == 0) {
 				/* truncated: the client sees it */
 				set_outcome(x, FILTER_OUTCOME_CUT);
 				conn_close(c);
 				return;
+			} else {
+				/* a response delimited by the close ends the
+				 * connection; after a complete one it is just
+				 * gone */
+				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+					x->resp_keep_alive = false;
+				conn_drop_upstream(c);
+				response_done(c);
+				return;
 			}
-			/* a response delimited by the close ends the
-			 * connection; after a complete one it is just gone */
-			if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
-				x->resp_keep_alive = false;
-			conn_drop_upstream(c);
-			response_done(c);
-			return;
 		}
 	}
 	if (c->uin.len > 0 && (c->state == CONN_RESP_HEAD || c->state == CONN_REQ_BODY) &&
@@ -1109,7 +1370,7 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 	conn_watch(c, false,
 		   endpoint_events(&c->client,
 				   c->state == CONN_REQ_BODY && c->uout.len < BUF_HIGH,
-				   c->cout.len > 0) |
+				   c->cout.len > 0 || x->dec_blocked) |
 			   (c->state == CONN_REQ_BODY ? EPOLLRDHUP : 0));
 	if (x->head_sent)
 		conn_watch(c, true, endpoint_events(&c->upstream, c->cout.len < BUF_HIGH,

@@ -37,9 +37,11 @@
  * less one byte (scrub.c), have each real value replaced by its
  * placeholder, whatever the split into reads and chunks. When every
  * placeholder is as long as its value the body keeps its Content-Length;
- * otherwise the exchange re-frames it. A compressed answer (a
- * Content-Encoding other than identity) cannot be read: it is relayed as
- * it is and recorded (secret.scrub, decision info, "not scrubbed").
+ * otherwise the exchange re-frames it. On an intercepted connection a
+ * coded answer reaches this filter decoded (decode.c, in the exchange);
+ * elsewhere one with a Content-Encoding other than identity (in any of
+ * its fields) cannot be read: it is relayed as it is and recorded
+ * (secret.scrub, decision info, "not scrubbed").
  * Replacements are recorded per secret once the response ends.
  *
  * Git hosts: the token git injects is git's to bind to a repository (its
@@ -349,13 +351,19 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 					   struct filter_transform *tf, struct verdict *v)
 {
 	struct sf_state *st = vst;
-	const char *ce = filter_headers_get(&rs->headers, "content-encoding");
+	const char *ce = NULL;
+	int i;
 
 	(void)v;
+	/* every field counts: "identity" then "gzip" is compressed */
+	for (i = filter_headers_find(&rs->headers, "content-encoding", 0); i >= 0 && !ce;
+	     i = filter_headers_find(&rs->headers, "content-encoding", (size_t)i + 1))
+		if (strcasecmp(rs->headers.h[i].value, "identity") != 0)
+			ce = rs->headers.h[i].value;
 	scrub_headers(st, rs);
 	if (rs->body == HTTP_BODY_NONE)
 		return FILTER_CONTINUE;
-	if (ce && strcasecmp(ce, "identity") != 0) {
+	if (ce) {
 		if (st->bound) {
 			json_t *sj = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b}", "host", st->host,
 					       "port", st->port, "method", st->method, "path",
