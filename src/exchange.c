@@ -71,6 +71,7 @@ struct exchange {
 	struct filter_request rq;
 	char *method, *path, *query;
 	struct host_target host;     /* as the request named it */
+	struct host_target conn_host; /* where the connection goes */
 	bool port_explicit;
 	int version_minor;
 	bool keep_alive, head_only, ws, expect_continue;
@@ -230,8 +231,11 @@ static bool lists_token(const struct http_headers *hs, const char *name,
 	return false;
 }
 
-/* Copies what later steps decide on out of the parsed head. */
-static void copy_request(struct exchange *x, const struct http_request *req)
+/* Copies what later steps decide on out of the parsed head. Inside a
+ * tunnel the request goes where the connection goes (@c's target and
+ * port): every filter decides on that, never on the Host header. */
+static void copy_request(struct exchange *x, const struct conn *c,
+			 const struct http_request *req)
 {
 	size_t i;
 
@@ -271,8 +275,17 @@ static void copy_request(struct exchange *x, const struct http_request *req)
 		free(value);
 	}
 	x->rq.method = x->method;
-	x->rq.host = &x->host;
-	x->rq.port = req->port;
+	x->rq.named_host = &x->host;
+	if (c->inner) {
+		x->conn_host = c->target;
+		x->rq.host = &x->conn_host;
+		x->rq.port = c->port;
+		x->rq.named_port = req->port_explicit ? req->port : c->port;
+	} else {
+		x->rq.host = &x->host;
+		x->rq.port = req->port;
+		x->rq.named_port = req->port;
+	}
 	x->rq.path = x->path;
 	x->rq.query = x->query;
 	x->rq.body = req->body;
@@ -356,7 +369,7 @@ static void parse_head(struct conn *c)
 	if (!c->x)
 		c->x = util_xcalloc(1, sizeof(*c->x));
 	x = c->x;
-	copy_request(x, &req);
+	copy_request(x, c, &req);
 	x->rq.inner = c->inner;
 	x->rq.client_tls = !endpoint_plain(&c->client);
 	x->ws = c->inner && lists_token(&req.headers, "upgrade", "websocket") &&
@@ -608,7 +621,7 @@ static void send_head(struct conn *c)
 	else
 		buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", x->method, x->path,
 			   x->query ? "?" : "", x->query ? x->query : "");
-	put_host(b, &x->host, x->port_explicit, x->rq.port);
+	put_host(b, &x->host, x->port_explicit, x->rq.named_port);
 	for (i = 0; i < x->rq.headers.count; i++)
 		buf_printf(b, "%s: %s\r\n", x->rq.headers.h[i].name,
 			   x->rq.headers.h[i].value);

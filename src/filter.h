@@ -106,8 +106,20 @@ struct filter_request {
 	const struct policy *policy;     /* the policy the request is decided
 					    under (set before attach) */
 	const char *method;              /* as sent, case preserved */
-	const struct host_target *host;  /* the target (normalised) */
-	uint16_t port;
+	const struct host_target *host;  /* the target (normalised): inside a
+					    tunnel the connection's (the
+					    CONNECT target, the transparent
+					    connection's original
+					    destination), never the Host
+					    header's */
+	uint16_t port;                   /* likewise the connection's port */
+	const struct host_target *named_host; /* what the Host header names
+					    (differs from host only when a
+					    mismatch goes on in shadow mode):
+					    it may narrow where a value goes,
+					    never widen it */
+	uint16_t named_port;             /* the Host header's port, or port
+					    when it names none */
 	const char *path;                /* "/" at least */
 	const char *query;               /* after '?', or NULL: none */
 	struct filter_headers headers;   /* editable */

@@ -1,0 +1,89 @@
+#!/bin/sh
+# The broker holds at every byte (docs/SECRETS.md, SPEC §3.4): a value is
+# injected only where the connection goes (the CONNECT target's host and
+# port, never the Host header's), and a scripted hostile upstream
+# (tests/helpers/hostile.py) that echoes the value in every place of an
+# answer -- the reason phrase, a 103 Early Hints Link, a 102 reason, a
+# header and a Location, a Content-Length, chunked or close-delimited body,
+# a chunk extension, a trailer, the 101 head and WebSocket frames after it
+# (split across records, across the frames of a message, masked, in a
+# ping) -- at every split offset of the value never gets it to the agent,
+# on a bound host and on an intercepted host that is not bound alike.
+#
+# Addresses (on lo, in this test's own network namespace):
+#   198.18.0.15:443, :8443   hostile.py   api.bound.test, echo.bound.test
+#   (and proxylib.sh's testnet.py: DNS on 127.0.0.1:5353)
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/proxylib.sh"
+
+HOSTILE="$AIRLOCK_SRC/tests/helpers/hostile.py"
+ip addr add 198.18.0.15/32 dev lo || { echo "Bail out! ip addr add"; exit 1; }
+PL_TLS_NAMES="$PL_TLS_NAMES api.bound.test echo.bound.test"
+PL_ZONE=$(printf '%s' "$PL_ZONE" | python3 -c '
+import json, sys
+z = json.load(sys.stdin)
+z["api.bound.test"] = ["198.18.0.15"]
+z["echo.bound.test"] = ["198.18.0.15"]
+print(json.dumps(z))')
+pl_start_net
+
+VALUE="sk-live-0123456789abcdefghijklmnopqrstuvwxyzABCD"
+# a value an unbound host learnt elsewhere (the bound host leaked it)
+"python3" "$HOSTILE" serve --listen 198.18.0.15:443 --listen 198.18.0.15:8443 \
+	--cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" --ready "$T/hostile.ready" \
+	--log "$T/hostile.log" --fixed "$VALUE" > "$T/hostile.out" 2>&1 &
+PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
+i=0
+while [ ! -f "$T/hostile.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -f "$T/hostile.ready" ] || { echo "Bail out! hostile.py: $(cat "$T/hostile.out")"; exit 1; }
+
+cat > "$POLICY" <<EOF
+{
+  "version": 1,
+  "mode": "enforce",
+  "egress": {
+    "allow": ["api.bound.test", "api.bound.test:8443", "echo.bound.test"],
+    "allow_ranges": ["198.18.0.0/15"],
+    "resolver": ["$PL_RESOLVER"],
+    "upstream_ca": "$CA",
+    "intercept": ["api.bound.test:8443", "echo.bound.test"]
+  },
+  "secrets": {
+    "api": { "from_env": "API_KEY", "hosts": ["api.bound.test"],
+             "headers": ["authorization", "x-api-key"], "prefix": "sk-live-" }
+  }
+}
+EOF
+API_KEY=$VALUE pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.env" --workers 1
+PH=$(sed -n 's/^API_KEY=//p' "$T/ph.env")
+like "$PH" '^sk-live-' "the placeholder"
+
+# --- binding by the connection ---------------------------------------------------
+
+seen_value() { grep -c "$VALUE" "$T/hostile.log" 2>/dev/null || echo 0; }
+
+# a Host without a port, on a tunnel to 8443: the tunnel's port decides
+req https://api.bound.test:8443/v1/port --cacert "$T/session-ca.pem" \
+	-H "Host: api.bound.test" -H "Authorization: Bearer $PH"
+is "$CODE" 403 "a tunnel to api.bound.test:8443, Host without a port: the placeholder is refused"
+r=$(last_receipt secret.block)
+is "$(jf "$r" subject.why) $(jf "$r" rule) $(jf "$r" subject.port)" "host secrets.api.hosts 8443" \
+	"... secret.block: not bound there, on port 8443"
+is "$(seen_value)" 0 "... the upstream on 8443 never saw the value"
+is "$(count_receipts secret.inject)" 0 "... and no secret.inject was written"
+req https://api.bound.test:8443/v1/port2 --cacert "$T/session-ca.pem" \
+	-H "Host: api.bound.test:443" -H "Authorization: Bearer $PH"
+is "$CODE $(hdr X-Airlock-Rule)" "403 egress.host_mismatch" \
+	"a Host naming port 443 on a tunnel to 8443: refused (the Host cannot widen)"
+is "$(seen_value)" 0 "... the upstream on 8443 never saw the value"
+req https://api.bound.test/v1/ok --cacert "$T/session-ca.pem" -H "Authorization: Bearer $PH"
+is "$CODE" 200 "on the bound port (443) the request goes through"
+r=$(last_receipt secret.inject)
+is "$(jf "$r" subject.host):$(jf "$r" subject.port)" "api.bound.test:443" \
+	"... secret.inject names the real host and port"
+r=$(grep '"type":"http.request"' "$EV" | grep '/v1/ok' | tail -n 1)
+is "$(jf "$r" subject.port)" 443 "... and so does http.request"
+
+pl_stop_proxy
+is $? 0 "the proxy stops cleanly"
+done_testing
