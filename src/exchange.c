@@ -88,7 +88,6 @@ struct exchange {
 	size_t nf, next;
 	/* the response */
 	struct filter_response rs;
-	char *reason;                /* the final response's reason phrase */
 	char *resp_te;               /* Transfer-Encoding as validated */
 	enum http_body resp_body;
 	uint64_t resp_left;
@@ -136,7 +135,7 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 	free(x->path);
 	free(x->query);
 	free(x->resp_te);
-	free(x->reason);
+	free(x->rs.reason);
 	free(x->rq.target);
 	filter_headers_free(&x->rq.headers);
 	filter_headers_free(&x->rs.headers);
@@ -732,6 +731,69 @@ static void write_headers(struct buf *b, const struct filter_headers *hs)
 		buf_printf(b, "%s: %s\r\n", hs->h[i].name, hs->h[i].value);
 }
 
+/* An interim head (1xx) or the 101 of an upgrade: copied, shown to the
+ * filters (which may scrub its reason phrase and fields), written to the
+ * client from the copies. The hop-by-hop fields stay in a 101 (Upgrade,
+ * Connection), the framing ones go. */
+static void relay_interim(struct conn *c, const struct http_response *resp)
+{
+	struct exchange *x = c->x;
+	struct filter_response rs;
+	size_t i;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.status = resp->status;
+	rs.reason = slice_dup(resp->reason_phrase);
+	rs.body = HTTP_BODY_NONE;
+	for (i = 0; i < resp->headers.count; i++) {
+		const struct http_header *h = &resp->headers.h[i];
+		char *name, *value;
+
+		if (is_framing(h->name) ||
+		    (resp->status != 101 && http_is_hop_by_hop(&resp->headers, h->name)))
+			continue;
+		name = slice_dup(h->name);
+		value = slice_dup(h->value);
+		filter_headers_add(&rs.headers, name, value);
+		free(name);
+		free(value);
+	}
+	for (i = 0; i < x->nf; i++)
+		if (x->f[i].ops->response_interim)
+			x->f[i].ops->response_interim(x->f[i].st, &rs);
+	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", rs.status, rs.reason);
+	write_headers(&c->cout, &rs.headers);
+	buf_puts(&c->cout, "\r\n");
+	free(rs.reason);
+	filter_headers_free(&rs.headers);
+}
+
+/* After a 101: the transform a filter installs for what the upstream
+ * sends from now on. Returns false when two filters want one (closed). */
+static bool take_upgraded(struct conn *c)
+{
+	struct exchange *x = c->x;
+	size_t i;
+
+	for (i = 0; i < x->nf; i++) {
+		struct filter_stream *fs;
+
+		if (!x->f[i].ops->upgraded)
+			continue;
+		fs = x->f[i].ops->upgraded(x->f[i].st);
+		if (!fs)
+			continue;
+		if (c->upgraded) {
+			fs->free(fs);
+			fail(c, 0, "proxy.filter", "two filters transform one upgraded connection",
+			     FILTER_OUTCOME_CUT);
+			return false;
+		}
+		c->upgraded = fs;
+	}
+	return true;
+}
+
 /* Parses the response heads in uin: interim ones are relayed, a 101
  * switches an inner websocket exchange to a tunnel, the final one is
  * written with its framing and moves to RESP_BODY. Returns false when
@@ -761,41 +823,31 @@ static bool response_head(struct conn *c)
 				     FILTER_OUTCOME_UPSTREAM_ERROR);
 				return false;
 			}
-			/* The upstream agreed: its head as it is, then
-			 * whatever each side sends, untouched. */
+			/* The upstream agreed: its head through the
+			 * filters, then whatever each side sends (what the
+			 * upstream sends through a filter's transform, when
+			 * one is installed). */
 			x->rs.status = 101;
-			buf_append(&c->cout, c->uin.data, c->uin.len);
-			buf_free(&c->uin);
+			relay_interim(c, &resp);
+			buf_consume(&c->uin, resp.head_len);
+			if (!take_upgraded(c))
+				return false;
 			set_outcome(x, FILTER_OUTCOME_COMPLETE);
 			exchange_free(c, FILTER_OUTCOME_COMPLETE);
 			tunnel_from_exchange(c);
 			return false;
 		}
 		if (resp.status < 200) {
-			char *reason = slice_dup(resp.reason_phrase);
-
-			buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", resp.status, reason);
-			free(reason);
 			/* interim: the final head follows */
-			for (i = 0; i < resp.headers.count; i++) {
-				const struct http_header *h = &resp.headers.h[i];
-
-				if (is_framing(h->name) ||
-				    http_is_hop_by_hop(&resp.headers, h->name))
-					continue;
-				buf_append(&c->cout, h->name.ptr, h->name.len);
-				buf_puts(&c->cout, ": ");
-				buf_append(&c->cout, h->value.ptr, h->value.len);
-				buf_puts(&c->cout, "\r\n");
-			}
-			buf_puts(&c->cout, "\r\n");
+			relay_interim(c, &resp);
 			buf_consume(&c->uin, resp.head_len);
 			continue;
 		}
 		break;
 	}
 	x->rs.status = resp.status;
-	x->reason = slice_dup(resp.reason_phrase);
+	free(x->rs.reason);
+	x->rs.reason = slice_dup(resp.reason_phrase);
 	x->rs.body = resp.body;
 	x->rs.content_length = resp.content_length;
 	x->resp_body = resp.body;
@@ -837,7 +889,8 @@ static bool response_head(struct conn *c)
 		}
 	}
 	/* the head, from the copies */
-	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
+	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", x->rs.status,
+		   x->rs.reason ? x->rs.reason : "");
 	write_headers(&c->cout, &x->rs.headers);
 	/* A transform that keeps the length keeps Content-Length too. */
 	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {

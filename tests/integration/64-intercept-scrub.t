@@ -84,6 +84,31 @@ is "$(jf "$r" subject.host):$(jf "$r" subject.port)" "api.bound.test:443" \
 r=$(grep '"type":"http.request"' "$EV" | grep '/v1/ok' | tail -n 1)
 is "$(jf "$r" subject.port)" 443 "... and so does http.request"
 
+# --- the hostile upstream: every place, every split offset --------------------------
+
+check_cases() { # DESC CLIENT-ARGS...
+	_d=$1
+	shift
+	python3 "$HOSTILE" client --proxy "$PROXY" --ca "$T/session-ca.pem" --value "$VALUE" \
+		--placeholder "$PH" --every "$@" > "$T/client.out" 2>&1
+	for c in reason early processing header length chunked ext trailer close ws; do
+		like "$(grep "^$c " "$T/client.out")" "^$c ok [0-9]+\$" "$_d: $c"
+	done
+}
+check_cases "bound host, every split offset" --host api.bound.test --port 443 --path /v1
+r=$(last_receipt secret.scrub)
+is "$(jf "$r" subject.secret) $(jf "$r" subject.host) $(jf "$r" subject.port)" \
+	"api api.bound.test 443" "secret.scrub names the secret, the host and the port"
+like "$(grep '"event": "ws"' "$T/hostile.log" | tail -n 1)" '"extensions": ""' \
+	"permessage-deflate is not offered upstream where a value is bound"
+check_cases "intercepted host that is not bound" --host echo.bound.test --port 443 \
+	--path /v1 --no-credential
+r=$(grep '"type":"secret.scrub"' "$EV" | grep echo.bound.test | tail -n 1)
+is "$(jf "$r" subject.secret) $(jf "$r" subject.host)" "api echo.bound.test" \
+	"... secret.scrub names the unbound host too"
+! grep -q "$VALUE" "$EV"
+ok $? "no receipt holds the value"
+
 pl_stop_proxy
 is $? 0 "the proxy stops cleanly"
 done_testing
