@@ -16,7 +16,7 @@ standard library only.
       with a short pause between them so that the proxy reads them apart.
       Every answer ends with Connection: close. A request without a
       credential gets the --fixed value as V (a value an unbound host
-      learnt elsewhere).
+      learnt elsewhere), or the content of --fixed-file when it exists.
 
         reason     the final status line's reason phrase
         early      a 103 Early Hints with a Link header, then 200
@@ -62,6 +62,7 @@ CASES = ["reason", "early", "processing", "header", "length", "chunked", "ext",
          "trailer", "close", "ws"]
 
 FIXED = b""
+FIXED_FILE = None
 _log_lock = threading.Lock()
 _log_path = None
 
@@ -121,6 +122,13 @@ def send_parts(s, parts):
             time.sleep(GAP)
         s.sendall(p)
         first = False
+
+
+def fixed():
+    if FIXED_FILE and os.path.exists(FIXED_FILE):
+        with open(FIXED_FILE, "rb") as f:
+            return f.read().strip()
+    return FIXED
 
 
 def split(v, k):
@@ -213,7 +221,7 @@ def serve_conn(conn, ctx):
         for kv in query.split("&"):
             if kv.startswith("k="):
                 k = int(kv[2:])
-        v = credential(headers) or FIXED
+        v = credential(headers) or fixed()
         log(event="request", method=method, path=path, k=k, case=case, headers=headers)
         answer(s, case, v, min(k, len(v)), headers)
         try:
@@ -227,9 +235,10 @@ def serve_conn(conn, ctx):
 
 
 def serve(args):
-    global _log_path, FIXED
+    global _log_path, FIXED, FIXED_FILE
     _log_path = args.log
     FIXED = (args.fixed or "").encode()
+    FIXED_FILE = args.fixed_file
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(args.cert, args.key)
     ctx.set_alpn_protocols(["http/1.1"])
@@ -439,6 +448,7 @@ def main():
     sv.add_argument("--log")
     sv.add_argument("--lifetime", type=float, default=600)
     sv.add_argument("--fixed", help="V for a request that carries no credential")
+    sv.add_argument("--fixed-file", help="a file whose content, when it exists, is --fixed")
     cl = sub.add_parser("client")
     cl.add_argument("--proxy", required=True)
     cl.add_argument("--ca", required=True)

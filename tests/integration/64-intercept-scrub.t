@@ -12,18 +12,22 @@
 #
 # Addresses (on lo, in this test's own network namespace):
 #   198.18.0.15:443, :8443   hostile.py   api.bound.test, echo.bound.test
+#   198.18.0.16:443          github_api.py  mint.git.test (GitHub App mints)
 #   (and proxylib.sh's testnet.py: DNS on 127.0.0.1:5353)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
 
 HOSTILE="$AIRLOCK_SRC/tests/helpers/hostile.py"
-ip addr add 198.18.0.15/32 dev lo || { echo "Bail out! ip addr add"; exit 1; }
+for a in 198.18.0.15 198.18.0.16; do
+	ip addr add "$a/32" dev lo || { echo "Bail out! ip addr add $a"; exit 1; }
+done
 PL_TLS_NAMES="$PL_TLS_NAMES api.bound.test echo.bound.test"
 PL_ZONE=$(printf '%s' "$PL_ZONE" | python3 -c '
 import json, sys
 z = json.load(sys.stdin)
 z["api.bound.test"] = ["198.18.0.15"]
 z["echo.bound.test"] = ["198.18.0.15"]
+z["mint.git.test"] = ["198.18.0.16"]
 print(json.dumps(z))')
 pl_start_net
 
@@ -31,7 +35,7 @@ VALUE="sk-live-0123456789abcdefghijklmnopqrstuvwxyzABCD"
 # a value an unbound host learnt elsewhere (the bound host leaked it)
 "python3" "$HOSTILE" serve --listen 198.18.0.15:443 --listen 198.18.0.15:8443 \
 	--cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" --ready "$T/hostile.ready" \
-	--log "$T/hostile.log" --fixed "$VALUE" > "$T/hostile.out" 2>&1 &
+	--log "$T/hostile.log" --fixed "$VALUE" --fixed-file "$T/fixed" > "$T/hostile.out" 2>&1 &
 PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
 i=0
 while [ ! -f "$T/hostile.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -109,6 +113,69 @@ is "$(jf "$r" subject.secret) $(jf "$r" subject.host)" "api echo.bound.test" \
 ! grep -q "$VALUE" "$EV"
 ok $? "no receipt holds the value"
 
+pl_stop_proxy
+is $? 0 "the proxy stops cleanly"
+
+# --- a minted GitHub App token, echoed by the API host -------------------------------
+# No brokered secret at all: the token the supervisor mints is in the one
+# registry of injected values, and scrubbed like any other.
+mkdir -p "$T/keys"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T/keys/app.pem" 2>/dev/null
+chmod 600 "$T/keys/app.pem"
+openssl pkey -in "$T/keys/app.pem" -pubout -out "$T/keys/app.pub.pem"
+TOKEN="ghs_$(head -c 300 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 36)"
+cat > "$T/mint.json" <<EOF
+{"log": "$T/mint.log", "ready": "$T/mint.ready", "lifetime": 600,
+ "listen": ["198.18.0.16:443"], "tls": {"dir": "$T/mint-tls", "names": ["mint.git.test"]},
+ "apps": {"12345": {"public_key": "$T/keys/app.pub.pem", "installation_id": 4242}},
+ "mode": "exact", "token": "$TOKEN"}
+EOF
+python3 "$AIRLOCK_SRC/tests/helpers/github_api.py" --config "$T/mint.json" > "$T/mint.out" 2>&1 &
+PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
+i=0
+while [ ! -f "$T/mint.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -f "$T/mint.ready" ] || { echo "Bail out! github_api.py: $(cat "$T/mint.out")"; exit 1; }
+cat > "$POLICY" <<EOF
+{
+  "version": 1,
+  "mode": "enforce",
+  "session": {"id": "sess-scrub", "repo": "git.bound.test/acme/api"},
+  "egress": {
+    "allow": ["echo.bound.test"],
+    "allow_ranges": ["198.18.0.0/15"],
+    "resolver": ["$PL_RESOLVER"],
+    "upstream_ca": "$CA",
+    "intercept": ["echo.bound.test"]
+  },
+  "git": {"hosts": ["git.bound.test"], "api_hosts": ["api.bound.test"],
+          "github_app": {"app_id": 12345, "installation_id": 4242,
+                         "private_key_file": "$T/keys/app.pem",
+                         "api": "https://mint.git.test", "ca": "$T/mint-tls/ca.pem"}}
+}
+EOF
+: > "$EV"
+pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.env" --workers 1
+GPH=$(sed -n 's/^GITHUB_TOKEN=//p' "$T/ph.env")
+like "$GPH" '.' "the agent holds a placeholder for the minted token"
+is "$(grep -c '"event": "mint"' "$T/mint.log")" 1 "the supervisor minted a token"
+python3 "$HOSTILE" client --proxy "$PROXY" --ca "$T/session-ca.pem" --value "$TOKEN" \
+	--placeholder "$GPH" --host api.bound.test --port 443 --path /repos/acme/api \
+	--cases reason,early,header,length,chunked,close,ws > "$T/client.out" 2>&1
+for c in reason early header length chunked close ws; do
+	like "$(grep "^$c " "$T/client.out")" "^$c ok [0-9]+\$" "the minted token echoed by the API host: $c"
+done
+is "$(grep -c "Bearer $TOKEN" "$T/hostile.log")" "$(grep -c '"/repos/acme/api/' "$T/hostile.log")" \
+	"... every request reached the API host with the token (the echo was real)"
+r=$(grep '"type":"secret.scrub"' "$EV" | grep api.bound.test | tail -n 1)
+is "$(jf "$r" subject.secret) $(jf "$r" subject.port)" "git.token 443" \
+	"secret.scrub names the git token and the real port"
+printf '%s\n' "$TOKEN" > "$T/fixed"
+python3 "$HOSTILE" client --proxy "$PROXY" --ca "$T/session-ca.pem" --value "$TOKEN" \
+	--placeholder "$GPH" --host echo.bound.test --port 443 --path /v1 --no-credential \
+	--cases header,length > "$T/client.out" 2>&1
+is "$(grep -c ' ok ' "$T/client.out")" 2 "the token, echoed by another intercepted host: scrubbed too"
+! grep -q "$TOKEN" "$EV"
+ok $? "no receipt holds the token"
 pl_stop_proxy
 is $? 0 "the proxy stops cleanly"
 done_testing
