@@ -80,6 +80,8 @@ struct sf_state {
 	bool bound;                  /* a secret's host */
 	struct registry_set *set;    /* the values to scrub (a reference) */
 	struct scrub *body;          /* the response body's stream, or NULL */
+	bool passthrough;            /* a compressed body: relayed re-framed,
+					not scrubbed */
 	uint64_t *head_counts;       /* replacements in the response heads */
 };
 
@@ -463,6 +465,11 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 			       "a compressed answer from a bound host was relayed as it is, "
 			       "not scrubbed");
 		}
+		/* its bytes as they are, but re-framed all the same: chunk
+		 * extensions and trailers are never relayed */
+		st->passthrough = true;
+		tf->enabled = true;
+		tf->keeps_length = true;
 		return FILTER_CONTINUE;
 	}
 	st->body = scrub_new(values(st));
@@ -477,6 +484,10 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	struct sf_state *st = vst;
 	struct scrub_buf sb = { 0 };
 
+	if (st->passthrough && out) {
+		buf_append(out, data, len);
+		return 0;
+	}
 	if (!st->body || !out)
 		return 0;
 	if (len)

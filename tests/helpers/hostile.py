@@ -26,6 +26,8 @@ standard library only.
         chunked    a chunked body, V split across two chunks at K
         ext        a chunk extension holding V
         trailer    a trailer field holding V
+        ztrailer   a gzip'd chunked body with a chunk extension and a trailer
+                   field holding V
         close      a body delimited by the close
         ws         a 101 (reason and a header hold V), then frames: V in
                    one text frame split across records at K; V split
@@ -46,6 +48,7 @@ standard library only.
 """
 import argparse
 import base64
+import gzip
 import hashlib
 import json
 import os
@@ -59,7 +62,7 @@ import time
 GAP = 0.03
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 CASES = ["reason", "early", "processing", "header", "length", "chunked", "ext",
-         "trailer", "close", "ws"]
+         "trailer", "ztrailer", "close", "ws"]
 
 FIXED = b""
 FIXED_FILE = None
@@ -178,6 +181,11 @@ def answer(s, case, v, k, headers):
     elif case == "trailer":
         send_parts(s, [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n"
                        b"Connection: close\r\n\r\n5\r\nhello\r\n0\r\nX-T: " + a, b + b"\r\n\r\n"])
+    elif case == "ztrailer":
+        z = gzip.compress(b"hello")
+        send_parts(s, [b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+                       b"Connection: close\r\n\r\n%x;x=" % len(z) + v + b"\r\n" + z +
+                       b"\r\n0\r\nX-T: " + a, b + b"\r\n\r\n"])
     elif case == "close":
         send_parts(s, [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody " + a, b + b" end"])
     elif case == "ws":
@@ -412,7 +420,7 @@ def one(args, case, k):
     if case == "ws" and v in b"".join(decoded[2:]):
         return "LEAK %d frames" % k
     everything = r.raw + b"".join(decoded)
-    if case not in ("ext", "trailer") and ph not in everything:
+    if case not in ("ext", "trailer", "ztrailer") and ph not in everything:
         return "ERROR %d the placeholder is not in the answer (%s)" % (
             k, heads[0].split(b"\r\n")[0].decode("latin-1"))
     if case == "ws" and b"two " + ph + b" end" not in b"".join(decoded[2:]):

@@ -95,7 +95,7 @@ check_cases() { # DESC CLIENT-ARGS...
 	shift
 	python3 "$HOSTILE" client --proxy "$PROXY" --ca "$T/session-ca.pem" --value "$VALUE" \
 		--placeholder "$PH" --every "$@" > "$T/client.out" 2>&1
-	for c in reason early processing header length chunked ext trailer close ws; do
+	for c in reason early processing header length chunked ext trailer ztrailer close ws; do
 		like "$(grep "^$c " "$T/client.out")" "^$c ok [0-9]+\$" "$_d: $c"
 	done
 }
