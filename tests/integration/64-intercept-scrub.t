@@ -116,6 +116,32 @@ ok $? "no receipt holds the value"
 pl_stop_proxy
 is $? 0 "the proxy stops cleanly"
 
+# --- shadow mode: a Host that names another host narrows, never widens -------------
+# A request that goes on after a Host mismatch (would_block) is decided on
+# the connection's host: a tunnel to echo.bound.test (not bound) with
+# "Host: api.bound.test" (bound) gets no value, and a tunnel to the bound
+# host with another Host gets none either.
+sed 's/"mode": "enforce"/"mode": "shadow"/' "$POLICY" > "$T/shadow.json"
+mv "$T/shadow.json" "$POLICY"
+API_KEY=$VALUE pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.env" --workers 1
+PH=$(sed -n 's/^API_KEY=//p' "$T/ph.env")
+n0=$(seen_value)
+req https://echo.bound.test/v1/widen --cacert "$T/session-ca.pem" \
+	-H "Host: api.bound.test" -H "Authorization: Bearer $PH"
+is "$(seen_value)" "$n0" "shadow: a tunnel to an unbound host with the bound host's Host: the value is not sent"
+r=$(grep '"type":"secret.block"' "$EV" | grep '/v1/widen' | tail -n 1)
+is "$(jf "$r" decision) $(jf "$r" subject.why)" "would_block host" \
+	"... secret.block would_block: not bound to the connection's host"
+n0=$(seen_value)
+req https://api.bound.test/v1/narrow --cacert "$T/session-ca.pem" \
+	-H "Host: echo.bound.test" -H "Authorization: Bearer $PH"
+is "$(seen_value)" "$n0" "shadow: a tunnel to the bound host with another Host: the value is not sent"
+r=$(grep '"type":"secret.block"' "$EV" | grep '/v1/narrow' | tail -n 1)
+is "$(jf "$r" decision) $(jf "$r" subject.why)" "would_block host" \
+	"... secret.block would_block: the Host narrows"
+pl_stop_proxy
+is $? 0 "the proxy stops cleanly"
+
 # --- a minted GitHub App token, echoed by the API host -------------------------------
 # No brokered secret at all: the token the supervisor mints is in the one
 # registry of injected values, and scrubbed like any other.
