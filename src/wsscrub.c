@@ -149,7 +149,8 @@ static void emit_data(struct wsscrub *w, bool fin, struct scrub_buf *out)
 		return;
 	put_frame(out, fin, w->msg_started ? 0 : w->msg_opcode, w->tmp.data, w->tmp.len);
 	w->msg_started = true;
-	explicit_bzero(w->tmp.data, w->tmp.len);
+	if (w->tmp.len)
+		explicit_bzero(w->tmp.data, w->tmp.len);
 	w->tmp.len = 0;
 }
 
