@@ -64,10 +64,11 @@ static bool holds(const char *p, size_t n, const char *v, size_t vl)
 /* Appends a token to @c: a tag, a length and bytes. */
 static void token(struct scrub_buf *c, char tag, const char *p, size_t n)
 {
+	uint64_t n64 = n;
 	char h[9];
 
 	h[0] = tag;
-	memcpy(h + 1, &n, sizeof(size_t) < 8 ? sizeof(size_t) : 8);
+	memcpy(h + 1, &n64, 8);
 	canon_append(c, h, 9);
 	canon_append(c, p, n);
 }
