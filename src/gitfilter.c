@@ -324,6 +324,14 @@ static bool holds_placeholder(const struct gitfilter *g, const struct filter_req
 	return false;
 }
 
+/* Does the Host header name the connection's own host and port? */
+static bool named_here(const struct filter_request *rq)
+{
+	return !rq->named_host ||
+	       (rq->named_host->is_addr == rq->host->is_addr &&
+		strcmp(rq->named_host->name, rq->host->name) == 0 && rq->named_port == rq->port);
+}
+
 /* The request is decided (ALLOW or DENY): record, rewrite, inject. */
 static enum filter_result conclude(struct gstate *st, struct verdict *v)
 {
@@ -344,8 +352,11 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 	/* git hosts are bound on port 443 (SPEC §3.5): the connection's
 	 * port, never the Host header's, decides; elsewhere (a git host
 	 * intercepted on another port by egress.intercept) the rules apply
-	 * but no credential is given */
-	cred = gitfilter_cred_plan(st->v.decision, st->api, rq->client_tls && rq->port == 443,
+	 * but no credential is given. A Host header that names another host
+	 * or port (a mismatch shadow mode lets through) only narrows: no
+	 * credential either. */
+	cred = gitfilter_cred_plan(st->v.decision, st->api,
+				   rq->client_tls && rq->port == 443 && named_here(rq),
 				   have_token(g));
 	/* An API request needs the token only when it carries the
 	 * placeholder; an SCM request always does. */

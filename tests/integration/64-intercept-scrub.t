@@ -167,11 +167,11 @@ cat > "$POLICY" <<EOF
   "mode": "enforce",
   "session": {"id": "sess-scrub", "repo": "git.bound.test/acme/api"},
   "egress": {
-    "allow": ["echo.bound.test"],
+    "allow": ["echo.bound.test", "api.bound.test:8443"],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
     "upstream_ca": "$CA",
-    "intercept": ["echo.bound.test"]
+    "intercept": ["echo.bound.test", "api.bound.test:8443"]
   },
   "git": {"hosts": ["git.bound.test"], "api_hosts": ["api.bound.test"],
           "github_app": {"app_id": 12345, "installation_id": 4242,
@@ -195,6 +195,13 @@ is "$(grep -c "Bearer $TOKEN" "$T/hostile.log")" "$(grep -c '"/repos/acme/api/' 
 r=$(grep '"type":"secret.scrub"' "$EV" | grep api.bound.test | tail -n 1)
 is "$(jf "$r" subject.secret) $(jf "$r" subject.port)" "git.token 443" \
 	"secret.scrub names the git token and the real port"
+# the API host on another port (intercepted for audit): the rules apply,
+# the token is not given (git hosts are bound on 443, by the connection)
+req https://api.bound.test:8443/repos/acme/api/port8443 --cacert "$T/session-ca.pem" \
+	-H "Host: api.bound.test" -H "Authorization: Bearer $GPH"
+is "$CODE $(grep port8443 "$T/hostile.log" | grep -c "Bearer $GPH")" "200 1" \
+	"the git API host on port 8443: the request goes on with the placeholder"
+is "$(grep port8443 "$T/hostile.log" | grep -c "$TOKEN")" 0 "... never with the token"
 printf '%s\n' "$TOKEN" > "$T/fixed"
 python3 "$HOSTILE" client --proxy "$PROXY" --ca "$T/session-ca.pem" --value "$TOKEN" \
 	--placeholder "$GPH" --host echo.bound.test --port 443 --path /v1 --no-credential \
