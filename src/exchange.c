@@ -17,7 +17,10 @@
  *    approved for one name never reaches another virtual host of a
  *    shared front end. The upstream connection is kept between requests
  *    while both sides keep it; Upgrade: websocket is passed, and after
- *    the upstream's 101 the bytes are relayed untouched (tunnel.c).
+ *    the upstream's 101 the bytes are relayed (tunnel.c): untouched, or,
+ *    what the upstream sends, through the transform a filter installs
+ *    (the secret filter's WebSocket scrubber). Interim heads and the 101
+ *    head are parsed and written from copies the filters may edit.
  *
  * Heads are parsed strictly (http.c) and their fields copied out
  * (struct filter_request, struct filter_response) before the head is

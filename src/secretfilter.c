@@ -28,19 +28,36 @@
  *    mode it is recorded as would_block and forwarded as the agent sent
  *    it, with the placeholder: never the value.
  *
- * Requests to a host a secret is bound to ask for identity encoding, so
- * that answers can be scrubbed.
+ * Binding is by the connection: rq->host and rq->port are the tunnel's
+ * (the CONNECT target, the transparent connection's original
+ * destination). A Host header that names another host or port (a
+ * mismatch that shadow mode lets through) only narrows: the request is
+ * decided again on what it names, and substituted only if both allow.
  *
- * Responses. Every response's header values (a header whose name holds
- * a value is dropped), and its decoded body
+ * Requests to a host a secret is bound to ask for identity encoding, so
+ * that answers can be scrubbed; WebSocket requests lose their
+ * permessage-deflate offers, so that frames come uncompressed.
+ *
+ * Responses. The filter holds the registry of every value the proxy
+ * injects (registry.h: the brokered secrets, and the git token the git
+ * filter registers), and attaches to every exchange once one is
+ * registered. From the answer's first head on (after the request went
+ * out, so every value injected into it is in), each real value is
+ * replaced by its placeholder in: every interim head's reason phrase and
+ * fields (1xx, the 101 of an upgrade), the final head's reason phrase and
+ * fields (a field whose name holds a value is dropped), the decoded body
  * through a stream that holds back at most the longest value's length
- * less one byte (scrub.c), have each real value replaced by its
- * placeholder, whatever the split into reads and chunks. When every
- * placeholder is as long as its value the body keeps its Content-Length;
- * otherwise the exchange re-frames it. A compressed answer (a
+ * less one byte (scrub.c), whatever the split into reads and chunks, and,
+ * after a 101, the upstream's WebSocket frames (wsscrub.c, installed on
+ * the connection through the upgraded hook). When every placeholder is
+ * as long as its value the body keeps its Content-Length; otherwise the
+ * exchange re-frames it; a chunked body is always re-chunked (chunk
+ * extensions and trailers never pass). A compressed answer (a
  * Content-Encoding other than identity) cannot be read: it is relayed as
- * it is and recorded (secret.scrub, decision info, "not scrubbed").
- * Replacements are recorded per secret once the response ends.
+ * it is, re-framed, and recorded (secret.scrub, decision info, "not
+ * scrubbed"). Replacements are recorded per value once the response (or
+ * the WebSocket connection) ends; a frame that cannot be scrubbed closes
+ * the connection with a secret.scrub block.
  *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
