@@ -55,7 +55,6 @@ import os
 import socket
 import ssl
 import struct
-import sys
 import threading
 import time
 
