@@ -252,6 +252,10 @@ void conn_close(struct conn *c)
 	if (c->x)
 		exchange_free(c, FILTER_OUTCOME_CLIENT_GONE);
 	tunnel_free(c);
+	if (c->upgraded) {
+		c->upgraded->free(c->upgraded);
+		c->upgraded = NULL;
+	}
 	intercept_free(c);
 	endpoint_close(&c->client);
 	endpoint_close(&c->upstream);

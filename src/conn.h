@@ -120,6 +120,8 @@ struct conn {
 	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
 	bool intercept;       /* TLS is terminated here (intercept.c) */
 	struct intercept_state *ic; /* the handshakes in progress */
+	struct filter_stream *upgraded; /* after a 101: what the upstream
+					   sends goes through it (tunnel.c) */
 	/* HTTP */
 	struct exchange *x;
 	/* CONN_PENDING: called by proxy_resume() */

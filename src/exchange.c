@@ -17,7 +17,10 @@
  *    approved for one name never reaches another virtual host of a
  *    shared front end. The upstream connection is kept between requests
  *    while both sides keep it; Upgrade: websocket is passed, and after
- *    the upstream's 101 the bytes are relayed untouched (tunnel.c).
+ *    the upstream's 101 the bytes are relayed (tunnel.c): untouched, or,
+ *    what the upstream sends, through the transform a filter installs
+ *    (the secret filter's WebSocket scrubber). Interim heads and the 101
+ *    head are parsed and written from copies the filters may edit.
  *
  * Heads are parsed strictly (http.c) and their fields copied out
  * (struct filter_request, struct filter_response) before the head is
@@ -83,6 +86,7 @@ struct exchange {
 	struct filter_request rq;
 	char *method, *path, *query;
 	struct host_target host;     /* as the request named it */
+	struct host_target conn_host; /* where the connection goes */
 	bool port_explicit;
 	int version_minor;
 	bool keep_alive, head_only, ws, expect_continue;
@@ -99,7 +103,6 @@ struct exchange {
 	size_t nf, next;
 	/* the response */
 	struct filter_response rs;
-	char *reason;                /* the final response's reason phrase */
 	char *resp_te;               /* Transfer-Encoding as validated */
 	enum http_body resp_body;
 	uint64_t resp_left;
@@ -156,7 +159,7 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 	free(x->path);
 	free(x->query);
 	free(x->resp_te);
-	free(x->reason);
+	free(x->rs.reason);
 	free(x->rq.target);
 	filter_headers_free(&x->rq.headers);
 	filter_headers_free(&x->rs.headers);
@@ -253,8 +256,11 @@ static bool lists_token(const struct http_headers *hs, const char *name,
 	return false;
 }
 
-/* Copies what later steps decide on out of the parsed head. */
-static void copy_request(struct exchange *x, const struct http_request *req)
+/* Copies what later steps decide on out of the parsed head. Inside a
+ * tunnel the request goes where the connection goes (@c's target and
+ * port): every filter decides on that, never on the Host header. */
+static void copy_request(struct exchange *x, const struct conn *c,
+			 const struct http_request *req)
 {
 	size_t i;
 
@@ -294,8 +300,17 @@ static void copy_request(struct exchange *x, const struct http_request *req)
 		free(value);
 	}
 	x->rq.method = x->method;
-	x->rq.host = &x->host;
-	x->rq.port = req->port;
+	x->rq.named_host = &x->host;
+	if (c->inner) {
+		x->conn_host = c->target;
+		x->rq.host = &x->conn_host;
+		x->rq.port = c->port;
+		x->rq.named_port = req->port_explicit ? req->port : c->port;
+	} else {
+		x->rq.host = &x->host;
+		x->rq.port = req->port;
+		x->rq.named_port = req->port;
+	}
 	x->rq.path = x->path;
 	x->rq.query = x->query;
 	x->rq.body = req->body;
@@ -379,7 +394,7 @@ static void parse_head(struct conn *c)
 	if (!c->x)
 		c->x = util_xcalloc(1, sizeof(*c->x));
 	x = c->x;
-	copy_request(x, &req);
+	copy_request(x, c, &req);
 	x->rq.inner = c->inner;
 	x->rq.client_tls = !endpoint_plain(&c->client);
 	/* An intercepted answer is read (scrubbed, metered): ask for it
@@ -639,7 +654,7 @@ static void send_head(struct conn *c)
 	else
 		buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", x->method, x->path,
 			   x->query ? "?" : "", x->query ? x->query : "");
-	put_host(b, &x->host, x->port_explicit, x->rq.port);
+	put_host(b, &x->host, x->port_explicit, x->rq.named_port);
 	for (i = 0; i < x->rq.headers.count; i++)
 		buf_printf(b, "%s: %s\r\n", x->rq.headers.h[i].name,
 			   x->rq.headers.h[i].value);
@@ -951,6 +966,69 @@ static int pump_decoded(struct conn *c, bool eof)
 	}
 }
 
+/* An interim head (1xx) or the 101 of an upgrade: copied, shown to the
+ * filters (which may scrub its reason phrase and fields), written to the
+ * client from the copies. The hop-by-hop fields stay in a 101 (Upgrade,
+ * Connection), the framing ones go. */
+static void relay_interim(struct conn *c, const struct http_response *resp)
+{
+	struct exchange *x = c->x;
+	struct filter_response rs;
+	size_t i;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.status = resp->status;
+	rs.reason = slice_dup(resp->reason_phrase);
+	rs.body = HTTP_BODY_NONE;
+	for (i = 0; i < resp->headers.count; i++) {
+		const struct http_header *h = &resp->headers.h[i];
+		char *name, *value;
+
+		if (is_framing(h->name) ||
+		    (resp->status != 101 && http_is_hop_by_hop(&resp->headers, h->name)))
+			continue;
+		name = slice_dup(h->name);
+		value = slice_dup(h->value);
+		filter_headers_add(&rs.headers, name, value);
+		free(name);
+		free(value);
+	}
+	for (i = 0; i < x->nf; i++)
+		if (x->f[i].ops->response_interim)
+			x->f[i].ops->response_interim(x->f[i].st, &rs);
+	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", rs.status, rs.reason);
+	write_headers(&c->cout, &rs.headers);
+	buf_puts(&c->cout, "\r\n");
+	free(rs.reason);
+	filter_headers_free(&rs.headers);
+}
+
+/* After a 101: the transform a filter installs for what the upstream
+ * sends from now on. Returns false when two filters want one (closed). */
+static bool take_upgraded(struct conn *c)
+{
+	struct exchange *x = c->x;
+	size_t i;
+
+	for (i = 0; i < x->nf; i++) {
+		struct filter_stream *fs;
+
+		if (!x->f[i].ops->upgraded)
+			continue;
+		fs = x->f[i].ops->upgraded(x->f[i].st);
+		if (!fs)
+			continue;
+		if (c->upgraded) {
+			fs->free(fs);
+			fail(c, 0, "proxy.filter", "two filters transform one upgraded connection",
+			     FILTER_OUTCOME_CUT);
+			return false;
+		}
+		c->upgraded = fs;
+	}
+	return true;
+}
+
 /* Parses the response heads in uin: interim ones are relayed, a 101
  * switches an inner websocket exchange to a tunnel, the final one is
  * written with its framing and moves to RESP_BODY. Returns false when
@@ -981,41 +1059,31 @@ static bool response_head(struct conn *c)
 				     FILTER_OUTCOME_UPSTREAM_ERROR);
 				return false;
 			}
-			/* The upstream agreed: its head as it is, then
-			 * whatever each side sends, untouched. */
+			/* The upstream agreed: its head through the
+			 * filters, then whatever each side sends (what the
+			 * upstream sends through a filter's transform, when
+			 * one is installed). */
 			x->rs.status = 101;
-			buf_append(&c->cout, c->uin.data, c->uin.len);
-			buf_free(&c->uin);
+			relay_interim(c, &resp);
+			buf_consume(&c->uin, resp.head_len);
+			if (!take_upgraded(c))
+				return false;
 			set_outcome(x, FILTER_OUTCOME_COMPLETE);
 			exchange_free(c, FILTER_OUTCOME_COMPLETE);
 			tunnel_from_exchange(c);
 			return false;
 		}
 		if (resp.status < 200) {
-			char *reason = slice_dup(resp.reason_phrase);
-
-			buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", resp.status, reason);
-			free(reason);
 			/* interim: the final head follows */
-			for (i = 0; i < resp.headers.count; i++) {
-				const struct http_header *h = &resp.headers.h[i];
-
-				if (is_framing(h->name) ||
-				    http_is_hop_by_hop(&resp.headers, h->name))
-					continue;
-				buf_append(&c->cout, h->name.ptr, h->name.len);
-				buf_puts(&c->cout, ": ");
-				buf_append(&c->cout, h->value.ptr, h->value.len);
-				buf_puts(&c->cout, "\r\n");
-			}
-			buf_puts(&c->cout, "\r\n");
+			relay_interim(c, &resp);
 			buf_consume(&c->uin, resp.head_len);
 			continue;
 		}
 		break;
 	}
 	x->rs.status = resp.status;
-	x->reason = slice_dup(resp.reason_phrase);
+	free(x->rs.reason);
+	x->rs.reason = slice_dup(resp.reason_phrase);
 	x->rs.body = resp.body;
 	x->rs.content_length = resp.content_length;
 	x->resp_body = resp.body;
@@ -1068,7 +1136,8 @@ static bool response_head(struct conn *c)
 	/* the head, from the copies (a decoded answer's waits for its
 	 * first byte: until then a failure is still a 502) */
 	head = x->dec ? &x->held : &c->cout;
-	buf_printf(head, "HTTP/1.1 %u %s\r\n", x->rs.status, x->reason);
+	buf_printf(head, "HTTP/1.1 %u %s\r\n", x->rs.status,
+		   x->rs.reason ? x->rs.reason : "");
 	write_headers(head, &x->rs.headers);
 	/* A transform that keeps the length keeps Content-Length too. */
 	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {

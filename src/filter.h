@@ -14,8 +14,12 @@
  *                  asked for it, the whole body once (replaceable: the
  *                  exchange then rewrites the framing); may give a
  *                  verdict or pend;
- *   response_head  the parsed response head (editable headers); may
- *                  install a body transform;
+ *   response_interim  each interim head (1xx, the 101 of an upgrade):
+ *                  editable reason phrase and headers;
+ *   response_head  the parsed response head (editable reason phrase and
+ *                  headers); may install a body transform;
+ *   upgraded       after a 101: may install a transform of every byte
+ *                  the upstream sends from then on (WebSocket frames);
  *   response_body  each decoded body slice; a transform writes the bytes
  *                  to send instead (any length: the exchange re-frames
  *                  the response, chunked to an HTTP/1.1 client, else
@@ -106,8 +110,20 @@ struct filter_request {
 	const struct policy *policy;     /* the policy the request is decided
 					    under (set before attach) */
 	const char *method;              /* as sent, case preserved */
-	const struct host_target *host;  /* the target (normalised) */
-	uint16_t port;
+	const struct host_target *host;  /* the target (normalised): inside a
+					    tunnel the connection's (the
+					    CONNECT target, the transparent
+					    connection's original
+					    destination), never the Host
+					    header's */
+	uint16_t port;                   /* likewise the connection's port */
+	const struct host_target *named_host; /* what the Host header names
+					    (differs from host only when a
+					    mismatch goes on in shadow mode):
+					    it may narrow where a value goes,
+					    never widen it */
+	uint16_t named_port;             /* the Host header's port, or port
+					    when it names none */
 	const char *path;                /* "/" at least */
 	const char *query;               /* after '?', or NULL: none */
 	struct filter_headers headers;   /* editable */
@@ -130,6 +146,9 @@ struct filter_request {
 
 struct filter_response {
 	unsigned int status;
+	char *reason;                    /* the reason phrase (malloc'd,
+					    editable: a hook that replaces it
+					    frees the old one) */
 	struct filter_headers headers;   /* editable */
 	enum http_body body;             /* as the upstream framed it */
 	uint64_t content_length;
@@ -149,6 +168,17 @@ struct filter_transform {
 	bool keeps_length;      /* ... exactly as many as it is given, in
 				   total: a Content-Length stays valid and
 				   the response keeps it */
+};
+
+/* A transform of the bytes an upstream sends after a 101 (the upgraded
+ * connection, e.g. WebSocket frames), installed by the upgraded hook. */
+struct filter_stream {
+	/* Appends to @out what the client gets for @len more bytes. Returns
+	 * 0, or -1 to close the connection (nothing more is relayed). */
+	int (*feed)(struct filter_stream *fs, const char *in, size_t len,
+		    struct buf *out);
+	/* The connection ended; frees @fs. */
+	void (*free)(struct filter_stream *fs);
 };
 
 /* Names one exchange for proxy_resume(). */
@@ -193,6 +223,14 @@ struct filter_ops {
 	 * a filter did to a request that never left can go unrecorded.
 	 * May be NULL. */
 	void (*request_sent)(void *st);
+	/* An interim head (1xx, the 101 of an upgrade included): reason
+	 * and headers editable (for the 101 the hop-by-hop ones are in the
+	 * list too: the client needs Upgrade and Connection). */
+	void (*response_interim)(void *st, struct filter_response *rs);
+	/* After the 101 head: a transform of everything the upstream sends
+	 * from then on, or NULL. At most one filter may return one (a second
+	 * closes the connection). */
+	struct filter_stream *(*upgraded)(void *st);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);

@@ -23,7 +23,11 @@
  *    Authorization; an Authorization without it is the agent's own and
  *    passes unchanged.
  *  - The credential is given only inside intercepted TLS, where the proxy
- *    verified the upstream's certificate for this host. Over plain http
+ *    verified the upstream's certificate for this host, on a connection
+ *    to its port 443 (the tunnel's real port, never the Host header's).
+ *  - Every token set is registered with the response scrubber
+ *    (registry.h), so that an upstream that echoes it (a header, a body,
+ *    a Location) hands the agent its placeholder, never the token. Over plain http
  *    the rules apply all the same, but nothing is injected (a network in
  *    between would read it); a git host reached over http therefore
  *    answers 401, which is the intended outcome.
@@ -50,6 +54,7 @@
 #include <strings.h>
 
 #include "policy.h"
+#include "registry.h"
 #include "util.h"
 
 struct gitfilter {
@@ -60,7 +65,13 @@ struct gitfilter {
 	time_t expires_at;      /* 0: no expiry */
 	char *placeholder;
 	size_t placeholder_len;
+	struct registry *reg;   /* every token set is registered there, to be
+				   scrubbed from answers (or NULL) */
 };
+
+/* What a token is replaced by in answers when the agent holds no
+ * placeholder for it. */
+#define SCRUBBED_TOKEN "airlock-scrubbed-git-token"
 
 /* One request's state. */
 struct gstate {
@@ -123,10 +134,28 @@ static bool token_ok(const char *t, size_t len)
 	return true;
 }
 
+/* Registers @token with the agent's placeholder for it. */
+static bool register_token(struct gitfilter *g, const char *token, size_t len)
+{
+	const char *ph = g->placeholder ? g->placeholder : SCRUBBED_TOKEN;
+	size_t phlen = g->placeholder ? g->placeholder_len : strlen(SCRUBBED_TOKEN);
+
+	return !g->reg || !token || registry_add(g->reg, "git.token", token, len, ph, phlen) >= 0;
+}
+
+bool gitfilter_set_registry(struct gitfilter *g, struct registry *reg)
+{
+	g->reg = reg;
+	return register_token(g, g->token, g->token_len);
+}
+
 bool gitfilter_set_token(struct gitfilter *g, const char *token, size_t len,
 			 time_t expires_at)
 {
 	if (token && !token_ok(token, len))
+		return false;
+	/* a token that cannot be scrubbed is not injected */
+	if (!register_token(g, token, len))
 		return false;
 	wipe_free(g->token, g->token_len);
 	g->token = token ? util_xstrndup(token, len) : NULL;
@@ -295,6 +324,14 @@ static bool holds_placeholder(const struct gitfilter *g, const struct filter_req
 	return false;
 }
 
+/* Does the Host header name the connection's own host and port? */
+static bool named_here(const struct filter_request *rq)
+{
+	return !rq->named_host ||
+	       (rq->named_host->is_addr == rq->host->is_addr &&
+		strcmp(rq->named_host->name, rq->host->name) == 0 && rq->named_port == rq->port);
+}
+
 /* The request is decided (ALLOW or DENY): record, rewrite, inject. */
 static enum filter_result conclude(struct gstate *st, struct verdict *v)
 {
@@ -312,7 +349,15 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 				     "operation", gitrules_op_to_string(st->v.op));
 		return FILTER_VERDICT;
 	}
-	cred = gitfilter_cred_plan(st->v.decision, st->api, rq->client_tls, have_token(g));
+	/* git hosts are bound on port 443 (SPEC §3.5): the connection's
+	 * port, never the Host header's, decides; elsewhere (a git host
+	 * intercepted on another port by egress.intercept) the rules apply
+	 * but no credential is given. A Host header that names another host
+	 * or port (a mismatch shadow mode lets through) only narrows: no
+	 * credential either. */
+	cred = gitfilter_cred_plan(st->v.decision, st->api,
+				   rq->client_tls && rq->port == 443 && named_here(rq),
+				   have_token(g));
 	/* An API request needs the token only when it carries the
 	 * placeholder; an SCM request always does. */
 	if (cred == GITFILTER_CRED_MISSING && (!st->api || holds_placeholder(g, rq))) {

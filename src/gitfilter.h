@@ -41,6 +41,14 @@ void gitfilter_free(struct gitfilter *g);
  * ASCII, copied (the old one wiped), valid until @expires_at (0: no
  * expiry). @token NULL: none from now on (allowed requests get 502).
  * Returns false, changing nothing, when @token is not a valid token. */
+/* Every token set from now on (and the one set already) is registered
+ * in @reg (registry.h, under "git.token", with the placeholder of
+ * gitfilter_set_placeholder(): set that first), so that the scrubber
+ * replaces it in every answer. Returns false when a token cannot be
+ * registered (the caller fails closed). */
+struct registry;
+bool gitfilter_set_registry(struct gitfilter *g, struct registry *reg);
+
 bool gitfilter_set_token(struct gitfilter *g, const char *token, size_t len,
 			 time_t expires_at);
 

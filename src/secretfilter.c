@@ -28,21 +28,37 @@
  *    mode it is recorded as would_block and forwarded as the agent sent
  *    it, with the placeholder: never the value.
  *
- * Requests to a host a secret is bound to ask for identity encoding, so
- * that answers can be scrubbed.
+ * Binding is by the connection: rq->host and rq->port are the tunnel's
+ * (the CONNECT target, the transparent connection's original
+ * destination). A Host header that names another host or port (a
+ * mismatch that shadow mode lets through) only narrows: the request is
+ * decided again on what it names, and substituted only if both allow.
  *
- * Responses. Every response's header values (a header whose name holds
- * a value is dropped), and its decoded body
+ * Requests to a host a secret is bound to ask for identity encoding, so
+ * that answers can be scrubbed; WebSocket requests lose their
+ * permessage-deflate offers, so that frames come uncompressed.
+ *
+ * Responses. The filter holds the registry of every value the proxy
+ * injects (registry.h: the brokered secrets, and the git token the git
+ * filter registers), and attaches to every exchange once one is
+ * registered. From the answer's first head on (after the request went
+ * out, so every value injected into it is in), each real value is
+ * replaced by its placeholder in: every interim head's reason phrase and
+ * fields (1xx, the 101 of an upgrade), the final head's reason phrase and
+ * fields (a field whose name holds a value is dropped), the decoded body
  * through a stream that holds back at most the longest value's length
- * less one byte (scrub.c), have each real value replaced by its
- * placeholder, whatever the split into reads and chunks. When every
- * placeholder is as long as its value the body keeps its Content-Length;
- * otherwise the exchange re-frames it. On an intercepted connection a
+ * less one byte (scrub.c), whatever the split into reads and chunks, and,
+ * after a 101, the upstream's WebSocket frames (wsscrub.c, installed on
+ * the connection through the upgraded hook). When every placeholder is
+ * as long as its value the body keeps its Content-Length; otherwise the
+ * exchange re-frames it; a chunked body is always re-chunked (chunk
+ * extensions and trailers never pass). On an intercepted connection a
  * coded answer reaches this filter decoded (decode.c, in the exchange);
  * elsewhere one with a Content-Encoding other than identity (in any of
- * its fields) cannot be read: it is relayed as it is and recorded
- * (secret.scrub, decision info, "not scrubbed").
- * Replacements are recorded per secret once the response ends.
+ * its fields) cannot be read: it is relayed as it is, re-framed, and
+ * recorded (secret.scrub, decision info, "not scrubbed"). Replacements are recorded per value once the response (or
+ * the WebSocket connection) ends; a frame that cannot be scrubbed closes
+ * the connection with a secret.scrub block.
  *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
@@ -55,9 +71,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "registry.h"
 #include "scrub.h"
 #include "subst.h"
 #include "util.h"
+#include "wsscrub.h"
 
 struct secretfilter {
 	const struct broker *b;
@@ -66,8 +84,7 @@ struct secretfilter {
 	struct subst_set all;        /* every secret */
 	struct subst_set nogit;      /* without git.credential's (git hosts) */
 	struct subst_secret *ss_nogit;
-	struct scrub_needle *needles;
-	struct scrub_set *scrub;
+	struct registry *reg;        /* every value the proxy injects */
 	proxy_record_fn record;
 	void *record_arg;
 };
@@ -79,10 +96,13 @@ struct sf_state {
 	char method[24];
 	char *path;
 	bool bound;                  /* a secret's host */
+	struct registry_set *set;    /* the values to scrub (a reference) */
 	struct scrub *body;          /* the response body's stream, or NULL */
-	uint64_t *head_counts;       /* replacements in the response head */
+	uint64_t *head_counts;       /* replacements in the response heads */
 	json_t *injected;            /* secret.inject receipts to write when
 					the request leaves ([[rule, subject]]) */
+	bool passthrough;            /* a compressed body: relayed re-framed,
+					not scrubbed */
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -116,10 +136,13 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 		if (!p->git_credential || strcmp(b->secrets[i].def->name, p->git_credential) != 0)
 			f->ss_nogit[n++] = f->ss[i];
 	f->nogit = (struct subst_set){ f->ss_nogit, n, p->ports, p->nports };
-	if (b->count) {
-		f->needles = util_xcalloc(b->count, sizeof(*f->needles));
-		broker_scrub_needles(b, f->needles);
-		f->scrub = scrub_set_new(f->needles, b->count);
+	f->reg = registry_new();
+	for (i = 0; i < b->count; i++) {
+		const struct broker_secret *bs = &b->secrets[i];
+
+		/* broker.c admitted the value: it registers */
+		ASSERT(registry_add(f->reg, bs->def->name, bs->value, bs->value_len,
+				    bs->placeholder, bs->placeholder_len) >= 0);
 	}
 	return f;
 }
@@ -128,16 +151,25 @@ void secretfilter_free(struct secretfilter *f)
 {
 	if (!f)
 		return;
-	scrub_set_free(f->scrub);
-	free(f->needles);
+	registry_free(f->reg);
 	free(f->ss);
 	free(f->ss_nogit);
 	free(f);
 }
 
+struct registry *secretfilter_registry(struct secretfilter *f)
+{
+	return f->reg;
+}
+
 const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f)
 {
-	return f->scrub;
+	struct registry_set *rs = registry_acquire(f->reg);
+	const struct scrub_set *set = rs ? registry_scrub(rs) : NULL;
+
+	/* the registry keeps its newest set until a value is added */
+	registry_release(rs);
+	return set;
 }
 
 static int64_t record(struct sf_state *st, const char *type, enum receipt_decision d,
@@ -166,7 +198,7 @@ static void *sf_attach(void *arg, const struct filter_request *rq)
 
 	/* mode off changes nothing (the standalone proxy's off forwards
 	 * every request as it came) */
-	if (!f->b->count || f->p->mode == POLICY_MODE_OFF)
+	if (f->p->mode == POLICY_MODE_OFF || (!f->b->count && !registry_count(f->reg)))
 		return NULL;
 	st = util_xcalloc(1, sizeof(*st));
 	st->f = f;
@@ -174,7 +206,6 @@ static void *sf_attach(void *arg, const struct filter_request *rq)
 	st->port = rq->port;
 	(void)util_strlcpy(st->method, rq->method, sizeof(st->method));
 	st->path = util_xstrdup(rq->path);
-	st->head_counts = util_xcalloc(f->b->count, sizeof(uint64_t));
 	return st;
 }
 
@@ -240,6 +271,47 @@ static void refuse(struct sf_state *st, const struct subst_set *set,
 			     subst_form_to_string(r->form), "path", st->path);
 }
 
+static void drop_header(struct filter_headers *hs, size_t i);
+
+/* Removes the permessage-deflate offers from Sec-WebSocket-Extensions
+ * (a comma list of extensions, each with ";"-parameters); a field left
+ * empty goes. */
+static void strip_deflate(struct filter_headers *hs)
+{
+	int i = filter_headers_find(hs, "sec-websocket-extensions", 0);
+
+	while (i >= 0) {
+		struct filter_header *h = &hs->h[i];
+		char *out = util_xcalloc(1, strlen(h->value) + 1), *save = NULL, *tok;
+		size_t olen = 0;
+
+		for (tok = strtok_r(h->value, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			const char *t = tok;
+			size_t n;
+
+			while (*t == ' ' || *t == '\t')
+				t++;
+			n = strcspn(t, "; \t");
+			if (n == strlen("permessage-deflate") &&
+			    strncasecmp(t, "permessage-deflate", n) == 0)
+				continue;
+			if (olen)
+				out[olen++] = ',';
+			memcpy(out + olen, tok, strlen(tok));
+			olen += strlen(tok);
+		}
+		out[olen] = '\0';
+		free(h->value);
+		h->value = out;
+		if (strspn(out, " \t") == olen) {
+			drop_header(hs, (size_t)i);
+			i = filter_headers_find(hs, "sec-websocket-extensions", (size_t)i);
+			continue;
+		}
+		i = filter_headers_find(hs, "sec-websocket-extensions", (size_t)i + 1);
+	}
+}
+
 static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 					  struct filter_asks *asks, struct filter_ref ref,
 					  struct verdict *v)
@@ -264,6 +336,15 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 		return FILTER_VERDICT;
 	}
 	subst_decide(set, &hr, rq->host, rq->port, tls, &r);
+	/* The Host header may narrow where a value goes, never widen it:
+	 * when it names another host or port (a mismatch that goes on in
+	 * shadow mode), the value must be bound there as well. */
+	if (r.verdict == SUBST_REWRITE && rq->named_host &&
+	    (rq->named_host->is_addr != rq->host->is_addr ||
+	     strcmp(rq->named_host->name, rq->host->name) != 0 || rq->named_port != rq->port)) {
+		subst_result_free(&r);
+		subst_decide(set, &hr, rq->named_host, rq->named_port, tls, &r);
+	}
 	free(target);
 	switch (r.verdict) {
 	case SUBST_REFUSE:
@@ -302,7 +383,24 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 	st->bound = subst_host_bound(&f->all, rq->host, rq->port);
 	if (st->bound)
 		filter_headers_set(&rq->headers, "Accept-Encoding", "identity");
+	/* WebSocket frames are scrubbed: none may come compressed */
+	strip_deflate(&rq->headers);
 	return FILTER_CONTINUE;
+}
+
+/* The values to scrub from this exchange's answer on: taken at its
+ * first head, after the request went out, so that every value injected
+ * into it (a token refreshed while the request waited included) is in. */
+static const struct scrub_set *values(struct sf_state *st)
+{
+	if (!st->set) {
+		st->set = registry_acquire(st->f->reg);
+		if (!st->set)
+			return NULL;
+		st->head_counts =
+			util_xcalloc(scrub_set_count(registry_scrub(st->set)), sizeof(uint64_t));
+	}
+	return registry_scrub(st->set);
 }
 
 /* Wipes and removes header @i of @hs. */
@@ -318,33 +416,55 @@ static void drop_header(struct filter_headers *hs, size_t i)
 	hs->count--;
 }
 
-/* Replaces each value in the header values of @rs. A header whose name
- * holds a value is dropped (a placeholder may hold characters a name
- * cannot), and counted. */
-static void scrub_headers(struct sf_state *st, struct filter_response *rs)
+/* Replaces each value in @*text (malloc'd, NUL-terminated); returns the
+ * number of replacements. */
+static uint64_t scrub_text(struct sf_state *st, const struct scrub_set *set, char **text)
 {
 	struct scrub_buf out = { 0 };
+	uint64_t n;
+
+	if (!*text)
+		return 0;
+	n = scrub_oneshot(set, *text, strlen(*text), &out, st->head_counts);
+	if (n > 0) {
+		explicit_bzero(*text, strlen(*text));
+		free(*text);
+		*text = util_xstrndup(out.data, out.len);
+		explicit_bzero(out.data, out.len);
+	}
+	scrub_buf_free(&out);
+	return n;
+}
+
+/* Replaces each value in the reason phrase and the header values of @rs.
+ * A header whose name holds a value is dropped (a placeholder may hold
+ * characters a name cannot), and counted. */
+static void scrub_head(struct sf_state *st, struct filter_response *rs)
+{
+	const struct scrub_set *set = values(st);
 	size_t i = 0;
 
+	if (!set)
+		return;
+	(void)scrub_text(st, set, &rs->reason);
 	while (i < rs->headers.count) {
 		struct filter_header *h = &rs->headers.h[i];
+		struct scrub_buf out = { 0 };
+		uint64_t n = scrub_oneshot(set, h->name, strlen(h->name), &out, st->head_counts);
 
-		out.len = 0;
-		if (scrub_oneshot(st->f->scrub, h->name, strlen(h->name), &out,
-				  st->head_counts) > 0) {
+		scrub_buf_free(&out);
+		if (n > 0) {
 			drop_header(&rs->headers, i);
 			continue;
 		}
-		out.len = 0;
-		if (scrub_oneshot(st->f->scrub, h->value, strlen(h->value), &out,
-				  st->head_counts) > 0) {
-			explicit_bzero(h->value, strlen(h->value));
-			free(h->value);
-			h->value = util_xstrndup(out.data, out.len);
-		}
+		(void)scrub_text(st, set, &h->value);
 		i++;
 	}
-	scrub_buf_free(&out);
+}
+
+static void sf_response_interim(void *vst, struct filter_response *rs)
+{
+	scrub_head(vst, rs);
 }
 
 static enum filter_result sf_response_head(void *vst, struct filter_response *rs,
@@ -355,14 +475,14 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	int i;
 
 	(void)v;
+	scrub_head(st, rs);
+	if (rs->body == HTTP_BODY_NONE || !values(st))
+		return FILTER_CONTINUE;
 	/* every field counts: "identity" then "gzip" is compressed */
 	for (i = filter_headers_find(&rs->headers, "content-encoding", 0); i >= 0 && !ce;
 	     i = filter_headers_find(&rs->headers, "content-encoding", (size_t)i + 1))
 		if (strcasecmp(rs->headers.h[i].value, "identity") != 0)
 			ce = rs->headers.h[i].value;
-	scrub_headers(st, rs);
-	if (rs->body == HTTP_BODY_NONE)
-		return FILTER_CONTINUE;
 	if (ce) {
 		if (st->bound) {
 			json_t *sj = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b}", "host", st->host,
@@ -373,11 +493,16 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 			       "a compressed answer from a bound host was relayed as it is, "
 			       "not scrubbed");
 		}
+		/* its bytes as they are, but re-framed all the same: chunk
+		 * extensions and trailers are never relayed */
+		st->passthrough = true;
+		tf->enabled = true;
+		tf->keeps_length = true;
 		return FILTER_CONTINUE;
 	}
-	st->body = scrub_new(st->f->scrub);
+	st->body = scrub_new(values(st));
 	tf->enabled = true;
-	tf->keeps_length = scrub_set_keeps_length(st->f->scrub);
+	tf->keeps_length = scrub_set_keeps_length(values(st));
 	return FILTER_CONTINUE;
 }
 
@@ -387,6 +512,10 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	struct sf_state *st = vst;
 	struct scrub_buf sb = { 0 };
 
+	if (st->passthrough && out) {
+		buf_append(out, data, len);
+		return 0;
+	}
 	if (!st->body || !out)
 		return 0;
 	if (len)
@@ -414,31 +543,123 @@ static void sf_request_sent(void *vst)
 	st->injected = NULL;
 }
 
+/* secret.scrub for each value replaced: @a and @b counted apart (head and
+ * body, or head and frames). */
+static void record_counts(struct secretfilter *f, const struct registry_set *set,
+			  const char *host, uint16_t port, const char *method, const char *path,
+			  const uint64_t *a, const char *aname, const uint64_t *b,
+			  const char *bname)
+{
+	size_t k, n = scrub_set_count(registry_scrub(set));
+
+	for (k = 0; k < n; k++) {
+		uint64_t x = a ? a[k] : 0, y = b ? b[k] : 0;
+		const char *name = registry_name(set, k);
+		char rule[VERDICT_RULE_MAX];
+		json_t *sj;
+
+		if (!x && !y)
+			continue;
+		sj = json_pack("{s:s, s:s, s:i, s:s, s:s}", "secret", name, "host", host, "port",
+			       port, "method", method, "path", path ? path : "/");
+		json_object_set_new(sj, aname, json_integer((json_int_t)x));
+		json_object_set_new(sj, bname, json_integer((json_int_t)y));
+		snprintf(rule, sizeof(rule), "secrets.%s", name);
+		if (f->record)
+			(void)f->record(f->record_arg, "secret.scrub", RECEIPT_ALLOW,
+					RECEIPT_POINT_BROKER, rule, sj,
+					"the value in a response was replaced by its placeholder");
+		json_decref(sj);
+	}
+}
+
+/* --- WebSocket frames after a 101 ------------------------------------------------ */
+
+struct sf_ws {
+	struct filter_stream fs;     /* first: the exchange's handle */
+	struct secretfilter *f;
+	struct registry_set *set;
+	struct wsscrub *ws;
+	struct scrub_buf tmp;
+	char host[HOSTNAME_MAX + 1];
+	uint16_t port;
+	char method[24];
+	char *path;
+	bool failed;
+};
+
+static int ws_feed(struct filter_stream *fs, const char *in, size_t len, struct buf *out)
+{
+	struct sf_ws *w = (struct sf_ws *)fs;
+
+	if (w->failed)
+		return -1;
+	w->tmp.len = 0;
+	if (wsscrub_feed(w->ws, in, len, &w->tmp) < 0) {
+		json_t *sj = json_pack("{s:s, s:i, s:s, s:s, s:b}", "host", w->host, "port",
+				       w->port, "method", w->method, "path", w->path, "scrubbed", 0);
+
+		w->failed = true;
+		if (w->f->record)
+			(void)w->f->record(w->f->record_arg, "secret.scrub", RECEIPT_BLOCK,
+					   RECEIPT_POINT_BROKER, "secrets.scrub", sj,
+					   wsscrub_error(w->ws));
+		json_decref(sj);
+		return -1;
+	}
+	if (w->tmp.len) {
+		buf_append(out, w->tmp.data, w->tmp.len);
+		explicit_bzero(w->tmp.data, w->tmp.len);
+	}
+	return 0;
+}
+
+static void ws_free(struct filter_stream *fs)
+{
+	struct sf_ws *w = (struct sf_ws *)fs;
+
+	record_counts(w->f, w->set, w->host, w->port, w->method, w->path, NULL, "in_head",
+		      wsscrub_counts(w->ws), "in_frames");
+	wsscrub_free(w->ws);
+	registry_release(w->set);
+	scrub_buf_free(&w->tmp);
+	free(w->path);
+	free(w);
+}
+
+static struct filter_stream *sf_upgraded(void *vst)
+{
+	struct sf_state *st = vst;
+	struct sf_ws *w;
+
+	if (!values(st))
+		return NULL;
+	w = util_xcalloc(1, sizeof(*w));
+	w->fs.feed = ws_feed;
+	w->fs.free = ws_free;
+	w->f = st->f;
+	w->set = registry_acquire(st->f->reg);
+	w->ws = wsscrub_new(registry_scrub(w->set));
+	memcpy(w->host, st->host, sizeof(w->host));
+	w->port = st->port;
+	memcpy(w->method, st->method, sizeof(w->method));
+	w->path = util_xstrdup(st->path ? st->path : "/");
+	return &w->fs;
+}
+
 static void sf_done(void *vst, enum filter_outcome outcome,
 		    const struct filter_stats *stats)
 {
 	struct sf_state *st = vst;
-	const uint64_t *body = st->body ? scrub_counts(st->body) : NULL;
-	size_t k;
 
 	(void)outcome;
 	(void)stats;
-	for (k = 0; k < st->f->b->count; k++) {
-		uint64_t h = st->head_counts[k], b = body ? body[k] : 0;
-		const char *name = st->f->b->secrets[k].def->name;
-		char rule[VERDICT_RULE_MAX];
-		json_t *sj;
-
-		if (!h && !b)
-			continue;
-		sj = subject(st, name);
-		json_object_set_new(sj, "in_head", json_integer((json_int_t)h));
-		json_object_set_new(sj, "in_body", json_integer((json_int_t)b));
-		snprintf(rule, sizeof(rule), "secrets.%s", name);
-		record(st, "secret.scrub", RECEIPT_ALLOW, rule, sj,
-		       "the secret's value in a response was replaced by its placeholder");
-	}
+	if (st->set)
+		record_counts(st->f, st->set, st->host, st->port, st->method, st->path,
+			      st->head_counts, "in_head",
+			      st->body ? scrub_counts(st->body) : NULL, "in_body");
 	scrub_free(st->body);
+	registry_release(st->set);
 	free(st->head_counts);
 	json_decref(st->injected); /* never left: nothing was injected */
 	free(st->path);
@@ -453,5 +674,7 @@ const struct filter_ops secretfilter_ops = {
 	.response_head = sf_response_head,
 	.response_body = sf_response_body,
 	.request_sent = sf_request_sent,
+	.response_interim = sf_response_interim,
+	.upgraded = sf_upgraded,
 	.done = sf_done,
 };

@@ -22,7 +22,14 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 				      proxy_record_fn record, void *record_arg);
 void secretfilter_free(struct secretfilter *f);
 
-/* The scrubber's set (tests and the fuzz target compare against it). */
+/* The registry of every value the proxy injects (registry.h): the
+ * filter's own, holding the brokered secrets; the git filter adds its
+ * token (gitfilter_set_registry()). Valid until secretfilter_free(). */
+struct registry;
+struct registry *secretfilter_registry(struct secretfilter *f);
+
+/* The scrubber's set of the values registered so far, or NULL when none
+ * (tests and the fuzz target compare against it). */
 struct scrub_set;
 const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f);
 

@@ -222,6 +222,23 @@ void tunnel_connected(struct conn *c)
 	tunnel_step(c, false, 0);
 }
 
+/* What the upstream sent after a 101 (in uin) goes to the client
+ * through the installed transform. Returns false when @c was closed. */
+static bool upgraded_out(struct conn *c)
+{
+	int r;
+
+	if (c->uin.len == 0)
+		return true;
+	r = c->upgraded->feed(c->upgraded, c->uin.data, c->uin.len, &c->cout);
+	buf_free(&c->uin);
+	if (r < 0) {
+		conn_close(c);
+		return false;
+	}
+	return true;
+}
+
 void tunnel_from_exchange(struct conn *c)
 {
 	c->tunnel = true;
@@ -229,6 +246,14 @@ void tunnel_from_exchange(struct conn *c)
 	/* bytes the client sent after its request head go upstream */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);
+	/* and the upstream's after its 101 go to the client */
+	if (c->upgraded) {
+		if (!upgraded_out(c))
+			return;
+	} else {
+		buf_append(&c->cout, c->uin.data, c->uin.len);
+		buf_free(&c->uin);
+	}
 	conn_enter(c, CONN_TUNNEL);
 	tunnel_step(c, false, 0);
 }
@@ -326,7 +351,19 @@ static bool buffered_step(struct conn *c, bool relay)
 	while (read_up) {
 		size_t before = c->cout.len;
 
-		n = endpoint_read_buf(&c->upstream, &c->cout, RELAY_HIGH);
+		if (c->upgraded) {
+			n = endpoint_read_buf(&c->upstream, &c->uin, RELAY_HIGH);
+			if (n > 0) {
+				if (!upgraded_out(c))
+					return false;
+				moved = true;
+				if (c->cout.len >= RELAY_HIGH)
+					break; /* the client first */
+				continue;
+			}
+		} else {
+			n = endpoint_read_buf(&c->upstream, &c->cout, RELAY_HIGH);
+		}
 		if (n > 0) {
 			moved = true;
 			if (w && w->phase == WATCH_SERVER_HELLO)
@@ -567,7 +604,8 @@ static void start_splice(struct conn *c)
 
 void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 {
-	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream);
+	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream) &&
+		     !c->upgraded;
 
 	if (c->state == CONN_FIRST_FLIGHT) {
 		step_first_flight(c, events);

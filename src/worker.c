@@ -191,20 +191,24 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 			    int ledger_fd, struct spendfilter **spend,
 			    struct filter_reg *reg)
 {
+	static const struct broker none = { 0 };
+	struct secretfilter *sf;
 	size_t n = 0;
 
-	if (cfg->broker && cfg->broker->count > 0) {
-		reg[n].ops = &secretfilter_ops;
-		reg[n].arg = secretfilter_new(cfg->broker, cfg->policy, worker_record, x);
-		n++;
-	}
+	/* secrets: placeholders in requests, and every value the proxy
+	 * injects (the git token too) scrubbed from every answer */
+	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
+	reg[n].ops = &secretfilter_ops;
+	reg[n].arg = sf;
+	n++;
 	/* git: every request to a git host, with the session's credential */
 	x->git = gitfilter_new(worker_record, x);
-	if (cfg->git_token &&
-	    !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
-				 cfg->git_token_expires))
-		worker_fatal(x, "the git token is not a valid token");
 	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+	if (!gitfilter_set_registry(x->git, secretfilter_registry(sf)) ||
+	    (cfg->git_token &&
+	     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+				  cfg->git_token_expires)))
+		worker_fatal(x, "the git token is not a valid token");
 	reg[n].ops = &gitfilter_ops;
 	reg[n].arg = x->git;
 	n++;

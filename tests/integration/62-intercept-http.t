@@ -154,7 +154,7 @@ t.sendall(b"GET /ws HTTP/1.1\r\nHost: api.airlock.test\r\nUpgrade: websocket\r\n
           b"Sec-WebSocket-Version: 13\r\n\r\n")
 st, h, b = r.response()
 echoed = []
-for frame in (b"\x81\x05hello", b"\x81\x03abc", b"x" * 70000):
+for frame in (b"\x81\x05hello", b"\x81\x03abc", b"\x82\x7f" + (70000).to_bytes(8, "big") + b"x" * 70000):
     t.sendall(frame)
     echoed.append(r.exact(len(frame)) == frame)
 out("websocket", "%d %s" % (st, ",".join(map(str, echoed))))

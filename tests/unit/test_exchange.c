@@ -103,6 +103,13 @@ static enum filter_result t_request_head(void *p, struct filter_request *rq,
 	struct tstate *st = p;
 
 	filter_headers_add(&rq->headers, "X-Filter", st->inner ? "inner" : "plain");
+	{
+		char port[16];
+
+		/* the port every decision is made on: the connection's */
+		snprintf(port, sizeof(port), "%u", rq->port);
+		filter_headers_add(&rq->headers, "X-Port", port);
+	}
 	filter_headers_remove(&rq->headers, "x-drop");
 	filter_headers_set(&rq->headers, "X-Twice", "one");
 	if (strcmp(rq->path, "/deny") == 0) {
@@ -167,9 +174,22 @@ static enum filter_result t_response_head(void *p, struct filter_response *rs,
 	snprintf(text, sizeof(text), "%u", rs->status);
 	filter_headers_add(&rs->headers, "X-Seen", text);
 	filter_headers_remove(&rs->headers, "x-secret");
+	if (strcmp(st->path, "/reason") == 0) {
+		free(rs->reason);
+		rs->reason = util_xstrdup("Rewritten");
+	}
 	if (strcmp(st->path, "/transform") == 0)
 		tf->enabled = true;
 	return FILTER_CONTINUE;
+}
+
+/* Interim heads and the reason phrase are the filters' too. */
+static void t_response_interim(void *p, struct filter_response *rs)
+{
+	(void)p;
+	free(rs->reason);
+	rs->reason = util_xstrdup("Interim-Seen");
+	filter_headers_set(&rs->headers, "Link", "</rewritten>");
 }
 
 static int t_response_body(void *p, const char *data, size_t len, bool last,
@@ -211,6 +231,7 @@ static const struct filter_ops test_ops = {
 	.request_body = t_request_body,
 	.response_head = t_response_head,
 	.response_body = t_response_body,
+	.response_interim = t_response_interim,
 	.done = t_done,
 };
 
@@ -555,6 +576,54 @@ int main(void)
 		tap_ok(has(&req, "GET /in HTTP/1.1\r\n") && has(&req, "X-Filter: inner\r\n"),
 		       "HTTP inside a tunnel goes through the same filters (inner)");
 		tap_ok(has(&resp, "X-Seen: 200"), "its response too");
+		close(u);
+		close(c);
+		buf_free(&req);
+		buf_free(&resp);
+	}
+	/* 8b. inside a tunnel the filters decide on the tunnel's port, not
+	 * the Host header's (which names none here: 80 by default) */
+	{
+		struct buf req = { 0 }, resp = { 0 };
+		int c = dial(pport), u;
+		char want[32];
+
+		snprintf(line, sizeof(line),
+			 "CONNECT 127.0.0.1:%u HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n"
+			 "GET /inport HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+			 uport, uport);
+		send_str(c, line);
+		u = upstream_serve(ulfd, &req, ok_resp);
+		read_until(c, &resp, "banana-data");
+		snprintf(want, sizeof(want), "X-Port: %u\r\n", uport);
+		tap_ok(has(&req, want) && has(&req, "Host: 127.0.0.1\r\n"),
+		       "a Host without a port inside a tunnel: the filters see the tunnel's "
+		       "port, the upstream the Host as sent");
+		close(u);
+		close(c);
+		buf_free(&req);
+		buf_free(&resp);
+	}
+	/* 8c. interim heads and the final reason phrase go through the
+	 * filters */
+	{
+		struct buf req = { 0 }, resp = { 0 };
+		int c = dial(pport), u;
+
+		snprintf(line, sizeof(line),
+			 "GET http://127.0.0.1:%u/reason HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
+			 uport, uport);
+		send_str(c, line);
+		u = upstream_serve(ulfd, &req,
+				   "HTTP/1.1 103 Early Hints\r\nLink: </secret>\r\n\r\n"
+				   "HTTP/1.1 200 Secret-Reason\r\nContent-Length: 11\r\n\r\n"
+				   "banana-data");
+		read_until(c, &resp, "banana-data");
+		tap_ok(has(&resp, "HTTP/1.1 103 Interim-Seen\r\nLink: </rewritten>\r\n\r\n") &&
+			       !has(&resp, "secret") && !has(&resp, "Early Hints"),
+		       "an interim head is written from what the filters left");
+		tap_ok(has(&resp, "HTTP/1.1 200 Rewritten\r\n") && !has(&resp, "Secret-Reason"),
+		       "the final reason phrase is the filters' to edit");
 		close(u);
 		close(c);
 		buf_free(&req);

@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 
 #include "gitfilter.h"
+#include "registry.h"
 #include "tap.h"
 #include "util.h"
 
@@ -98,6 +99,25 @@ int main(void)
 		tap_ok(!gitfilter_set_token(g, "a\nb", 3, 0), "a token with a newline is refused");
 		tap_ok(gitfilter_set_token(g, TOK, strlen(TOK), 0), "a long stateless token is taken");
 		tap_ok(gitfilter_set_token(g, NULL, 0, 0), "no token");
+		{
+			struct registry *reg = registry_new();
+			struct registry_set *rs;
+
+			gitfilter_set_placeholder(g, PH, strlen(PH));
+			tap_ok(gitfilter_set_registry(g, reg) && registry_count(reg) == 0,
+			       "registry: no token, nothing registered");
+			tap_ok(gitfilter_set_token(g, TOK, strlen(TOK), 0) &&
+				       registry_count(reg) == 1,
+			       "registry: a token set is registered");
+			tap_ok(gitfilter_set_token(g, "ghs_second_token_0123456789", 27, 0) &&
+				       registry_count(reg) == 2,
+			       "registry: a refreshed token joins the first (both scrubbed)");
+			rs = registry_acquire(reg);
+			tap_is_str(registry_name(rs, 0), "git.token", "registry: named git.token");
+			registry_release(rs);
+			gitfilter_set_registry(g, NULL);
+			registry_free(reg);
+		}
 		gitfilter_free(g);
 	}
 	free(basic_ph);
