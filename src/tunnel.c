@@ -304,6 +304,17 @@ bad:
 
 /* --- relay through user space ------------------------------------------------- */
 
+/* The upstream failed (a reset, TLS cut short): nothing more goes to it,
+ * the client still gets what was read from it (cout), then our FIN, and
+ * the connection ends (conn_finish). */
+static void upstream_gone(struct conn *c)
+{
+	conn_drop_upstream(c);
+	buf_free(&c->cin);
+	tunnel_free(c);
+	conn_finish(c);
+}
+
 static uint32_t half_events(bool want_read, bool want_write, const struct endpoint *e)
 {
 	return endpoint_events(e, want_read, want_write) | (want_read ? EPOLLRDHUP : 0);
@@ -339,7 +350,9 @@ static bool buffered_step(struct conn *c, bool relay)
 			if (w)
 				w->phase = WATCH_DONE; /* nothing more to see */
 		} else if (n != -EAGAIN && n != -ENOBUFS) {
-			conn_close(c);
+			/* reset, or TLS cut without close_notify: what it
+			 * sent before is still owed to the client */
+			upstream_gone(c);
 			return false;
 		}
 		break;
@@ -459,8 +472,12 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0) {
-			if (errno != EAGAIN)
-				return -1;
+			if (errno != EAGAIN) {
+				/* a reset source: the bytes it sent before
+				 * are still delivered, then its end */
+				h->eof = true;
+				continue;
+			}
 			drained = true;
 			continue;
 		}
@@ -582,9 +599,14 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	/* Before splicing (the 200 and first flight still going out, a TLS
 	 * watch), or relaying TLS: a hang-up ends the tunnel unless it is
-	 * a plain EOF that buffered_step reads. */
+	 * a plain EOF that buffered_step reads. An upstream's error is read
+	 * there too, after the bytes it sent before it: the client gets
+	 * those (upstream_gone). */
 	if (events & EPOLLERR) {
-		conn_close(c);
+		if (upstream)
+			(void)buffered_step(c, true);
+		else
+			conn_close(c);
 		return;
 	}
 	if (plain && !c->watch && c->cin.len == 0) {
