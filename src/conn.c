@@ -76,8 +76,10 @@ static const struct conn_state_info conn_states[] = {
 	/* RESOLVE: no interest at all; a hang-up means the client is gone
 	 * (a half-closed client still gets its answer). */
 	[CONN_RESOLVE] = { "resolve", TIMER_NONE, EXPIRE_CLOSE, false, false, NULL },
+	/* FIRST_FLIGHT: an upstream opened early (ports other than 80 and
+	 * 443) that hangs up still has its last bytes delivered. */
 	[CONN_FIRST_FLIGHT] = { "first-flight", TIMER_FIRST_FLIGHT,
-				EXPIRE_FIRST_FLIGHT, false, false, tunnel_step },
+				EXPIRE_FIRST_FLIGHT, false, true, tunnel_step },
 	[CONN_CONNECTING] = { "connecting", TIMER_CONNECT, EXPIRE_CONNECT, false,
 			      true, upstream_step },
 	/* TUNNEL: a side that hangs up may still be owed bytes. */
@@ -120,7 +122,13 @@ static uint64_t timer_ms(const struct conn *c, enum conn_timer t)
 		 * idle kept-alive one waits idle_ms, and the head timeout
 		 * runs again from the next request's first byte. */
 		return c->requests == 0 || c->cin.len ? to->head_ms : to->idle_ms;
-	case TIMER_FIRST_FLIGHT: return to->first_flight_ms;
+	case TIMER_FIRST_FLIGHT:
+		/* The upstream already open (tunnel.c): idle while the
+		 * client is silent, the ambiguity pause once it has said
+		 * something that is neither TLS nor yet HTTP. */
+		if (c->early && endpoint_open(&c->upstream) && !tunnel_flight_tls(c))
+			return c->cin.len ? to->ambiguous_ms : to->idle_ms;
+		return to->first_flight_ms;
 	case TIMER_CONNECT: return to->connect_ms;
 	case TIMER_IDLE: return to->idle_ms;
 	case TIMER_FILTER: return to->head_ms;
@@ -316,8 +324,11 @@ void conn_expire(struct conn *c)
 			    "the request head did not arrive in time");
 		break;
 	case EXPIRE_FIRST_FLIGHT:
+		if (tunnel_first_flight_expired(c))
+			return;
 		verdict_set(&v, VERDICT_FAIL, 0, "timeout.first-flight",
-			    "the client sent nothing after CONNECT");
+			    c->cin.len ? "the client's first flight did not end in time"
+				       : "the client sent nothing after CONNECT");
 		break;
 	case EXPIRE_CONNECT:
 		verdict_set(&v, VERDICT_FAIL, c->tunnel ? 0 : 502, "upstream.connect",

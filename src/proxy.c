@@ -596,6 +596,23 @@ static void expire(struct proxy *p, uint64_t now)
 	}
 }
 
+/* A timeout the tests shorten (docs/TESTING.md: test-only, never set in
+ * production): @name in the environment, 1 ms to 10 minutes, else @def. */
+static unsigned int test_ms(const char *name, unsigned int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long ms;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	ms = strtoul(v, &end, 10);
+	if (errno || *end || ms == 0 || ms > 600000)
+		return def;
+	return (unsigned int)ms;
+}
+
 struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 {
 	struct proxy *p = util_xcalloc(1, sizeof(*p));
@@ -630,7 +647,9 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	if (!p->t.connect_ms)
 		p->t.connect_ms = 10000;
 	if (!p->t.first_flight_ms)
-		p->t.first_flight_ms = 10000;
+		p->t.first_flight_ms = test_ms("AIRLOCK_TEST_FIRST_FLIGHT_MS", 10000);
+	if (!p->t.ambiguous_ms)
+		p->t.ambiguous_ms = test_ms("AIRLOCK_TEST_AMBIGUOUS_MS", 1000);
 	if (!p->t.idle_ms)
 		p->t.idle_ms = 300000;
 	if (opts->nfilters > FILTER_MAX) {
@@ -773,6 +792,10 @@ int proxy_run(struct proxy *p)
 			break;
 		if (!p->accepting && !p->stopping && now >= p->accept_resume)
 			listen_arm(p, true);
+		if (p->soon) /* a deadline shorter than the sweep's period */
+			timeout = p->soon <= now ? 0
+			      : p->soon - now < (uint64_t)timeout ? (int)(p->soon - now)
+								  : timeout;
 		timeout = dns_next_timeout_ms(p->dns, timeout);
 		n = epoll_wait(p->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
 		if (n < 0) {
@@ -820,8 +843,9 @@ int proxy_run(struct proxy *p)
 		}
 		dns_process_timeouts(p->dns);
 		now = util_now_ms();
-		if (now - last_sweep >= 1000 || p->stopping) {
+		if (now - last_sweep >= 1000 || p->stopping || (p->soon && now >= p->soon)) {
 			last_sweep = now;
+			p->soon = 0;
 			expire(p, p->stopping && now >= p->stop_deadline ? UINT64_MAX : now);
 		}
 		conn_reap(p);

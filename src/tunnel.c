@@ -77,6 +77,17 @@ static json_t *tls_extra(const struct conn *c)
 	return json_pack("{s:b}", "tls", 0);
 }
 
+/* The upstream failed (a reset, TLS cut short): nothing more goes to it,
+ * the client still gets what was read from it (cout), then our FIN, and
+ * the connection ends (conn_finish). */
+static void upstream_gone(struct conn *c)
+{
+	conn_drop_upstream(c);
+	buf_free(&c->cin);
+	tunnel_free(c);
+	conn_finish(c);
+}
+
 void tunnel_begin(struct conn *c)
 {
 	c->tunnel = true;
@@ -91,8 +102,55 @@ void tunnel_addressed(struct conn *c)
 	/* A redirected connection never asked the proxy for a tunnel. */
 	if (!c->transparent)
 		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+	if (c->port != 80 && c->port != 443) {
+		/* Servers speak first on these ports (SMTP, SSH, database
+		 * banners): the upstream is opened at once and what it
+		 * says is relayed while the client's first flight is read
+		 * and classified, none of it forwarded before. Mode off
+		 * inspects nothing: the tunnel starts as it connects. */
+		c->early = c->policy->mode != POLICY_MODE_OFF;
+		upstream_connect(c);
+		return;
+	}
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
+}
+
+/* The first flight is decided (or allowed as it is): the tunnel goes on
+ * over the upstream opened early, or opens it now. */
+static void flight_done(struct conn *c)
+{
+	c->early = false;
+	if (endpoint_open(&c->upstream))
+		tunnel_connected(c);
+	else
+		upstream_connect(c);
+}
+
+/* Ports other than 80 and 443: the first flight cannot grow any more (the
+ * client's FIN, or the ambiguity pause of client silence passed). What
+ * is not TLS is relayed as an opaque protocol; an unfinished ClientHello
+ * is not ambiguous and never relayed. */
+static void flight_final(struct conn *c)
+{
+	if (tunnel_flight_tls(c)) {
+		conn_close(c);
+		return;
+	}
+	c->tls = 0;
+	flight_done(c);
+}
+
+bool tunnel_first_flight_expired(struct conn *c)
+{
+	if (!c->early || !endpoint_open(&c->upstream) || tunnel_flight_tls(c))
+		return false;
+	if (c->cin.len == 0) {
+		conn_close(c); /* idle both ways, as an idle tunnel */
+		return true;
+	}
+	flight_final(c);
+	return true;
 }
 
 static void first_flight_deny(struct conn *c, const char *rule,
@@ -104,7 +162,7 @@ static void first_flight_deny(struct conn *c, const char *rule,
 	v.extra = extra;
 	/* the client already has its 200: a deny closes the tunnel */
 	if (verdict_apply(c, &v))
-		upstream_connect(c);
+		flight_done(c);
 }
 
 static void first_flight(struct conn *c)
@@ -114,7 +172,7 @@ static void first_flight(struct conn *c)
 
 	if (c->policy->mode == POLICY_MODE_OFF) {
 		/* off: nothing is checked (docs/PROXY.md). */
-		upstream_connect(c);
+		flight_done(c);
 		return;
 	}
 	r = clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch);
@@ -138,7 +196,9 @@ static void first_flight(struct conn *c)
 		if (h == HTTP_INCOMPLETE)
 			return;
 		if (h == HTTP_OK) {
-			/* HTTP inside the tunnel: served request by request */
+			/* HTTP inside the tunnel: served request by request
+			 * (over the upstream when it was opened early) */
+			c->early = false;
 			c->tunnel = false;
 			exchange_begin(c, true);
 			return;
@@ -149,7 +209,7 @@ static void first_flight(struct conn *c)
 					  json_pack("{s:b}", "tls", 0));
 			return;
 		}
-		upstream_connect(c); /* SSH and other protocols */
+		flight_done(c); /* SSH and other protocols */
 		return;
 	}
 	if (r != CLIENTHELLO_OK) {
@@ -178,12 +238,86 @@ static void first_flight(struct conn *c)
 		c->intercept = true;
 		tunnel_free(c);
 	}
-	upstream_connect(c);
+	flight_done(c);
 }
 
-static void step_first_flight(struct conn *c, uint32_t events)
+/* Ports other than 80 and 443, the upstream open: the server's bytes go
+ * to the client as they come; the client's are held in cin and
+ * classified (first_flight); client silence after a flight that is
+ * neither TLS nor yet HTTP relays it as opaque (the deadline, conn.c). */
+static void early_step(struct conn *c, bool upstream, uint32_t events)
 {
-	int r = endpoint_flush(&c->client, &c->cout);
+	const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+	size_t had = c->cin.len;
+	bool client_eof = false;
+	int r;
+
+	if (!events || (upstream && (events & rd))) {
+		while (c->cout.len < RELAY_HIGH) {
+			ssize_t n = endpoint_read_buf(&c->upstream, &c->cout, RELAY_HIGH);
+
+			if (n > 0) {
+				if (c->cin.len == 0)
+					conn_enter(c, CONN_FIRST_FLIGHT); /* not idle */
+				continue;
+			}
+			if (n != -EAGAIN && n != -ENOBUFS) {
+				/* The server ended first: the client gets what
+				 * it said, then the end. Nothing of the client
+				 * went upstream. */
+				c->tls = 0;
+				verdict_record_allow(c, tls_extra(c));
+				upstream_gone(c);
+				return;
+			}
+			break;
+		}
+	}
+	if (!events || (!upstream && (events & rd))) {
+		ssize_t n = endpoint_read_buf(&c->client, &c->cin, CLIENTHELLO_FLIGHT_MAX);
+
+		if (n == 0)
+			client_eof = true;
+		else if (n < 0 && n != -EAGAIN && n != -ENOBUFS) {
+			conn_close(c);
+			return;
+		}
+	}
+	r = endpoint_flush(&c->client, &c->cout);
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	if (c->cin.len > had) {
+		/* Each client byte starts the ambiguity pause again; an
+		 * unfinished ClientHello keeps the deadline of its first. */
+		if (had == 0 || !tunnel_flight_tls(c)) {
+			conn_enter(c, CONN_FIRST_FLIGHT);
+			if (c->cin.len && !tunnel_flight_tls(c) &&
+			    (!c->p->soon || c->deadline < c->p->soon))
+				c->p->soon = c->deadline;
+		}
+		first_flight(c);
+		if (conn_closed(c) || c->state != CONN_FIRST_FLIGHT || !c->early)
+			return;
+	}
+	if (client_eof) {
+		flight_final(c);
+		return;
+	}
+	conn_watch(c, false, EPOLLIN | EPOLLRDHUP | (c->cout.len ? EPOLLOUT : 0));
+	conn_watch(c, true, c->cout.len < RELAY_HIGH ? EPOLLIN | EPOLLRDHUP : 0);
+}
+
+static void step_first_flight(struct conn *c, bool upstream, uint32_t events)
+{
+	int r;
+
+	if (c->early) {
+		early_step(c, upstream, events);
+		return;
+	}
+	r = endpoint_flush(&c->client, &c->cout);
 	bool readable = events & (EPOLLIN | EPOLLRDHUP);
 
 	if (r < 0 && r != -EAGAIN) {
@@ -210,6 +344,12 @@ static void step_first_flight(struct conn *c, uint32_t events)
 
 void tunnel_connected(struct conn *c)
 {
+	if (c->early) {
+		/* opened before the first flight: now read it */
+		conn_enter(c, CONN_FIRST_FLIGHT);
+		early_step(c, false, 0);
+		return;
+	}
 	if (c->intercept) {
 		intercept_connected(c);
 		return;
@@ -303,17 +443,6 @@ bad:
 }
 
 /* --- relay through user space ------------------------------------------------- */
-
-/* The upstream failed (a reset, TLS cut short): nothing more goes to it,
- * the client still gets what was read from it (cout), then our FIN, and
- * the connection ends (conn_finish). */
-static void upstream_gone(struct conn *c)
-{
-	conn_drop_upstream(c);
-	buf_free(&c->cin);
-	tunnel_free(c);
-	conn_finish(c);
-}
 
 static uint32_t half_events(bool want_read, bool want_write, const struct endpoint *e)
 {
@@ -587,7 +716,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	bool plain = endpoint_plain(&c->client) && endpoint_plain(&c->upstream);
 
 	if (c->state == CONN_FIRST_FLIGHT) {
-		step_first_flight(c, events);
+		step_first_flight(c, upstream, events);
 		return;
 	}
 	if (c->spliced) {
