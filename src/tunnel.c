@@ -288,7 +288,9 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 		conn_close(c);
 		return;
 	}
-	if (c->cin.len > had) {
+	/* (bytes that came with the CONNECT head are in cin from the
+	 * start: the first call classifies them) */
+	if (c->cin.len > had || (!events && c->cin.len > 0)) {
 		/* Each client byte starts the ambiguity pause again; an
 		 * unfinished ClientHello keeps the deadline of its first. */
 		if (had == 0 || !tunnel_flight_tls(c)) {
