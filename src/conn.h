@@ -119,6 +119,11 @@ struct conn {
 				 is opened before the first flight is
 				 classified, and what it says first is
 				 relayed (tunnel.c) */
+	struct buf *line;     /* an ambiguous first flight relayed as
+				 opaque that could still begin an HTTP
+				 request line: the first line so far,
+				 checked before each later client byte is
+				 forwarded (tunnel.c) */
 	struct half c2u, u2c;
 	struct half *draining;/* one side gone: the half it is still owed */
 	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */

@@ -68,6 +68,11 @@ void tunnel_free(struct conn *c)
 {
 	free(c->watch);
 	c->watch = NULL;
+	if (c->line) {
+		buf_free(c->line);
+		free(c->line);
+		c->line = NULL;
+	}
 }
 
 static json_t *tls_extra(const struct conn *c)
@@ -138,6 +143,14 @@ static void flight_final(struct conn *c)
 		return;
 	}
 	c->tls = 0;
+	if (http_sniff_request(c->cin.data, c->cin.len) == HTTP_INCOMPLETE) {
+		/* It may still become an HTTP request line: waiting for the
+		 * pause must not make HTTP skip its Host checks. The rest
+		 * of the first line is checked before it is forwarded
+		 * (line_check). */
+		c->line = util_xcalloc(1, sizeof(*c->line));
+		buf_append(c->line, c->cin.data, c->cin.len);
+	}
 	flight_done(c);
 }
 
@@ -451,6 +464,35 @@ static uint32_t half_events(bool want_read, bool want_write, const struct endpoi
 	return endpoint_events(e, want_read, want_write) | (want_read ? EPOLLRDHUP : 0);
 }
 
+/* The client's bytes in cin after an ambiguous first flight was relayed
+ * (c->line): an HTTP request line completed by them is refused before
+ * they are forwarded (egress.protocol); once the first line cannot be
+ * one, the watch ends. Returns false when @c was closed. */
+static bool line_check(struct conn *c)
+{
+	enum http_result h;
+
+	buf_append(c->line, c->cin.data, c->cin.len);
+	h = http_sniff_request(c->line->data, c->line->len);
+	if (h == HTTP_OK) {
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 0, "egress.protocol",
+			    "an HTTP request line completed after the first-flight pause");
+		v.extra = json_pack("{s:b}", "tls", 0);
+		if (!verdict_apply(c, &v))
+			return false;
+	}
+	if (h != HTTP_INCOMPLETE) {
+		buf_free(c->line);
+		free(c->line);
+		c->line = NULL;
+	}
+	buf_append(&c->uout, c->cin.data, c->cin.len);
+	buf_free(&c->cin);
+	return true;
+}
+
 /* Moves what each side has to the other through cout/uout; during a
  * watch the server's bytes are inspected and the client's held. Returns
  * false when @c was closed. */
@@ -458,8 +500,9 @@ static bool buffered_step(struct conn *c, bool relay)
 {
 	struct tls_watch *w = c->watch;
 	bool watching = w && w->phase != WATCH_DONE;
-	bool read_up = (relay || watching) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
-	bool read_cl = (relay || watching) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
+	bool hold = watching || c->line;
+	bool read_up = (relay || hold) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
+	bool read_cl = (relay || hold) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
 		       c->cin.len < CLIENTHELLO_FLIGHT_MAX;
 	bool moved = false;
 	ssize_t n;
@@ -489,8 +532,8 @@ static bool buffered_step(struct conn *c, bool relay)
 		break;
 	}
 	while (read_cl) {
-		n = endpoint_read_buf(&c->client, watching ? &c->cin : &c->uout,
-				      watching ? CLIENTHELLO_FLIGHT_MAX : RELAY_HIGH);
+		n = endpoint_read_buf(&c->client, hold ? &c->cin : &c->uout,
+				      hold ? CLIENTHELLO_FLIGHT_MAX : RELAY_HIGH);
 		if (n > 0) {
 			moved = true;
 			continue;
@@ -515,6 +558,8 @@ static bool buffered_step(struct conn *c, bool relay)
 		if (over)
 			w->phase = WATCH_DONE;
 	}
+	if (c->line && !c->watch && c->cin.len > 0 && !line_check(c))
+		return false;
 	if (w && w->phase == WATCH_DONE) {
 		/* release what was held */
 		buf_append(&c->uout, c->cin.data, c->cin.len);
@@ -548,7 +593,7 @@ static bool buffered_step(struct conn *c, bool relay)
 	if (moved)
 		conn_touch(c);
 	watching = c->watch != NULL;
-	relay = relay || watching;
+	relay = relay || watching || c->line;
 	conn_watch(c, false, half_events(relay && !c->c2u.eof && c->uout.len < RELAY_HIGH,
 					 c->cout.len > 0, &c->client));
 	conn_watch(c, true, half_events(relay && !c->u2c.eof && c->cout.len < RELAY_HIGH,
@@ -740,7 +785,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 			conn_close(c);
 		return;
 	}
-	if (plain && !c->watch && c->cin.len == 0) {
+	if (plain && !c->watch && !c->line && c->cin.len == 0) {
 		/* only queued bytes to write, then splice */
 		int r = endpoint_flush(&c->client, &c->cout);
 
@@ -760,7 +805,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	if (!buffered_step(c, !plain))
 		return;
-	if (plain && !c->watch && c->cout.len == 0 && c->uout.len == 0 &&
+	if (plain && !c->watch && !c->line && c->cout.len == 0 && c->uout.len == 0 &&
 	    c->cin.len == 0)
 		start_splice(c);
 }

@@ -137,14 +137,17 @@ is "$(grep -c '"path": "/ws-first"' "$FLOG")" 20 "the origin sent its frames 20 
 
 # --- first flights on ports other than 80 and 443 ------------------------------------------
 
-# flight PORT DATA WAIT: CONNECT fr.airlock.test:PORT, send DATA (escapes;
-# may be empty) right after the 200, read for WAIT s; prints what came
-# after the 200 (repr) and when its first byte came.
+# flight PORT DATA WAIT [PAUSE DATA2]: CONNECT fr.airlock.test:PORT, send
+# DATA (escapes; may be empty) right after the 200 (and DATA2 PAUSE s
+# later), read for WAIT s; prints what came after the 200 (text and hex),
+# when its first byte came, and whether the proxy closed.
 flight() {
-	python3 - "$PROXY" "$1" "$2" "$3" <<'PY'
+	python3 - "$PROXY" "$1" "$2" "$3" "${4:-0}" "${5:-}" <<'PY'
 import json, socket, sys, time
 proxy, port, data, wait = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+pause, data2 = float(sys.argv[5]), sys.argv[6]
 data = data.encode().decode("unicode_escape").encode("latin-1")
+data2 = data2.encode().decode("unicode_escape").encode("latin-1")
 host, pport = proxy.rsplit(":", 1)
 s = socket.create_connection((host, int(pport)), timeout=10)
 s.sendall(b"CONNECT fr.airlock.test:%d HTTP/1.1\r\nHost: fr.airlock.test:%d\r\n\r\n" % (port, port))
@@ -157,6 +160,12 @@ if data:
 s.settimeout(0.1)
 got, first, closed = b"", None, False
 while time.time() - t0 < wait:
+    if data2 and time.time() - t0 >= pause:
+        try:
+            s.sendall(data2)
+        except OSError:
+            pass
+        data2 = b""
     try:
         c = s.recv(4096)
     except socket.timeout:
@@ -199,6 +208,21 @@ is "$(jf "$f" got)" "hello" "port 8443, a 5-byte message that could still begin 
 python3 -c 'import sys; t = float(sys.argv[1]); sys.exit(0 if 0.8 <= t < 2.5 else 1)' "$(jf "$f" first)"
 ok $? "... after the 1 s pause of client silence ($(jf "$f" first) s)"
 is "$(net_count srv=sink)" 0 "(no sink was reached)"
+
+f=$(flight 8443 "hello" 3 1.5 " world\r\n")
+is "$(jf "$f" hex)" "$(printf 'hello world\r\n' | od -An -tx1 | tr -d ' \n')" \
+	"... and what the client sends after the pause goes on (its first line is no HTTP request line)"
+
+# The pause must not let HTTP skip its checks: a request line completed
+# after it is refused before its end is forwarded.
+nb=$(count_receipts egress.block)
+f=$(flight 8080 "GET /cl0/299 HT" 3 1.5 "TP/1.1\r\nHost: api.airlock.test\r\n\r\n")
+is "$(jf "$f" closed)" true "port 8080, an HTTP request line completed only after the pause: the tunnel is closed"
+wait_receipts egress.block $((nb + 1))
+r=$(last_receipt egress.block)
+is "$(jf "$r" rule) $(jf "$r" subject.port)" "egress.protocol 8080" "... recorded as egress.block, egress.protocol"
+! grep -q '/cl0/299' "$FLOG"
+ok $? "... and the upstream never got that request"
 
 ne=$(count_receipts proxy.error)
 f=$(flight 8443 "\x16\x03\x01\x02" 4)
