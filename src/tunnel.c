@@ -4,8 +4,8 @@
  * DOC: Theory of Operation
  *
  * After the rules and the address checks (upstream.c) the client gets
- * "200 Connection established" and its first flight is read before the
- * upstream connection is opened:
+ * "200 Connection established" and its first flight is read, none of it
+ * forwarded before it is classified:
  *
  *  - a TLS ClientHello (clienthello.c) must carry an SNI equal to the
  *    CONNECT host (egress.sni_mismatch otherwise); port 443 takes
@@ -16,6 +16,17 @@
  *    name never reaches another virtual host on a shared front end;
  *  - any other protocol passes to ports other than 80 and 443, recorded
  *    with "tls": false.
+ *
+ * On ports 80 and 443 the upstream is opened only once the first flight
+ * is classified. On every other port (SPEC 5.1) servers may speak first
+ * (SMTP, SSH, database banners): the upstream is opened at once and what
+ * it says is relayed (early_step) while the client's bytes are held and
+ * classified the same way, none forwarded before. A flight that stays
+ * ambiguous (neither TLS, which must become a whole ClientHello, nor
+ * decidably HTTP or not) is relayed as opaque after the ambiguity pause
+ * of client silence (1 s); should its first line then complete an HTTP
+ * request line, the tunnel is refused before that line's end goes
+ * upstream (line_check), so the pause never skips the Host checks.
  *
  * The same first-flight bytes then go upstream unchanged. A TLS 1.3
  * client may have to send a second ClientHello after the server's
@@ -143,7 +154,7 @@ static void flight_final(struct conn *c)
 		return;
 	}
 	c->tls = 0;
-	if (http_sniff_request(c->cin.data, c->cin.len) == HTTP_INCOMPLETE) {
+	if (c->cin.len && http_sniff_request(c->cin.data, c->cin.len) == HTTP_INCOMPLETE) {
 		/* It may still become an HTTP request line: waiting for the
 		 * pause must not make HTTP skip its Host checks. The rest
 		 * of the first line is checked before it is forwarded

@@ -25,7 +25,7 @@ pl_start_net
 # that speaks first on :2525 and an echo server on :8443.
 FLOG="$T/fr.log"
 python3 "$FS" --log "$FLOG" --ready "$T/fr.ready" --http "$FR:80" --http "$FR:8080" \
-	--tls "$FR:443" --cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" \
+	--tls "$FR:443" --tls "$FR:9443" --cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" \
 	--banner "$FR:2525" --echo "$FR:8443" > "$T/fr.out" 2>&1 &
 PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
 i=0
@@ -42,7 +42,8 @@ cat > "$POLICY" <<EOF
   "mode": "enforce",
   "egress": {
     "allow": ["fr.airlock.test", "fr.airlock.test:8080", "fr.airlock.test:2525",
-              "fr.airlock.test:8443", "api.airlock.test"],
+              "fr.airlock.test:8443", "fr.airlock.test:9443", "api.airlock.test"],
+    "intercept": ["fr.airlock.test:9443"],
     "ports": [80, 443],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
@@ -84,6 +85,11 @@ matrix plain 80
 matrix connect 80
 # HTTP inside CONNECT on a port whose upstream is opened at once
 matrix connect 8080
+# interception on such a port: the TLS handshake over that upstream
+python3 "$FS" client "$PROXY" intercept fr.airlock.test 9443 /cl0/302 --close --runs 5 --ca "$SCA" > "$T/m.out" 2>&1
+is "$(jf "$(cat "$T/m.out")" ok)" 5 "intercept :9443 (its upstream opened at once) /cl0/302 --close: 5 of 5 $(jf "$(cat "$T/m.out")" fails)"
+r=$(grep '"type":"egress.allow"' "$EV" | grep '"port":9443' | tail -n 1)
+is "$(jf "$r" subject.tls) $(jf "$r" subject.intercepted)" "true true" "... recorded as an intercepted tunnel"
 
 r=$(grep '"type":"http.request"' "$EV" | grep '/cl0/302' | grep '"port":443' | tail -n 1)
 is "$(jf "$r" subject.status) $(jf "$r" subject.bytes_down)" "302 0" \
