@@ -331,8 +331,8 @@ void conn_expire(struct conn *c)
 				       : "the client sent nothing after CONNECT");
 		break;
 	case EXPIRE_CONNECT:
-		verdict_set(&v, VERDICT_FAIL, c->tunnel ? 0 : 502, "upstream.connect",
-			    "connection timed out");
+		verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502,
+			    "upstream.connect", "connection timed out");
 		break;
 	case EXPIRE_FILTER:
 		verdict_set(&v, VERDICT_FAIL, 502, "proxy.filter-timeout",
@@ -351,11 +351,14 @@ bool conn_can_answer(const struct conn *c)
 	if (!endpoint_open(&c->client) || c->state == CONN_ANSWERING ||
 	    c->state == CONN_LINGER)
 		return false;
-	/* A tunnel's client stops speaking HTTP with us at its 200; an
-	 * exchange cannot answer in the middle of a response. */
+	/* A tunnel's client stops speaking HTTP with us at its 200 (on
+	 * ports other than 80 and 443 it comes once the upstream is
+	 * connected); an exchange cannot answer in the middle of a
+	 * response. */
 	if (c->tunnel)
 		return !c->transparent &&
-		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE);
+		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE ||
+			(c->early && c->state == CONN_CONNECTING));
 	return !exchange_response_open(c);
 }
 

@@ -115,19 +115,26 @@ void tunnel_begin(struct conn *c)
 
 void tunnel_addressed(struct conn *c)
 {
-	/* A redirected connection never asked the proxy for a tunnel. */
-	if (!c->transparent)
-		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	if (c->port != 80 && c->port != 443) {
 		/* Servers speak first on these ports (SMTP, SSH, database
 		 * banners): the upstream is opened at once and what it
 		 * says is relayed while the client's first flight is read
-		 * and classified, none of it forwarded before. Mode off
-		 * inspects nothing: the tunnel starts as it connects. */
-		c->early = c->policy->mode != POLICY_MODE_OFF;
+		 * and classified, none of it forwarded before. The 200
+		 * waits for the connection: a refused or timed-out one is
+		 * still answered 502. Mode off inspects nothing: the
+		 * tunnel starts as it connects. */
+		if (c->policy->mode == POLICY_MODE_OFF) {
+			if (!c->transparent)
+				buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+		} else {
+			c->early = true;
+		}
 		upstream_connect(c);
 		return;
 	}
+	/* A redirected connection never asked the proxy for a tunnel. */
+	if (!c->transparent)
+		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
 }
@@ -371,7 +378,9 @@ static void step_first_flight(struct conn *c, bool upstream, uint32_t events)
 void tunnel_connected(struct conn *c)
 {
 	if (c->early) {
-		/* opened before the first flight: now read it */
+		/* opened before the first flight: the 200, then read it */
+		if (!c->transparent)
+			buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 		conn_enter(c, CONN_FIRST_FLIGHT);
 		early_step(c, false, 0);
 		return;

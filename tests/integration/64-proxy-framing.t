@@ -42,7 +42,8 @@ cat > "$POLICY" <<EOF
   "mode": "enforce",
   "egress": {
     "allow": ["fr.airlock.test", "fr.airlock.test:8080", "fr.airlock.test:2525",
-              "fr.airlock.test:8443", "fr.airlock.test:9443", "api.airlock.test"],
+              "fr.airlock.test:8443", "fr.airlock.test:9443", "fr.airlock.test:2526",
+              "api.airlock.test"],
     "intercept": ["fr.airlock.test:9443"],
     "ports": [80, 443],
     "allow_ranges": ["198.18.0.0/15"],
@@ -240,6 +241,10 @@ wait_receipts proxy.error $((ne + 1))
 is "$(jf "$(last_receipt proxy.error)" rule)" "timeout.first-flight" "... recorded as timeout.first-flight"
 ! grep -q '"data": "\\u0016' "$FLOG"
 ok $? "... and the echo server never got those bytes"
+
+# Connected before the 200: a refused connection is still answered
+raw 'CONNECT fr.airlock.test:2526 HTTP/1.1\r\nHost: fr.airlock.test:2526\r\n\r\n'
+failed "port 2526, nothing listening: the CONNECT is answered 502 upstream.connect" 502 upstream.connect
 
 # HTTP on such a port: classified, every request's Host checked
 raw 'CONNECT fr.airlock.test:8080 HTTP/1.1\r\nHost: fr.airlock.test:8080\r\n\r\nGET /cl0/200 HTTP/1.1\r\nHost: api.airlock.test:8080\r\n\r\n' --idle 1
