@@ -126,8 +126,20 @@ static uint64_t timer_ms(const struct conn *c, enum conn_timer t)
 		/* The upstream already open (tunnel.c): idle while the
 		 * client is silent, the ambiguity pause once it has said
 		 * something that is neither TLS nor yet HTTP. */
-		if (c->early && endpoint_open(&c->upstream) && !tunnel_flight_tls(c))
-			return c->cin.len ? to->ambiguous_ms : to->idle_ms;
+		if (c->early && endpoint_open(&c->upstream) && !tunnel_flight_tls(c)) {
+			uint64_t spent;
+
+			if (!c->cin.len)
+				return to->idle_ms;
+			/* a flight trickled byte by byte is still decided
+			 * within the first-flight timeout of its first */
+			spent = c->flight_start ? util_now_ms() - c->flight_start : 0;
+			if (spent >= to->first_flight_ms)
+				return 1;
+			return to->first_flight_ms - spent < to->ambiguous_ms
+				       ? to->first_flight_ms - spent
+				       : to->ambiguous_ms;
+		}
 		return to->first_flight_ms;
 	case TIMER_CONNECT: return to->connect_ms;
 	case TIMER_IDLE: return to->idle_ms;

@@ -119,6 +119,9 @@ struct conn {
 				 is opened before the first flight is
 				 classified, and what it says first is
 				 relayed (tunnel.c) */
+	uint64_t flight_start;/* ms: the first byte of an early first
+				 flight (its pauses never outlast the
+				 first-flight timeout from there) */
 	struct buf *line;     /* an ambiguous first flight relayed as
 				 opaque that could still begin an HTTP
 				 request line: the first line so far,

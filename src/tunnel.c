@@ -324,6 +324,8 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 	if (c->cin.len > had || (!events && c->cin.len > 0)) {
 		/* Each client byte starts the ambiguity pause again; an
 		 * unfinished ClientHello keeps the deadline of its first. */
+		if (!c->flight_start)
+			c->flight_start = util_now_ms();
 		if (had == 0 || !tunnel_flight_tls(c)) {
 			conn_enter(c, CONN_FIRST_FLIGHT);
 			if (c->cin.len && !tunnel_flight_tls(c) &&

@@ -220,6 +220,34 @@ f=$(flight 8443 "hello" 3 1.5 " world\r\n")
 is "$(jf "$f" hex)" "$(printf 'hello world\r\n' | od -An -tx1 | tr -d ' \n')" \
 	"... and what the client sends after the pause goes on (its first line is no HTTP request line)"
 
+# A flight trickled a byte at a time, never a full pause of silence: still
+# decided within the first-flight timeout of its first byte (the test's
+# 1.5 s), relayed as opaque.
+t=$(python3 - "$PROXY" <<'PY'
+import socket, sys, time
+host, pport = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(pport)), timeout=10)
+s.sendall(b"CONNECT fr.airlock.test:8443 HTTP/1.1\r\nHost: fr.airlock.test:8443\r\n\r\n")
+d = b""
+while b"\r\n\r\n" not in d:
+    d += s.recv(1)
+s.settimeout(0.05)
+t0, first, nxt = time.time(), None, 0
+while time.time() - t0 < 4 and first is None:
+    if time.time() >= nxt and time.time() - t0 < 3.5:
+        s.sendall(b"a")
+        nxt = time.time() + 0.6
+    try:
+        if s.recv(4096):
+            first = time.time() - t0
+    except socket.timeout:
+        pass
+print("%.2f" % first if first is not None else "none")
+PY
+)
+python3 -c 'import sys; sys.exit(0 if sys.argv[1] != "none" and 1.2 <= float(sys.argv[1]) < 2.8 else 1)' "$t"
+ok $? "port 8443, a flight trickled with pauses under 1 s: relayed within the first-flight timeout of its first byte ($t s)"
+
 # The pause must not let HTTP skip its checks: a request line completed
 # after it is refused before its end is forwarded.
 nb=$(count_receipts egress.block)
