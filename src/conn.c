@@ -76,8 +76,10 @@ static const struct conn_state_info conn_states[] = {
 	/* RESOLVE: no interest at all; a hang-up means the client is gone
 	 * (a half-closed client still gets its answer). */
 	[CONN_RESOLVE] = { "resolve", TIMER_NONE, EXPIRE_CLOSE, false, false, NULL },
+	/* FIRST_FLIGHT: an upstream opened early (ports other than 80 and
+	 * 443) that hangs up still has its last bytes delivered. */
 	[CONN_FIRST_FLIGHT] = { "first-flight", TIMER_FIRST_FLIGHT,
-				EXPIRE_FIRST_FLIGHT, false, false, tunnel_step },
+				EXPIRE_FIRST_FLIGHT, false, true, tunnel_step },
 	[CONN_CONNECTING] = { "connecting", TIMER_CONNECT, EXPIRE_CONNECT, false,
 			      true, upstream_step },
 	/* TUNNEL: a side that hangs up may still be owed bytes. */
@@ -120,7 +122,25 @@ static uint64_t timer_ms(const struct conn *c, enum conn_timer t)
 		 * idle kept-alive one waits idle_ms, and the head timeout
 		 * runs again from the next request's first byte. */
 		return c->requests == 0 || c->cin.len ? to->head_ms : to->idle_ms;
-	case TIMER_FIRST_FLIGHT: return to->first_flight_ms;
+	case TIMER_FIRST_FLIGHT:
+		/* The upstream already open (tunnel.c): idle while the
+		 * client is silent, the ambiguity pause once it has said
+		 * something that is neither TLS nor yet HTTP. */
+		if (c->early && endpoint_open(&c->upstream) && !tunnel_flight_tls(c)) {
+			uint64_t spent;
+
+			if (!c->cin.len)
+				return to->idle_ms;
+			/* a flight trickled byte by byte is still decided
+			 * within the first-flight timeout of its first */
+			spent = c->flight_start ? util_now_ms() - c->flight_start : 0;
+			if (spent >= to->first_flight_ms)
+				return 1;
+			return to->first_flight_ms - spent < to->ambiguous_ms
+				       ? to->first_flight_ms - spent
+				       : to->ambiguous_ms;
+		}
+		return to->first_flight_ms;
 	case TIMER_CONNECT: return to->connect_ms;
 	case TIMER_IDLE: return to->idle_ms;
 	case TIMER_FILTER: return to->head_ms;
@@ -320,12 +340,15 @@ void conn_expire(struct conn *c)
 			    "the request head did not arrive in time");
 		break;
 	case EXPIRE_FIRST_FLIGHT:
+		if (tunnel_first_flight_expired(c))
+			return;
 		verdict_set(&v, VERDICT_FAIL, 0, "timeout.first-flight",
-			    "the client sent nothing after CONNECT");
+			    c->cin.len ? "the client's first flight did not end in time"
+				       : "the client sent nothing after CONNECT");
 		break;
 	case EXPIRE_CONNECT:
-		verdict_set(&v, VERDICT_FAIL, c->tunnel ? 0 : 502, "upstream.connect",
-			    "connection timed out");
+		verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502,
+			    "upstream.connect", "connection timed out");
 		break;
 	case EXPIRE_FILTER:
 		verdict_set(&v, VERDICT_FAIL, 502, "proxy.filter-timeout",
@@ -344,11 +367,14 @@ bool conn_can_answer(const struct conn *c)
 	if (!endpoint_open(&c->client) || c->state == CONN_ANSWERING ||
 	    c->state == CONN_LINGER)
 		return false;
-	/* A tunnel's client stops speaking HTTP with us at its 200; an
-	 * exchange cannot answer in the middle of a response. */
+	/* A tunnel's client stops speaking HTTP with us at its 200 (on
+	 * ports other than 80 and 443 it comes once the upstream is
+	 * connected); an exchange cannot answer in the middle of a
+	 * response. */
 	if (c->tunnel)
 		return !c->transparent &&
-		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE);
+		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE ||
+			(c->early && c->state == CONN_CONNECTING));
 	return !exchange_response_open(c);
 }
 

@@ -115,6 +115,18 @@ struct conn {
 	int8_t tls;           /* first flight: 1 TLS, 0 not, -1 not read */
 	char sni[HOSTNAME_MAX + 1];
 	bool spliced;         /* relaying with splice() */
+	bool early;           /* ports other than 80 and 443: the upstream
+				 is opened before the first flight is
+				 classified, and what it says first is
+				 relayed (tunnel.c) */
+	uint64_t flight_start;/* ms: the first byte of an early first
+				 flight (its pauses never outlast the
+				 first-flight timeout from there) */
+	struct buf *line;     /* an ambiguous first flight relayed as
+				 opaque that could still begin an HTTP
+				 request line: the first line so far,
+				 checked before each later client byte is
+				 forwarded (tunnel.c) */
 	struct half c2u, u2c;
 	struct half *draining;/* one side gone: the half it is still owed */
 	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
@@ -168,6 +180,8 @@ struct proxy {
 	const struct dnsstub_table *names;
 	const struct intercept_opts *intercept; /* NULL: never intercept */
 	struct intercept_cache *leaves;         /* parsed leaves, per host */
+	uint64_t soon;               /* ms: a deadline before the next
+					once-a-second sweep (0: none) */
 };
 
 /* --- conn.c ------------------------------------------------------------ */
@@ -245,6 +259,17 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events);
  * on; cin/uin hold bytes already read past the heads. */
 void tunnel_from_exchange(struct conn *c);
 void tunnel_free(struct conn *c);
+/* The first-flight deadline passed: true when the tunnel handled it (an
+ * ambiguous first flight relayed as opaque, an idle one closed), false
+ * for the timeout.first-flight failure. */
+bool tunnel_first_flight_expired(struct conn *c);
+/* The first flight read so far starts like a TLS record: it never counts
+ * as ambiguous, it must become a ClientHello within the first-flight
+ * timeout. */
+static inline bool tunnel_flight_tls(const struct conn *c)
+{
+	return c->cin.len > 0 && (unsigned char)c->cin.data[0] == 0x16;
+}
 
 /* --- tlisten.c: transparent mode ---------------------------------------- */
 

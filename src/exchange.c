@@ -608,7 +608,18 @@ static bool filter_request_slice(struct conn *c, const char *d, size_t n, bool l
 static void proceed(struct conn *c)
 {
 	if (c->inner && endpoint_open(&c->upstream)) {
+		/* opened before the first flight was read (tunnel.c, ports
+		 * other than 80 and 443): the tunnel is recorded now */
+		if (!c->allow_recorded && !c->shadowed)
+			verdict_record_allow(c, json_pack("{s:b}", "tls", 0));
 		send_head(c);
+		return;
+	}
+	if (c->intercept) {
+		/* the upstream of an intercepted tunnel is its verified TLS
+		 * connection: once gone, never replaced by a plain one */
+		fail(c, 0, "upstream.closed", "the upstream closed the intercepted connection",
+		     FILTER_OUTCOME_UPSTREAM_ERROR);
 		return;
 	}
 	upstream_connect(c);
@@ -1203,7 +1214,12 @@ static int pump_response(struct conn *c, bool eof)
 
 	if (x->dec)
 		return pump_decoded(c, eof);
-	if (x->resp_body == HTTP_BODY_NONE)
+	/* A body that is empty by its framing (1xx-free no-body statuses,
+	 * HEAD, Content-Length: 0) is complete with its head: nothing is
+	 * awaited from the upstream, and a transform still ends its output
+	 * (the terminal chunk of a re-chunked answer). */
+	if (x->resp_body == HTTP_BODY_NONE ||
+	    (x->resp_body == HTTP_BODY_LENGTH && x->resp_left == 0))
 		return response_slice(c, NULL, 0, true) ? 1 : -1;
 	while (c->uin.len > 0) {
 		struct http_slice data = { NULL, 0 };
@@ -1384,7 +1400,7 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 				 * rest of the upstream's bytes are in uin,
 				 * pumped as the client takes them. */
 				x->up_eof = true;
-				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE || c->inner)
 					x->resp_keep_alive = false;
 				endpoint_close(&c->upstream);
 				buf_free(&c->uout);
@@ -1395,9 +1411,12 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 				return;
 			} else {
 				/* a response delimited by the close ends the
-				 * connection; after a complete one it is just
-				 * gone */
-				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+				 * connection; after a complete one the upstream
+				 * is just gone, and inside a tunnel (or
+				 * interception) the tunnel ends with it: a next
+				 * request never goes over a connection of the
+				 * proxy's choosing */
+				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE || c->inner)
 					x->resp_keep_alive = false;
 				conn_drop_upstream(c);
 				response_done(c);
@@ -1467,7 +1486,11 @@ static void step_head(struct conn *c, bool upstream, uint32_t events)
 				return;
 			}
 		}
-		conn_close(c);
+		/* The end of the last answer may still be queued for the
+		 * client: it gets it, then our FIN. */
+		conn_drop_upstream(c);
+		exchange_free(c, FILTER_OUTCOME_COMPLETE);
+		conn_finish(c);
 		return;
 	}
 	/* TLS may hold a pipelined request already decrypted, which no

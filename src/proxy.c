@@ -599,6 +599,8 @@ static void expire(struct proxy *p, uint64_t now)
 
 		if (c && c->state != CONN_CLOSED && c->deadline && c->deadline <= now)
 			conn_expire(c);
+		else if (c && c->early && c->deadline && (!p->soon || c->deadline < p->soon))
+			p->soon = c->deadline; /* a first flight's short pause */
 	}
 }
 
@@ -638,6 +640,8 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 		p->t.connect_ms = util_test_ms("connect", 10000);
 	if (!p->t.first_flight_ms)
 		p->t.first_flight_ms = util_test_ms("first_flight", 10000);
+	if (!p->t.ambiguous_ms)
+		p->t.ambiguous_ms = util_test_ms("ambiguous", 1000);
 	if (!p->t.idle_ms)
 		p->t.idle_ms = util_test_ms("idle", 300000);
 	if (opts->nfilters > FILTER_MAX) {
@@ -780,6 +784,10 @@ int proxy_run(struct proxy *p)
 			break;
 		if (!p->accepting && !p->stopping && now >= p->accept_resume)
 			listen_arm(p, true);
+		if (p->soon) /* a deadline shorter than the sweep's period */
+			timeout = p->soon <= now ? 0
+			      : p->soon - now < (uint64_t)timeout ? (int)(p->soon - now)
+								  : timeout;
 		timeout = dns_next_timeout_ms(p->dns, timeout);
 		if (p->tick) {
 			int t = p->tick(p->tick_arg, now);
@@ -833,8 +841,9 @@ int proxy_run(struct proxy *p)
 		}
 		dns_process_timeouts(p->dns);
 		now = util_now_ms();
-		if (now - last_sweep >= 1000 || p->stopping) {
+		if (now - last_sweep >= 1000 || p->stopping || (p->soon && now >= p->soon)) {
 			last_sweep = now;
+			p->soon = 0;
 			expire(p, p->stopping && now >= p->stop_deadline ? UINT64_MAX : now);
 		}
 		conn_reap(p);

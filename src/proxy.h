@@ -31,6 +31,10 @@ struct proxy_timeouts {
 	unsigned int dns_ms;         /* 5000 */
 	unsigned int connect_ms;     /* 10000 */
 	unsigned int first_flight_ms;/* CONNECT's first client bytes: 10000 */
+	unsigned int ambiguous_ms;   /* ports other than 80 and 443: client
+					silence after a first flight that is
+					neither TLS nor yet HTTP, before it is
+					relayed as opaque: 1000 */
 	unsigned int idle_ms;        /* tunnel / keep-alive idle: 300000 */
 };
 

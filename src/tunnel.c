@@ -4,8 +4,8 @@
  * DOC: Theory of Operation
  *
  * After the rules and the address checks (upstream.c) the client gets
- * "200 Connection established" and its first flight is read before the
- * upstream connection is opened:
+ * "200 Connection established" and its first flight is read, none of it
+ * forwarded before it is classified:
  *
  *  - a TLS ClientHello (clienthello.c) must carry an SNI equal to the
  *    CONNECT host (egress.sni_mismatch otherwise); port 443 takes
@@ -16,6 +16,17 @@
  *    name never reaches another virtual host on a shared front end;
  *  - any other protocol passes to ports other than 80 and 443, recorded
  *    with "tls": false.
+ *
+ * On ports 80 and 443 the upstream is opened only once the first flight
+ * is classified. On every other port (SPEC 5.1) servers may speak first
+ * (SMTP, SSH, database banners): the upstream is opened at once and what
+ * it says is relayed (early_step) while the client's bytes are held and
+ * classified the same way, none forwarded before. A flight that stays
+ * ambiguous (neither TLS, which must become a whole ClientHello, nor
+ * decidably HTTP or not) is relayed as opaque after the ambiguity pause
+ * of client silence (1 s); should its first line then complete an HTTP
+ * request line, the tunnel is refused before that line's end goes
+ * upstream (line_check), so the pause never skips the Host checks.
  *
  * The same first-flight bytes then go upstream unchanged. A TLS 1.3
  * client may have to send a second ClientHello after the server's
@@ -68,6 +79,11 @@ void tunnel_free(struct conn *c)
 {
 	free(c->watch);
 	c->watch = NULL;
+	if (c->line) {
+		buf_free(c->line);
+		free(c->line);
+		c->line = NULL;
+	}
 }
 
 static json_t *tls_extra(const struct conn *c)
@@ -75,6 +91,17 @@ static json_t *tls_extra(const struct conn *c)
 	if (c->tls == 1)
 		return json_pack("{s:b, s:s}", "tls", 1, "sni", c->sni);
 	return json_pack("{s:b}", "tls", 0);
+}
+
+/* The upstream failed (a reset, TLS cut short): nothing more goes to it,
+ * the client still gets what was read from it (cout), then our FIN, and
+ * the connection ends (conn_finish). */
+static void upstream_gone(struct conn *c)
+{
+	conn_drop_upstream(c);
+	buf_free(&c->cin);
+	tunnel_free(c);
+	conn_finish(c);
 }
 
 void tunnel_begin(struct conn *c)
@@ -88,11 +115,73 @@ void tunnel_begin(struct conn *c)
 
 void tunnel_addressed(struct conn *c)
 {
+	if (c->port != 80 && c->port != 443) {
+		/* Servers speak first on these ports (SMTP, SSH, database
+		 * banners): the upstream is opened at once and what it
+		 * says is relayed while the client's first flight is read
+		 * and classified, none of it forwarded before. The 200
+		 * waits for the connection: a refused or timed-out one is
+		 * still answered 502. Mode off inspects nothing: the
+		 * tunnel starts as it connects. */
+		if (c->policy->mode == POLICY_MODE_OFF) {
+			if (!c->transparent)
+				buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+		} else {
+			c->early = true;
+		}
+		upstream_connect(c);
+		return;
+	}
 	/* A redirected connection never asked the proxy for a tunnel. */
 	if (!c->transparent)
 		buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 	conn_enter(c, CONN_FIRST_FLIGHT);
 	tunnel_step(c, false, 0);
+}
+
+/* The first flight is decided (or allowed as it is): the tunnel goes on
+ * over the upstream opened early, or opens it now. */
+static void flight_done(struct conn *c)
+{
+	c->early = false;
+	if (endpoint_open(&c->upstream))
+		tunnel_connected(c);
+	else
+		upstream_connect(c);
+}
+
+/* Ports other than 80 and 443: the first flight cannot grow any more (the
+ * client's FIN, or the ambiguity pause of client silence passed). What
+ * is not TLS is relayed as an opaque protocol; an unfinished ClientHello
+ * is not ambiguous and never relayed. */
+static void flight_final(struct conn *c)
+{
+	if (tunnel_flight_tls(c)) {
+		conn_close(c);
+		return;
+	}
+	c->tls = 0;
+	if (c->cin.len && http_sniff_request(c->cin.data, c->cin.len) == HTTP_INCOMPLETE) {
+		/* It may still become an HTTP request line: waiting for the
+		 * pause must not make HTTP skip its Host checks. The rest
+		 * of the first line is checked before it is forwarded
+		 * (line_check). */
+		c->line = util_xcalloc(1, sizeof(*c->line));
+		buf_append(c->line, c->cin.data, c->cin.len);
+	}
+	flight_done(c);
+}
+
+bool tunnel_first_flight_expired(struct conn *c)
+{
+	if (!c->early || !endpoint_open(&c->upstream) || tunnel_flight_tls(c))
+		return false;
+	if (c->cin.len == 0) {
+		conn_close(c); /* idle both ways, as an idle tunnel */
+		return true;
+	}
+	flight_final(c);
+	return true;
 }
 
 static void first_flight_deny(struct conn *c, const char *rule,
@@ -104,7 +193,7 @@ static void first_flight_deny(struct conn *c, const char *rule,
 	v.extra = extra;
 	/* the client already has its 200: a deny closes the tunnel */
 	if (verdict_apply(c, &v))
-		upstream_connect(c);
+		flight_done(c);
 }
 
 static void first_flight(struct conn *c)
@@ -114,7 +203,7 @@ static void first_flight(struct conn *c)
 
 	if (c->policy->mode == POLICY_MODE_OFF) {
 		/* off: nothing is checked (docs/PROXY.md). */
-		upstream_connect(c);
+		flight_done(c);
 		return;
 	}
 	r = clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch);
@@ -138,7 +227,9 @@ static void first_flight(struct conn *c)
 		if (h == HTTP_INCOMPLETE)
 			return;
 		if (h == HTTP_OK) {
-			/* HTTP inside the tunnel: served request by request */
+			/* HTTP inside the tunnel: served request by request
+			 * (over the upstream when it was opened early) */
+			c->early = false;
 			c->tunnel = false;
 			exchange_begin(c, true);
 			return;
@@ -149,7 +240,7 @@ static void first_flight(struct conn *c)
 					  json_pack("{s:b}", "tls", 0));
 			return;
 		}
-		upstream_connect(c); /* SSH and other protocols */
+		flight_done(c); /* SSH and other protocols */
 		return;
 	}
 	if (r != CLIENTHELLO_OK) {
@@ -178,12 +269,90 @@ static void first_flight(struct conn *c)
 		c->intercept = true;
 		tunnel_free(c);
 	}
-	upstream_connect(c);
+	flight_done(c);
 }
 
-static void step_first_flight(struct conn *c, uint32_t events)
+/* Ports other than 80 and 443, the upstream open: the server's bytes go
+ * to the client as they come; the client's are held in cin and
+ * classified (first_flight); client silence after a flight that is
+ * neither TLS nor yet HTTP relays it as opaque (the deadline, conn.c). */
+static void early_step(struct conn *c, bool upstream, uint32_t events)
 {
-	int r = endpoint_flush(&c->client, &c->cout);
+	const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+	size_t had = c->cin.len;
+	bool client_eof = false;
+	int r;
+
+	if (!events || (upstream && (events & rd))) {
+		while (c->cout.len < RELAY_HIGH) {
+			ssize_t n = endpoint_read_buf(&c->upstream, &c->cout, RELAY_HIGH);
+
+			if (n > 0) {
+				if (c->cin.len == 0)
+					conn_enter(c, CONN_FIRST_FLIGHT); /* not idle */
+				continue;
+			}
+			if (n != -EAGAIN && n != -ENOBUFS) {
+				/* The server ended first: the client gets what
+				 * it said, then the end. Nothing of the client
+				 * went upstream. */
+				c->tls = 0;
+				verdict_record_allow(c, tls_extra(c));
+				upstream_gone(c);
+				return;
+			}
+			break;
+		}
+	}
+	if (!events || (!upstream && (events & rd))) {
+		ssize_t n = endpoint_read_buf(&c->client, &c->cin, CLIENTHELLO_FLIGHT_MAX);
+
+		if (n == 0)
+			client_eof = true;
+		else if (n < 0 && n != -EAGAIN && n != -ENOBUFS) {
+			conn_close(c);
+			return;
+		}
+	}
+	r = endpoint_flush(&c->client, &c->cout);
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	/* (bytes that came with the CONNECT head are in cin from the
+	 * start: the first call classifies them) */
+	if (c->cin.len > had || (!events && c->cin.len > 0)) {
+		/* Each client byte starts the ambiguity pause again; an
+		 * unfinished ClientHello keeps the deadline of its first. */
+		if (!c->flight_start)
+			c->flight_start = util_now_ms();
+		if (had == 0 || !tunnel_flight_tls(c)) {
+			conn_enter(c, CONN_FIRST_FLIGHT);
+			if (c->cin.len && !tunnel_flight_tls(c) &&
+			    (!c->p->soon || c->deadline < c->p->soon))
+				c->p->soon = c->deadline;
+		}
+		first_flight(c);
+		if (conn_closed(c) || c->state != CONN_FIRST_FLIGHT || !c->early)
+			return;
+	}
+	if (client_eof) {
+		flight_final(c);
+		return;
+	}
+	conn_watch(c, false, EPOLLIN | EPOLLRDHUP | (c->cout.len ? EPOLLOUT : 0));
+	conn_watch(c, true, c->cout.len < RELAY_HIGH ? EPOLLIN | EPOLLRDHUP : 0);
+}
+
+static void step_first_flight(struct conn *c, bool upstream, uint32_t events)
+{
+	int r;
+
+	if (c->early) {
+		early_step(c, upstream, events);
+		return;
+	}
+	r = endpoint_flush(&c->client, &c->cout);
 	bool readable = events & (EPOLLIN | EPOLLRDHUP);
 
 	if (r < 0 && r != -EAGAIN) {
@@ -210,6 +379,14 @@ static void step_first_flight(struct conn *c, uint32_t events)
 
 void tunnel_connected(struct conn *c)
 {
+	if (c->early) {
+		/* opened before the first flight: the 200, then read it */
+		if (!c->transparent)
+			buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
+		conn_enter(c, CONN_FIRST_FLIGHT);
+		early_step(c, false, 0);
+		return;
+	}
 	if (c->intercept) {
 		intercept_connected(c);
 		return;
@@ -334,6 +511,35 @@ static uint32_t half_events(bool want_read, bool want_write, const struct endpoi
 	return endpoint_events(e, want_read, want_write) | (want_read ? EPOLLRDHUP : 0);
 }
 
+/* The client's bytes in cin after an ambiguous first flight was relayed
+ * (c->line): an HTTP request line completed by them is refused before
+ * they are forwarded (egress.protocol); once the first line cannot be
+ * one, the watch ends. Returns false when @c was closed. */
+static bool line_check(struct conn *c)
+{
+	enum http_result h;
+
+	buf_append(c->line, c->cin.data, c->cin.len);
+	h = http_sniff_request(c->line->data, c->line->len);
+	if (h == HTTP_OK) {
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 0, "egress.protocol",
+			    "an HTTP request line completed after the first-flight pause");
+		v.extra = json_pack("{s:b}", "tls", 0);
+		if (!verdict_apply(c, &v))
+			return false;
+	}
+	if (h != HTTP_INCOMPLETE) {
+		buf_free(c->line);
+		free(c->line);
+		c->line = NULL;
+	}
+	buf_append(&c->uout, c->cin.data, c->cin.len);
+	buf_free(&c->cin);
+	return true;
+}
+
 /* Moves what each side has to the other through cout/uout; during a
  * watch the server's bytes are inspected and the client's held. Returns
  * false when @c was closed. */
@@ -341,8 +547,9 @@ static bool buffered_step(struct conn *c, bool relay)
 {
 	struct tls_watch *w = c->watch;
 	bool watching = w && w->phase != WATCH_DONE;
-	bool read_up = (relay || watching) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
-	bool read_cl = (relay || watching) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
+	bool hold = watching || c->line;
+	bool read_up = (relay || hold) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
+	bool read_cl = (relay || hold) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
 		       c->cin.len < CLIENTHELLO_FLIGHT_MAX;
 	bool moved = false;
 	ssize_t n;
@@ -376,14 +583,16 @@ static bool buffered_step(struct conn *c, bool relay)
 			if (w)
 				w->phase = WATCH_DONE; /* nothing more to see */
 		} else if (n != -EAGAIN && n != -ENOBUFS) {
-			conn_close(c);
+			/* reset, or TLS cut without close_notify: what it
+			 * sent before is still owed to the client */
+			upstream_gone(c);
 			return false;
 		}
 		break;
 	}
 	while (read_cl) {
-		n = endpoint_read_buf(&c->client, watching ? &c->cin : &c->uout,
-				      watching ? CLIENTHELLO_FLIGHT_MAX : RELAY_HIGH);
+		n = endpoint_read_buf(&c->client, hold ? &c->cin : &c->uout,
+				      hold ? CLIENTHELLO_FLIGHT_MAX : RELAY_HIGH);
 		if (n > 0) {
 			moved = true;
 			continue;
@@ -408,6 +617,8 @@ static bool buffered_step(struct conn *c, bool relay)
 		if (over)
 			w->phase = WATCH_DONE;
 	}
+	if (c->line && !c->watch && c->cin.len > 0 && !line_check(c))
+		return false;
 	if (w && w->phase == WATCH_DONE) {
 		/* release what was held */
 		buf_append(&c->uout, c->cin.data, c->cin.len);
@@ -441,7 +652,7 @@ static bool buffered_step(struct conn *c, bool relay)
 	if (moved)
 		conn_touch(c);
 	watching = c->watch != NULL;
-	relay = relay || watching;
+	relay = relay || watching || c->line;
 	conn_watch(c, false, half_events(relay && !c->c2u.eof && c->uout.len < RELAY_HIGH,
 					 c->cout.len > 0, &c->client));
 	conn_watch(c, true, half_events(relay && !c->u2c.eof && c->cout.len < RELAY_HIGH,
@@ -496,8 +707,12 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0) {
-			if (errno != EAGAIN)
-				return -1;
+			if (errno != EAGAIN) {
+				/* a reset source: the bytes it sent before
+				 * are still delivered, then its end */
+				h->eof = true;
+				continue;
+			}
 			drained = true;
 			continue;
 		}
@@ -608,7 +823,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 		     !c->upgraded;
 
 	if (c->state == CONN_FIRST_FLIGHT) {
-		step_first_flight(c, events);
+		step_first_flight(c, upstream, events);
 		return;
 	}
 	if (c->spliced) {
@@ -620,12 +835,17 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	/* Before splicing (the 200 and first flight still going out, a TLS
 	 * watch), or relaying TLS: a hang-up ends the tunnel unless it is
-	 * a plain EOF that buffered_step reads. */
+	 * a plain EOF that buffered_step reads. An upstream's error is read
+	 * there too, after the bytes it sent before it: the client gets
+	 * those (upstream_gone). */
 	if (events & EPOLLERR) {
-		conn_close(c);
+		if (upstream)
+			(void)buffered_step(c, true);
+		else
+			conn_close(c);
 		return;
 	}
-	if (plain && !c->watch && c->cin.len == 0) {
+	if (plain && !c->watch && !c->line && c->cin.len == 0) {
 		/* only queued bytes to write, then splice */
 		int r = endpoint_flush(&c->client, &c->cout);
 
@@ -645,7 +865,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	if (!buffered_step(c, !plain))
 		return;
-	if (plain && !c->watch && c->cout.len == 0 && c->uout.len == 0 &&
+	if (plain && !c->watch && !c->line && c->cout.len == 0 && c->uout.len == 0 &&
 	    c->cin.len == 0)
 		start_splice(c);
 }

@@ -167,8 +167,9 @@ static void connect_failed(struct conn *c, int err)
 	struct verdict v;
 
 	/* A tunnel's client already has its 200: close, never write an
-	 * answer into the tunnel. */
-	verdict_set(&v, VERDICT_FAIL, c->tunnel ? 0 : 502, "upstream.connect",
+	 * answer into the tunnel. On ports other than 80 and 443 the 200
+	 * waits for the connection (tunnel.c): a 502 can still be said. */
+	verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502, "upstream.connect",
 		    strerror(err));
 	(void)verdict_apply(c, &v);
 }

@@ -61,7 +61,8 @@ is "$i" 20 "and on every later try"
 ip addr del 198.18.0.20/32 dev lo
 sleep 0.3
 self_connect "198.18.0.20:$SELF_PORT"
-is "$CODE" "200" "once the address is gone it is not the proxy any more (the tunnel opens; nothing listens there)"
+is "$(verdict)" "502 upstream.connect proxy.error/block/upstream.connect" \
+	"once the address is gone it is not the proxy any more (it is connected to; nothing listens there: 502)"
 self_connect "198.18.0.10:80"
 is "$CODE" "200" "control: the same address on another port is a destination"
 is "$(count_receipts egress.allow)" 0 "no tunnel into the proxy was ever allowed"

@@ -36,7 +36,8 @@ is "$(verdict)" "403 egress.deny[1] egress.block/block/egress.deny[1]" \
 	"a name resolving to an address a deny rule names on that port: 403"
 is "$(net_count listen=198.18.0.11:80)" 0 "and nothing reached it"
 raw "CONNECT dnsdenyport.airlock.test:8081 HTTP/1.1\r\nHost: dnsdenyport.airlock.test:8081\r\n\r\n" --idle 1
-is "$CODE" 200 "the same address on another port is not denied by that rule"
+is "$(verdict)" "502 upstream.connect proxy.error/block/upstream.connect" \
+	"the same address on another port is not denied by that rule: it is connected to (nothing listens there: 502)"
 pl_stop_proxy
 
 # --- a reload while the name is resolving ------------------------------------------------------

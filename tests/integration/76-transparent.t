@@ -6,7 +6,8 @@
 # allowed origin through the proxy and are refused for a denied one; the
 # test's DNS server sees no query for a denied name; UDP never leaves; a
 # rebinding name stays pinned; an SNI or Host other than the name behind
-# the synthetic address is refused; the receipts verify. The control runs
+# the synthetic address is refused; a server that speaks first (SMTP on
+# 2525) is heard though the client says nothing; the receipts verify. The control runs
 # the same Node program with "transparent": false, where it fails.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
@@ -46,13 +47,25 @@ with open(sys.argv[1], "a") as log:
 PY
 PL_EXTRA_PIDS="$!"
 
+# A server that speaks first (SMTP) on 198.18.0.10:2525: reached
+# transparently, its banner arrives while the client says nothing (SPEC
+# 5.1, tests/helpers/framing_server.py).
+python3 "$AIRLOCK_SRC/tests/helpers/framing_server.py" --log "$T/fr.log" --ready "$T/fr.ready" \
+	--lifetime 300 --banner 198.18.0.10:2525 > "$T/fr.out" 2>&1 &
+PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
+i=0
+while [ ! -f "$T/fr.ready" ] && [ $i -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+
 policy() { # MODE TRANSPARENT
 	cat > "$POLICY" <<P
 {
   "version": 1,
   "mode": "$1",
   "egress": {
-    "allow": ["api.airlock.test", "rebind.airlock.test"],
+    "allow": ["api.airlock.test", "api.airlock.test:2525", "rebind.airlock.test"],
     "ports": [80, 443],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
@@ -122,6 +135,20 @@ run host curl --noproxy '*' -sS -m 10 -D "$R/host.h" -H 'Host: www.airlock.test'
 # then 127.0.0.1.
 run rebind1 curl --noproxy '*' -sS -m 10 http://rebind.airlock.test/rebind1
 run rebind2 curl --noproxy '*' -sS -m 10 http://rebind.airlock.test/rebind2
+# A server that speaks first: its banner, the client silent.
+run banner python3 -c '
+import socket
+s = socket.create_connection(("api.airlock.test", 2525), timeout=5)
+d = b""
+try:
+    while b"\n" not in d:
+        c = s.recv(4096)
+        if not c:
+            break
+        d += c
+except OSError as e:
+    print("ERR", e)
+print(d.decode("latin-1").strip())'
 # UDP: DNS to another server, and any other datagram.
 run udp python3 -c '
 import socket
@@ -179,6 +206,9 @@ PY
 )" '^(api\.airlock\.test|rebind\.airlock\.test| )*$' \
 	"the DNS server saw only the proxy's own queries, for allowed names"
 
+is "$(r banner)" "220 banner.airlock.test ESMTP ready" \
+	"a server that speaks first (port 2525): its banner arrives though the client sent nothing"
+
 like "$(r udp)" '^ERR 53 1
 ERR 5300 1$' "UDP to another DNS server and to any port: EPERM at once"
 sleep 0.5
@@ -218,6 +248,9 @@ rb = [d["subject"].get("address") for d in find(type="egress.allow", host="rebin
 print("rebind allow: %s" % " ".join(rb))
 rbb = find(type="egress.block", host="rebind.airlock.test")
 print("rebind block: %s" % (rbb and rbb[0]["rule"]))
+sf = find(type="egress.allow", host="api.airlock.test", port=2525)
+print("server first: %s %s" % (sf and sf[0]["subject"].get("transparent"),
+      sf and sf[0]["subject"].get("tls")))
 PY
 like "$(cat "$T/rc.txt")" 'dns.block other: 1 block egress.default' "one dns.block for the denied name"
 like "$(cat "$T/rc.txt")" 'allow api 443: True True api.airlock.test' \
@@ -226,6 +259,8 @@ like "$(cat "$T/rc.txt")" 'block literal: egress.default' "the IP literal is jud
 like "$(cat "$T/rc.txt")" 'sni: www.airlock.test' "egress.sni_mismatch names the SNI"
 like "$(cat "$T/rc.txt")" 'rebind allow: 198\.18\.0\.10$' "the rebinding name is pinned to the address checked"
 like "$(cat "$T/rc.txt")" 'rebind block: egress.special-address' "its loopback answer is refused"
+like "$(cat "$T/rc.txt")" 'server first: True False' \
+	"the server-first connection is recorded: egress.allow, transparent, tls false"
 "$AIRLOCK" verify "$EV" > "$T/verify.out" 2>&1
 ok $? "the receipts verify"
 
