@@ -55,8 +55,11 @@ all: $(BIN)
 
 # Installs the Debian packages the build needs when one is missing; quick
 # and silent when everything is there.
+# `make demo` asks for the demo's packages here too (DEPS_FOR, a
+# target-specific variable its prerequisites inherit), so that a fresh
+# machine is told everything it misses at once.
 deps:
-	@scripts/install-deps --build
+	@scripts/install-deps --build $(DEPS_FOR)
 
 $(BUILD)/src/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
@@ -211,8 +214,11 @@ deb: $(BIN)
 	@scripts/install-deps --deb
 	@scripts/mkdeb $(BIN) $(VERSION) build
 
+# The demo needs only a few packages beyond the build's (install-deps
+# --demo); DEMO_KEEP=1 keeps its receipts (scripts/demo says where).
+demo: DEPS_FOR = --demo
 demo: $(BIN) $(TEST_BIN)/python3
-	@scripts/install-deps --test
+	@scripts/install-deps --demo
 	@PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) scripts/demo
 
 # The end-to-end test (tests/e2e/run, docs/E2E.md): a real coding agent
