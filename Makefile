@@ -205,8 +205,11 @@ install: $(BIN)
 		$(DESTDIR)$(PREFIX)/share/doc/airlock/examples
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/airlock
 	install -m 0644 man/airlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/airlock.1
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/airlock/
-	install -m 0644 examples/*.json $(DESTDIR)$(PREFIX)/share/doc/airlock/examples/
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/airlock/
+	@# docs/ and examples/ as the tree has them: README's links work there
+	find docs examples -path examples/invalid -prune -o -type f \
+		\( -name '*.md' -o -name '*.png' -o -name '*.json' \) \
+		-exec install -D -m 0644 {} $(DESTDIR)$(PREFIX)/share/doc/airlock/{} \;
 
 # The Debian package (scripts/mkdeb): binary, man page, docs, examples and
 # a systemd unit for `airlock proxy`, in build/.
