@@ -109,7 +109,8 @@ step postrm purge
 [ ! -e /etc/airlock/signing.key ] && echo "key gone" >> "$T/calls"
 SH
 if command -v unshare >/dev/null && [ "$(id -u)" -eq 0 ] &&
-	T=$T VERSION=$version unshare --mount --propagation private sh "$T/maint.sh" > "$T/maint.out" 2>&1; then
+	VERSION=$version && export T VERSION &&
+	unshare --mount --propagation private sh "$T/maint.sh" > "$T/maint.out" 2>&1; then
 	calls=$(cat "$T/calls")
 	section() { printf '%s\n' "$calls" | awk -v s="== $1" '$0 == s {p=1; next} /^== / {p=0} p'; }
 	like "$(section "postinst configure")" "^systemctl --system daemon-reload$" "postinst (install): systemd re-reads the unit"
