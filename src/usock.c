@@ -37,6 +37,10 @@
  *      refused as they would be to the agent); only a checked
  *      SCM_CREDENTIALS message is sent with CAP_SYS_ADMIN, since the
  *      kernel compares its pid with the sender's, which is init.
+ *      Control messages are walked as __scm_send walks them (the last
+ *      may end unpadded: msg_controllen = CMSG_LEN(n)) and keep their
+ *      layout; credentials the gate adds go where CMSG_NXTHDR finds the
+ *      next header, never right after unpadded bytes (issue 27).
  *   6. A call that would block on a blocking socket (a full buffer, a
  *      connect in progress, a full backlog) is finished by a worker
  *      process forked for it, so that one waiting call never holds up the
