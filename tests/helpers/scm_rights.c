@@ -5,7 +5,8 @@
  *
  *   scm_rights DIR   runs every case on socketpairs (stream, datagram,
  *                    seqpacket) and on pathname sockets bound in DIR
- *                    (stream, unconnected datagram with msg_name); prints
+ *                    (stream, unconnected datagram with msg_name), with
+ *                    sendmsg() and (a datagram socketpair) sendmmsg(); prints
  *                    "ok NAME" or "not ok NAME: WHY" for each and exits 1
  *                    if any failed
  *   scm_rights refuse  prints the errno of a sendmsg with a malformed
@@ -45,6 +46,7 @@ struct chan {
 	int tx, rx;
 	struct sockaddr_un to;  /* for an unconnected datagram socket */
 	socklen_t tolen;
+	bool mmsg;              /* send with sendmmsg() */
 };
 
 static void result(bool good, const char *chan, const char *what, int k, int passcred,
@@ -134,7 +136,17 @@ static int one_case(struct chan *c, enum layout l, int k, int passcred)
 		m.msg_name = &c->to;
 		m.msg_namelen = c->tolen;
 	}
-	n = sendmsg(c->tx, &m, MSG_DONTWAIT);
+	if (c->mmsg) {
+		struct mmsghdr mm;
+
+		memset(&mm, 0, sizeof(mm));
+		mm.msg_hdr = m;
+		n = sendmmsg(c->tx, &mm, 1, MSG_DONTWAIT);
+		if (n == 1)
+			n = (ssize_t)mm.msg_len;
+	} else {
+		n = sendmsg(c->tx, &m, MSG_DONTWAIT);
+	}
 	if (n != 1) {
 		snprintf(why, sizeof(why), "sendmsg (controllen %zu): %s", end,
 			 n < 0 ? strerror(errno) : "short");
@@ -215,13 +227,14 @@ static int run_all(struct chan *c)
 	return 0;
 }
 
-static int pair(const char *name, int type)
+static int pair(const char *name, int type, bool mmsg)
 {
 	struct chan c;
 	int sv[2], r;
 
 	memset(&c, 0, sizeof(c));
 	c.name = name;
+	c.mmsg = mmsg;
 	if (socketpair(AF_UNIX, type, 0, sv) < 0)
 		return perror("socketpair"), -1;
 	c.tx = sv[0];
@@ -332,8 +345,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: scm_rights DIR | refuse\n");
 		return 2;
 	}
-	if (pair("pair stream", SOCK_STREAM) < 0 || pair("pair dgram", SOCK_DGRAM) < 0 ||
-	    pair("pair seqpacket", SOCK_SEQPACKET) < 0 || path_stream(argv[1]) < 0 ||
+	if (pair("pair stream", SOCK_STREAM, false) < 0 || pair("pair dgram", SOCK_DGRAM, false) < 0 ||
+	    pair("pair seqpacket", SOCK_SEQPACKET, false) < 0 ||
+	    pair("pair dgram sendmmsg", SOCK_DGRAM, true) < 0 || path_stream(argv[1]) < 0 ||
 	    path_dgram(argv[1]) < 0)
 		return 2;
 	printf("%d failed\n", failures);
