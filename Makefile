@@ -231,4 +231,8 @@ bench: $(BIN)
 clean:
 	rm -rf build airlock tests/fuzz/bin
 
+# Objects made on the way to a test or a fuzz target are kept (make would
+# delete them as intermediate files and build them again the next time).
+.SECONDARY: $(FUZZ_OBJ) $(UNIT_BIN:.t=.o)
+
 -include $(shell find build -name '*.d' 2>/dev/null)
