@@ -994,7 +994,7 @@ static void draft_secret(struct learn *l, const struct policy *mid, const char *
 	bool had = json_object_get(l->root, "secrets") != NULL;
 	json_t *secrets = object_at(l->root, "secrets"), *carried, *refused, *none;
 	json_t *hosts = json_array(), *denied = json_array(), *reached, *unreached, *h;
-	char what[2048], key[72], lower[72];
+	char what[2048], lower[72];
 	size_t off = 0, i;
 
 	none = json_object();
@@ -1050,6 +1050,8 @@ static void draft_secret(struct learn *l, const struct policy *mid, const char *
 		}
 		explain("!", what, e);
 	} else {
+		char key[72];
+
 		secret_key(name, secrets, key, sizeof(key));
 		json_object_set_new(secrets, key, json_pack("{s:s, s:O}", "from_env", name,
 							    "hosts", hosts));
