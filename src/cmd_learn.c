@@ -1122,17 +1122,16 @@ static void apply_env(struct learn *l, const struct policy *mid)
 				 "none, env.set with the password left out otherwise)", name);
 			explain("!", what, e);
 		} else {
-			if (!pass && !l->o.base && !json_object_get(l->root, "env")) {
-				/* The default's list, in its order: a policy's env.pass
-				 * replaces it. */
+			if (!pass && !json_is_array(json_object_get(json_object_get(l->root, "env"),
+								     "pass"))) {
+				/* The default's list, in its order (a policy's env.pass
+				 * replaces it, so the draft's starts with it). */
 				json_t *d = json_loads(policy_default_text(), 0, NULL);
 
 				ASSERT(d);
-				json_object_set(l->root, "env",
-						json_pack("{s:O}", "pass",
-							  json_object_get(json_object_get(d, "env"),
-									  "pass")));
-				json_decref(json_object_get(l->root, "env"));
+				json_object_set_new(object_at(l->root, "env"), "pass",
+						    json_deep_copy(json_object_get(
+							    json_object_get(d, "env"), "pass")));
 				json_decref(d);
 			}
 			if (!pass)
