@@ -227,6 +227,9 @@ like(s2.find("div", cls="session-head")[0].text(), r"exit 1", "a failed session 
 rows = dom.root.find("div", cls="row")
 ok(0 < len(rows) <= 60, "the timeline renders the rows in view (%d)" % len(rows))
 is_([r.get("data-seq") for r in rows[:3]], ["0", "1", "2"], "in order")
+is_(rows[1].find("span", cls="c-subj")[0].text(), "name GITHUB_TOKEN", "each row's subject shown as its fields")
+ok(all(not r.find("span", cls="c-subj")[0].text().startswith("{") for r in rows),
+   "no row's subject is raw JSON")
 is_(dom.root.find(id="tl-count")[0].text(), "showing 33 of 33 receipts", "and counts them all")
 like(dom.root.find("body")[0].get("data-render-ms") or "", r"^\d+$", "the page measures its render time")
 
