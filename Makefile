@@ -7,6 +7,7 @@ DESTDIR ?=
 CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
+LINT_JOBS ?= 2
 PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables zlib libbrotlidec libzstd
 
 WERROR ?= -Werror
@@ -163,11 +164,11 @@ integration: $(BIN) $(HELPER_BIN) $(TEST_BIN)/python3
 
 lint: | deps
 	@scripts/install-deps --lint
-	cppcheck --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
+	cppcheck -j$(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
 		--inline-suppr --std=c11 -D_GNU_SOURCE --include=.cppcheck-defs.h \
 		-I src src tests/unit tests/fuzz
-	clang-tidy --quiet $(SRC) -- -std=c11 -D_GNU_SOURCE -Isrc \
-		$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+	printf '%s\n' $(SRC) | xargs -P$(LINT_JOBS) -n4 sh -c 'exec clang-tidy --quiet "$$@" -- \
+		-std=c11 -D_GNU_SOURCE -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)' sh
 
 # libFuzzer targets link airlock's modules, compiled once for all of them
 # with the fuzzer's coverage and the sanitizers (build/fuzz/); each runs
@@ -238,5 +239,9 @@ bench: $(BIN)
 
 clean:
 	rm -rf build airlock tests/fuzz/bin
+
+# Objects made on the way to a test or a fuzz target are kept (make would
+# delete them as intermediate files and build them again the next time).
+.SECONDARY: $(FUZZ_OBJ) $(UNIT_BIN:.t=.o)
 
 -include $(shell find build -name '*.d' 2>/dev/null)

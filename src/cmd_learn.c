@@ -5,25 +5,35 @@
  *
  * DOC: Theory of Operation
  *
- * The draft is the base policy (BASE, else the embedded default policy
- * that a run without --policy uses) with additions, each made from
+ * The draft is the base policy (BASE as written; else only what differs
+ * from the embedded default policy that a run without --policy uses:
+ * {"version": 1} and the additions) with additions, each made from
  * receipts of decision block or would_block and each explained on stderr
  * with the receipt seqs it came from:
  *
  * - egress.block by egress.default (and dns.block): an egress.allow rule
  *   for the exact name or address, with ":PORT" when the port is not one
- *   of egress.ports. With --wildcards, two or more names directly below
+ *   of egress.ports. A special-purpose literal (169.254.169.254) is never
+ *   an allow rule alone: with --ranges (and a class --ranges drafts) it
+ *   gets its allow_ranges entry too, else nothing. With --wildcards, two or more names directly below
  *   one parent of at least two labels become "*.parent".
  * - egress.block by egress.special-address, with --ranges only: an
  *   allow_ranges entry for each special-purpose answer, one address wide.
  *   Loopback, link-local (cloud metadata), unspecified, multicast and
  *   broadcast answers are never drafted: they reach this machine or its
  *   provider, not a service an agent needs.
- * - env.drop: the name goes to env.pass -- unless it looks like a
- *   credential (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH,
- *   case-insensitive), which becomes a secrets entry whose hosts are the
- *   names that session reached and the draft allows (the only evidence of
- *   where it was meant to go), flagged for a person to review. A
+ * - env.drop: the name goes to env.pass -- unless it is shell noise (_,
+ *   PWD, OLDPWD, SHLVL: never), may hold a URL or connection string with
+ *   a password (URL, URI, DSN, CONN in the name, any case: the receipt
+ *   names no value; flagged, never passed), or looks like a credential
+ *   (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, any case).
+ *   A credential becomes a secrets entry bound only to the hosts the
+ *   proxy saw its value injected for (secret.inject of the secret named
+ *   after it, lowercase) that the draft allows; where it saw none the
+ *   entry is left out and flagged ("!") for a person. The hosts a
+ *   session merely reached, or carried a refused placeholder toward
+ *   (secret.block), are never evidence of where a credential belongs: a
+ *   hostile shadow run would otherwise get it bound to its own host. A
  *   credential never goes to env.pass.
  *
  * Never drafted, only explained: what the recorded policy denied on
@@ -80,8 +90,14 @@ const char cmd_learn_help[] =
 	"             port is not in egress.ports)\n"
 	"  variables  env.pass names; a name that looks like a credential\n"
 	"             (*TOKEN* *KEY* *SECRET* *PASSWORD* *PASSWD* *CREDENTIAL*\n"
-	"             *AUTH*) becomes a secrets entry with the hosts the\n"
-	"             session reached, for a person to review, never env.pass\n"
+	"             *AUTH*) becomes a secrets entry bound only to the hosts\n"
+	"             its value was seen injected for (else left out, flagged\n"
+	"             with !), never env.pass; *URL* *URI* *DSN* *CONN* (a\n"
+	"             password may be in the value) and _ PWD OLDPWD SHLVL\n"
+	"             are never passed\n"
+	"\n"
+	"Without --policy the draft holds only what differs from the defaults.\n"
+	"Special-purpose addresses are never allow rules by themselves.\n"
 	"\n"
 	"  --policy BASE  start from BASE (its rules kept, in order; additions\n"
 	"                 appended); default: the embedded default policy\n"
@@ -118,6 +134,8 @@ struct learn {
 	json_t *envs;          /* name -> {sessions{}, refs} */
 	json_t *notes;         /* text -> {refs}: explained, not drafted */
 	json_t *hosts;         /* session index (decimal) -> {name: true} */
+	json_t *carried;       /* secret name -> {host: {refs}}: secret.inject */
+	json_t *refused;       /* secret name -> {host: {refs}}: secret.block */
 	size_t additions;
 };
 
@@ -279,6 +297,26 @@ static void saw_host(struct learn *l, const struct events_line *ln, const char *
 		json_array_append_new(ports, json_integer(port));
 }
 
+/* A secret.inject or secret.block: the secret (by name) was seen going
+ * to the host (injected) or carried toward it (refused). */
+static void saw_secret(struct learn *l, const struct events_line *ln)
+{
+	const char *secret = events_str(ln->subject, "secret");
+	const char *host = events_str(ln->subject, "host");
+	json_t *map = strcmp(ln->type, "secret.inject") == 0 ? l->carried : l->refused;
+	struct host_target t;
+	json_t *by;
+
+	if (!*secret || !*host || hostname_normalise(host, strlen(host), &t) != HOSTNAME_OK)
+		return;
+	by = json_object_get(map, secret);
+	if (!by) {
+		by = json_object();
+		json_object_set_new(map, secret, by);
+	}
+	add_ref(entry(by, t.name), ln);
+}
+
 static json_int_t subject_port(const struct events_line *ln)
 {
 	return json_integer_value(json_object_get(ln->subject, "port"));
@@ -350,6 +388,8 @@ static void learn_line(struct learn *l, const struct events_line *ln)
 {
 	const char *name;
 
+	if (strcmp(ln->type, "secret.inject") == 0 || strcmp(ln->type, "secret.block") == 0)
+		saw_secret(l, ln);
 	switch (ln->ti->learn) {
 	case EVENTS_LEARN_SEEN:
 		saw_host(l, ln, events_str(ln->subject, "host"), subject_port(ln));
@@ -497,6 +537,8 @@ static const char *forbidden(const json_t *rules, const char **which)
 	return NULL;
 }
 
+static bool range_forbidden(enum addr_class c);
+
 /* Decides which targets become rules; fills @rules (text -> entry). */
 static void draft_targets(struct learn *l, json_t *rules)
 {
@@ -530,6 +572,27 @@ static void draft_targets(struct learn *l, json_t *rules)
 			snprintf(what, sizeof(what), "not drafted: %s (%s): %s", tgt, which, why);
 			explain("-", what, e);
 			continue;
+		}
+		/* A special-purpose literal: an allow rule alone never admits it
+		 * (§3.3); loopback, link-local (cloud metadata) and the like
+		 * never, the others with --ranges and their allow_ranges entry. */
+		if (t.is_addr && addr_classify(&t.addr) != ADDR_CLASS_GLOBAL &&
+		    !addr_is_allowed(&t.addr, l->bp->allow_ranges, l->bp->nallow_ranges)) {
+			enum addr_class c = addr_classify(&t.addr);
+
+			if (range_forbidden(c) || !l->o.ranges) {
+				snprintf(what, sizeof(what), "not drafted: %s is a special-purpose "
+					 "address (%s): %s", tgt, addr_class_to_string(c),
+					 range_forbidden(c) ? "that class reaches this machine or "
+					 "its provider, never a service to allow"
+					 : "an allow rule alone would never match it (--ranges "
+					 "would add it with its egress.allow_ranges entry)");
+				explain("-", what, e);
+				continue;
+			}
+			merge_refs(entry(l->ranges, t.name), e);
+			json_object_set_new(json_object_get(l->ranges, t.name), "host",
+					    json_string(t.name));
 		}
 		egress_decide_rules(l->bp, &t, dport, &v);
 		if (v.action == VERDICT_ALLOW) {
@@ -877,18 +940,154 @@ static void session_hosts(struct learn *l, const struct policy *p, const json_t 
 	json_decref(all);
 }
 
+/* Variables a shell sets for itself: passing the caller's is noise. */
+static bool is_shell_noise(const char *name)
+{
+	static const char *const names[] = { "_", "PWD", "OLDPWD", "SHLVL" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* A name whose value may be a URL or connection string with a password in
+ * it (DATABASE_URL=postgres://u:pw@host/db): the receipt names the
+ * variable, never its value, so the name decides. */
+static bool may_hold_url_password(const char *name)
+{
+	static const char *const words[] = { "URL", "URI", "DSN", "CONN" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(words); i++)
+		if (strcasestr(name, words[i]))
+			return true;
+	return false;
+}
+
+/* Hosts in @by (host -> {refs}) into a sorted array; their refs merged
+ * into @e. */
+static json_t *secret_hosts(const json_t *by, json_t *e)
+{
+	json_t *a = json_array();
+	size_t n, i;
+	const char **keys = events_sorted_keys(by, &n);
+
+	for (i = 0; i < n; i++) {
+		json_array_append_new(a, json_string(keys[i]));
+		merge_refs(e, json_object_get(by, keys[i]));
+	}
+	free(keys);
+	return a;
+}
+
+/* A dropped variable that looks like a credential: a secrets entry bound
+ * only to the hosts the proxy saw its value injected for (secret.inject
+ * of the secret learn names after it) and that the draft @mid allows.
+ * Where it saw none, nothing is drafted and it is flagged: the hosts a
+ * session merely reached (or carried a refused placeholder to:
+ * secret.block) are never evidence of where a credential belongs. */
+static void draft_secret(struct learn *l, const struct policy *mid, const char *name,
+			 json_t *e)
+{
+	bool had = json_object_get(l->root, "secrets") != NULL;
+	json_t *secrets = object_at(l->root, "secrets"), *carried, *refused, *none;
+	json_t *hosts = json_array(), *denied = json_array(), *reached, *unreached, *h;
+	char what[2048], lower[72];
+	size_t off = 0, i;
+
+	none = json_object();
+	secret_key(name, none, lower, sizeof(lower));
+	json_decref(none);
+	carried = secret_hosts(json_object_get(l->carried, lower), e);
+	refused = secret_hosts(json_object_get(l->refused, lower), e);
+	json_array_foreach(carried, i, h) {
+		json_t *ports = json_array();
+
+		json_array_append(draft_allows(mid, json_string_value(h), ports) ? hosts : denied,
+				  h);
+		json_decref(ports);
+	}
+	session_hosts(l, mid, json_object_get(e, "sessions"), &reached, &unreached);
+	json_array_extend(reached, unreached);
+	{
+		/* One sorted list. */
+		json_t *set = json_object();
+		const char **keys;
+		size_t n;
+
+		json_array_foreach(reached, i, h)
+			json_object_set(set, json_string_value(h), json_true());
+		json_array_clear(reached);
+		keys = events_sorted_keys(set, &n);
+		for (i = 0; i < n; i++)
+			json_array_append_new(reached, json_string(keys[i]));
+		free(keys);
+		json_decref(set);
+	}
+	if (json_array_size(hosts) == 0) {
+		if (!had)
+			json_object_del(l->root, "secrets");
+		appendf(what, sizeof(what), &off, "not drafted, left unbound: %s looks "
+			"like a credential, so it is never passed, and no request was "
+			"seen carrying it to a host the draft allows; a person writes its "
+			"secrets entry (hosts) if the agent needs it", name);
+		if (json_array_size(denied)) {
+			appendf(what, sizeof(what), &off, "; injected for, but the draft "
+				"denies:");
+			list_names(what, sizeof(what), &off, denied);
+		}
+		if (json_array_size(refused)) {
+			appendf(what, sizeof(what), &off, "; its placeholder was carried "
+				"toward (refused, never bound):");
+			list_names(what, sizeof(what), &off, refused);
+		}
+		if (json_array_size(reached)) {
+			appendf(what, sizeof(what), &off, "; its session reached (never "
+				"evidence):");
+			list_names(what, sizeof(what), &off, reached);
+		}
+		explain("!", what, e);
+	} else {
+		char key[72];
+
+		secret_key(name, secrets, key, sizeof(key));
+		json_object_set_new(secrets, key, json_pack("{s:s, s:O}", "from_env", name,
+							    "hosts", hosts));
+		l->additions++;
+		appendf(what, sizeof(what), &off, "secrets.%s: %s looks like a "
+			"credential, so it is brokered, never passed; bound only to the "
+			"hosts its value was seen injected for:", key, name);
+		list_names(what, sizeof(what), &off, hosts);
+		if (json_array_size(refused)) {
+			appendf(what, sizeof(what), &off, " (not bound, its placeholder was "
+				"refused toward:");
+			list_names(what, sizeof(what), &off, refused);
+			appendf(what, sizeof(what), &off, ")");
+		}
+		explain("+", what, e);
+	}
+	json_decref(hosts);
+	json_decref(denied);
+	json_decref(carried);
+	json_decref(refused);
+	json_decref(reached);
+	json_decref(unreached);
+}
+
 /* @mid: the draft so far (rules and ranges applied), which a secret's
  * hosts must be reachable under. */
 static void apply_env(struct learn *l, const struct policy *mid)
 {
-	json_t *pass = NULL, *secrets = NULL;
+	json_t *pass = NULL;
 	size_t n, i;
 	const char **keys = events_sorted_keys(l->envs, &n);
 
 	for (i = 0; i < n; i++) {
 		const char *name = keys[i], *by;
 		json_t *e = json_object_get(l->envs, name);
-		char what[2048], key[72];
+		char what[2048];
 
 		if (!env_name_ok(name)) {
 			snprintf(what, sizeof(what), "not drafted: \"%s\" is not a variable "
@@ -910,48 +1109,31 @@ static void apply_env(struct learn *l, const struct policy *mid)
 			snprintf(what, sizeof(what), "nothing to add: %s already passes the "
 				 "base policy's env.pass", name);
 			explain("=", what, e);
+		} else if (is_shell_noise(name)) {
+			snprintf(what, sizeof(what), "not drafted: %s: the shell sets it "
+				 "itself, nothing an agent needs passed", name);
+			explain("-", what, e);
 		} else if (is_credential_name(name)) {
-			json_t *hosts, *unbound;
-			size_t off;
-
-			session_hosts(l, mid, json_object_get(e, "sessions"), &hosts, &unbound);
-			off = 0;
-			if (json_array_size(hosts) == 0) {
-				appendf(what, sizeof(what), &off, "not drafted: %s looks like a "
-					"credential and its session reached no host the draft "
-					"allows to bind it to; never env.pass: write its secrets "
-					"entry by hand if the agent needs it", name);
-				if (json_array_size(unbound)) {
-					appendf(what, sizeof(what), &off, " (reached but not allowed:");
-					list_names(what, sizeof(what), &off, unbound);
-					appendf(what, sizeof(what), &off, ")");
-				}
-				explain("-", what, e);
-				json_decref(hosts);
-				json_decref(unbound);
-				continue;
-			}
-			if (!secrets)
-				secrets = object_at(l->root, "secrets");
-			secret_key(name, secrets, key, sizeof(key));
-			json_object_set_new(secrets, key, json_pack("{s:s, s:O}", "from_env",
-								    name, "hosts", hosts));
-			l->additions++;
-			appendf(what, sizeof(what), &off, "secrets.%s: %s looks like a "
-				"credential, so it is brokered, never passed; its hosts, for a "
-				"person to review, are every name its session reached that the "
-				"draft allows:", key, name);
-			list_names(what, sizeof(what), &off, hosts);
-			if (json_array_size(unbound)) {
-				appendf(what, sizeof(what), &off, " (not bound, the draft "
-					"denies them:");
-				list_names(what, sizeof(what), &off, unbound);
-				appendf(what, sizeof(what), &off, ")");
-			}
-			json_decref(hosts);
-			json_decref(unbound);
-			explain("+", what, e);
+			draft_secret(l, mid, name, e);
+		} else if (may_hold_url_password(name)) {
+			snprintf(what, sizeof(what), "not drafted: %s: a URL or connection "
+				 "string may hold a password (postgres://user:password@...), "
+				 "so it is never passed; a person decides (env.pass if it holds "
+				 "none, env.set with the password left out otherwise)", name);
+			explain("!", what, e);
 		} else {
+			if (!pass && !json_is_array(json_object_get(json_object_get(l->root, "env"),
+								     "pass"))) {
+				/* The default's list, in its order (a policy's env.pass
+				 * replaces it, so the draft's starts with it). */
+				json_t *d = json_loads(policy_default_text(), 0, NULL);
+
+				ASSERT(d);
+				json_object_set_new(object_at(l->root, "env"), "pass",
+						    json_deep_copy(json_object_get(
+							    json_object_get(d, "env"), "pass")));
+				json_decref(d);
+			}
 			if (!pass)
 				pass = array_at(object_at(l->root, "env"), "pass",
 						l->bp->env_pass, l->bp->nenv_pass);
@@ -1120,7 +1302,12 @@ int cmd_learn(int argc, char **argv)
 		rc = EXIT_NOT_VERIFIED;
 		goto out;
 	}
-	l.root = json_loadb(base_text, len, JSON_REJECT_DUPLICATES, &jerr);
+	/* Without a base, the draft holds only what differs from the embedded
+	 * default policy (which is what a policy file leaves out means). */
+	if (l.o.base)
+		l.root = json_loadb(base_text, len, JSON_REJECT_DUPLICATES, &jerr);
+	else
+		l.root = json_pack("{s:i}", "version", 1);
 	ASSERT(json_is_object(l.root)); /* policy_parse accepted it */
 
 	if (events_load(&set, argv + optind, (size_t)(argc - optind), l.o.pubkey, err,
@@ -1147,6 +1334,8 @@ int cmd_learn(int argc, char **argv)
 	l.envs = json_object();
 	l.notes = json_object();
 	l.hosts = json_object();
+	l.carried = json_object();
+	l.refused = json_object();
 	events_iter_init(&it, &set);
 	while (events_next(&it, &ln)) {
 		nsessions = ln.session + 1;
@@ -1214,6 +1403,8 @@ out:
 	json_decref(l.envs);
 	json_decref(l.notes);
 	json_decref(l.hosts);
+	json_decref(l.carried);
+	json_decref(l.refused);
 	json_decref(rules);
 	events_set_free(&set);
 	free(text);

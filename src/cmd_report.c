@@ -124,6 +124,9 @@ struct rsession {
 	size_t decisions[RECEIPT_DECISION_COUNT + 1];
 	struct spend_point *pts;
 	size_t npts, cappts;
+	/* The figures of the lines that do not verify, kept apart (NULL while
+	 * every line so far verified): never added to the ones above. */
+	struct rsession *uv;
 };
 
 struct report {
@@ -286,15 +289,8 @@ static json_int_t intern(json_t *index, json_t *list, const char *s)
 
 /* --- folding lines into sessions -------------------------------------------------- */
 
-static struct rsession *session_new(struct report *r, const struct events_line *ln)
+static void session_init(struct rsession *s, const struct events_line *ln)
 {
-	struct rsession *s;
-
-	if (r->ns == r->caps) {
-		r->caps = r->caps ? r->caps * 2 : 8;
-		r->s = util_xrealloc(r->s, r->caps * sizeof(*r->s));
-	}
-	s = &r->s[r->ns++];
 	memset(s, 0, sizeof(*s));
 	s->file = ln->file;
 	s->first_line = ln->lineno;
@@ -311,6 +307,18 @@ static struct rsession *session_new(struct report *r, const struct events_line *
 	s->git = json_object();
 	s->tokens = json_array();
 	s->dests = json_object();
+}
+
+static struct rsession *session_new(struct report *r, const struct events_line *ln)
+{
+	struct rsession *s;
+
+	if (r->ns == r->caps) {
+		r->caps = r->caps ? r->caps * 2 : 8;
+		r->s = util_xrealloc(r->s, r->caps * sizeof(*r->s));
+	}
+	s = &r->s[r->ns++];
+	session_init(s, ln);
 	return s;
 }
 
@@ -328,6 +336,10 @@ static void session_free(struct rsession *s)
 	json_decref(s->tokens);
 	json_decref(s->dests);
 	free(s->pts);
+	if (s->uv) {
+		session_free(s->uv);
+		free(s->uv);
+	}
 }
 
 static void replace(char **field, const char *v)
@@ -410,6 +422,8 @@ static void fold_dest(struct rsession *s, const struct events_line *ln)
 	json_t *port = json_object_get(ln->subject, "port"), *d;
 	char key[320];
 
+	if (!*host)
+		host = events_str(ln->subject, "name"); /* dns.block */
 	if (!*host)
 		return;
 	if (json_is_integer(port))
@@ -522,6 +536,26 @@ static void fold(struct report *r, struct rsession *s, const struct events_line 
 	case EVENTS_GROUP_GIT:
 		fold_git(s, ln);
 		break;
+	case EVENTS_GROUP_SESSION:
+	case EVENTS_GROUP_ENV:
+	case EVENTS_GROUP_POLICY:
+	case EVENTS_GROUP_ERROR:
+	case EVENTS_GROUP_OTHER:
+	case EVENTS_GROUP_SPEND:
+	case EVENTS_GROUP_COUNT:
+		break;
+	}
+	/* A block of any type toward a host (git.block, secret.block,
+	 * budget.block...) counts for that destination too. */
+	if ((ln->decision == RECEIPT_BLOCK || ln->decision == RECEIPT_WOULD_BLOCK) &&
+	    ln->ti->group != EVENTS_GROUP_EGRESS && ln->ti->group != EVENTS_GROUP_HTTP)
+		fold_dest(s, ln);
+	switch (ln->ti->group) {
+	case EVENTS_GROUP_EGRESS:
+	case EVENTS_GROUP_HTTP:
+	case EVENTS_GROUP_SECRET:
+	case EVENTS_GROUP_GIT:
+		break;
 	case EVENTS_GROUP_SPEND:
 		if (strcmp(ln->type, "budget.charge") == 0)
 			add_point(s, ln, false);
@@ -590,7 +624,17 @@ static void read_all(struct report *r)
 			s->bad_line = ln.lineno;
 		}
 		subj = subject_text(&ln);
-		fold(r, s, &ln, subj);
+		if (ln.verified) {
+			fold(r, s, &ln, subj);
+		} else {
+			/* Never a fact: its figures are kept apart. */
+			if (!s->uv) {
+				s->uv = util_xcalloc(1, sizeof(*s->uv));
+				session_init(s->uv, &ln);
+			}
+			fold(r, s->uv, &ln, subj);
+			s->last_line = ln.lineno;
+		}
 		add_row(r, &ln, subj);
 		free(subj);
 	}
@@ -751,9 +795,16 @@ static void nav(FILE *f, const struct report *r)
 			strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S UTC", &tm);
 			h(f, ts);
 		}
-		fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%zu</td>"
-			"<td class=\"num\">%zu</td><td>", s->last_line - s->first_line + 1,
-			s->decisions[RECEIPT_BLOCK], s->decisions[RECEIPT_WOULD_BLOCK]);
+		fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%zu",
+			s->last_line - s->first_line + 1, s->decisions[RECEIPT_BLOCK]);
+		if (s->uv)
+			fprintf(f, " <span class=\"unverified-n\">+%zu unverified</span>",
+				s->uv->decisions[RECEIPT_BLOCK]);
+		fprintf(f, "</td><td class=\"num\">%zu", s->decisions[RECEIPT_WOULD_BLOCK]);
+		if (s->uv)
+			fprintf(f, " <span class=\"unverified-n\">+%zu unverified</span>",
+				s->uv->decisions[RECEIPT_WOULD_BLOCK]);
+		fputs("</td><td>", f);
 		if (s->has_exit)
 			fprintf(f, "<span class=\"pill %s\">%lld</span>",
 				s->exit_status ? "exitbad" : "exit0", s->exit_status);
@@ -827,6 +878,45 @@ static int cmp_ranked(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
+/* A subject as fields (name, then value; strings as themselves, other
+ * values as compact JSON; the bytes as signed are in the timeline). Text
+ * that is not a JSON object is shown as it is. */
+static void put_subject(FILE *f, const char *raw)
+{
+	json_t *o = json_loads(raw, JSON_DECODE_ANY, NULL);
+
+	fputs("<span class=\"subject\">", f);
+	if (!json_is_object(o) || json_object_size(o) == 0) {
+		h(f, raw);
+	} else {
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(o, k, v) {
+			char *t = NULL;
+
+			if (json_is_real(v)) {
+				char num[40];
+
+				snprintf(num, sizeof(num), "%.15g", json_real_value(v));
+				t = util_xstrdup(num);
+			} else if (!json_is_string(v)) {
+				t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			}
+			fputs("<span class=\"field\" data-key=\"", f);
+			h(f, k);
+			fputs("\"><span class=\"k\">", f);
+			h(f, k);
+			fputs("</span> <span class=\"v\">", f);
+			h(f, t ? t : json_string_value(v));
+			fputs("</span></span> ", f);
+			free(t);
+		}
+	}
+	fputs("</span>", f);
+	json_decref(o);
+}
+
 static void blocks(FILE *f, const struct rsession *s, size_t index)
 {
 	size_t n = json_object_size(s->blocks), i = 0;
@@ -889,9 +979,9 @@ static void blocks(FILE *f, const struct rsession *s, size_t index)
 			v = json_object_get(subjects, subs[j].key);
 			fputs("<li data-decision=\"", f);
 			h(f, json_string_value(json_array_get(v, 2)));
-			fputs("\"><span class=\"subject\">", f);
-			h(f, subs[j].key);
-			fprintf(f, "</span><span class=\"n\">&times;%lld &middot; seq %lld</span></li>",
+			fputs("\">", f);
+			put_subject(f, subs[j].key);
+			fprintf(f, "<span class=\"n\">&times;%lld &middot; seq %lld</span></li>",
 				(long long)subs[j].n, (long long)subs[j].seq);
 		}
 		more = (json_int_t)(ns > SUBJECTS_SHOWN ? ns - SUBJECTS_SHOWN : 0) +
@@ -1186,49 +1276,13 @@ static void chart(FILE *f, const struct rsession *s)
 #undef Y
 }
 
-static void session_section(FILE *f, const struct report *r, size_t index)
+/* The figures of @s: its facts, counts, blocks, secrets, git, spend and
+ * destinations. */
+static void figures(FILE *f, const struct report *r, const struct rsession *s, size_t index)
 {
-	const struct rsession *s = &r->s[index];
 	const struct events_file *ef = &r->set.files[s->file];
 	char buf[128];
 
-	fprintf(f, "<section class=\"card session\" id=\"session-%zu\" data-session=\"", index + 1);
-	h(f, s->id);
-	fputs("\" data-mode=\"", f);
-	h(f, s->mode);
-	fprintf(f, "\" data-verified=\"%s\">\n<div class=\"session-head\"><span class=\"sid\">",
-		s->unverified ? "false" : "true");
-	h(f, s->id);
-	fputs("</span><span class=\"pill ", f);
-	h(f, s->mode);
-	fputs("\">", f);
-	h(f, *s->mode ? s->mode : "mode unknown");
-	fputs("</span>", f);
-	if (strcmp(s->opener, "session.refused") == 0)
-		fputs("<span class=\"pill refused\">refused to start</span>", f);
-	if (s->has_exit)
-		fprintf(f, "<span class=\"pill %s\">exit %lld</span>",
-			s->exit_status ? "exitbad" : "exit0", s->exit_status);
-	if (s->failed)
-		fprintf(f, "<span class=\"pill unverified\">verification failed at line %zu</span>",
-			s->bad_line);
-	else if (s->unverified)
-		fputs("<span class=\"pill unverified\">not verified</span>", f);
-	fputs("</div>\n", f);
-	if (s->failed || s->unverified) {
-		fputs("<div class=\"banner\">", f);
-		if (s->failed) {
-			fputs("Verification failed in this session at ", f);
-			h(f, ef->path);
-			fprintf(f, " line %zu: ", s->bad_line);
-			h(f, ef->vr.reason);
-			fputs(". What follows from that line on proves nothing.", f);
-		} else {
-			fputs("This session comes after the line where verification failed: "
-			      "nothing in it is verified.", f);
-		}
-		fputs("</div>\n", f);
-	}
 	fputs("<dl class=\"facts\">\n", f);
 	fact(f, "Command", *s->argv0 ? s->argv0 : "unknown", "mono");
 	if (s->start_ms >= 0) {
@@ -1290,6 +1344,62 @@ static void session_section(FILE *f, const struct report *r, size_t index)
 	git(f, s);
 	fputs("</div></div>\n<h3>Destinations</h3>\n", f);
 	dests(f, s);
+}
+
+static void session_section(FILE *f, const struct report *r, size_t index)
+{
+	const struct rsession *s = &r->s[index];
+	const struct events_file *ef = &r->set.files[s->file];
+
+	fprintf(f, "<section class=\"card session\" id=\"session-%zu\" data-session=\"", index + 1);
+	h(f, s->id);
+	fputs("\" data-mode=\"", f);
+	h(f, s->mode);
+	fprintf(f, "\" data-verified=\"%s\">\n<div class=\"session-head\"><span class=\"sid\">",
+		s->unverified ? "false" : "true");
+	h(f, s->id);
+	fputs("</span><span class=\"pill ", f);
+	h(f, s->mode);
+	fputs("\">", f);
+	h(f, *s->mode ? s->mode : "mode unknown");
+	fputs("</span>", f);
+	if (strcmp(s->opener, "session.refused") == 0)
+		fputs("<span class=\"pill refused\">refused to start</span>", f);
+	if (s->has_exit)
+		fprintf(f, "<span class=\"pill %s\">exit %lld</span>",
+			s->exit_status ? "exitbad" : "exit0", s->exit_status);
+	if (s->failed)
+		fprintf(f, "<span class=\"pill unverified\">verification failed at line %zu</span>",
+			s->bad_line);
+	else if (s->unverified)
+		fputs("<span class=\"pill unverified\">not verified</span>", f);
+	fputs("</div>\n", f);
+	if (s->failed || s->unverified) {
+		fputs("<div class=\"banner\">", f);
+		if (s->failed) {
+			fputs("Verification failed in this session at ", f);
+			h(f, ef->path);
+			fprintf(f, " line %zu: ", s->bad_line);
+			h(f, ef->vr.reason);
+			fputs(". What follows from that line on proves nothing.", f);
+		} else {
+			fputs("This session comes after the line where verification failed: "
+			      "nothing in it is verified.", f);
+		}
+		fputs("</div>\n", f);
+	}
+	if (s->uv)
+		fputs("<p class=\"verified-only\">The figures below count only the lines "
+		      "that verify; those of the lines that do not are set apart after "
+		      "them, greyed.</p>\n", f);
+	figures(f, r, s, index);
+	if (s->uv) {
+		fprintf(f, "<div class=\"unverified-figures\" data-verified=\"false\">"
+			"<h3>From lines %zu-%zu, which do not verify: not facts</h3>\n",
+			s->uv->first_line, s->uv->last_line);
+		figures(f, r, s->uv, index);
+		fputs("</div>\n", f);
+	}
 	fputs("</section>\n", f);
 }
 

@@ -37,6 +37,10 @@
  *      refused as they would be to the agent); only a checked
  *      SCM_CREDENTIALS message is sent with CAP_SYS_ADMIN, since the
  *      kernel compares its pid with the sender's, which is init.
+ *      Control messages are walked as __scm_send walks them (the last
+ *      may end unpadded: msg_controllen = CMSG_LEN(n)) and keep their
+ *      layout; credentials the gate adds go where CMSG_NXTHDR finds the
+ *      next header, never right after unpadded bytes (issue 27).
  *   6. A call that would block on a blocking socket (a full buffer, a
  *      connect in progress, a full backlog) is finished by a worker
  *      process forked for it, so that one waiting call never holds up the
@@ -442,12 +446,16 @@ int usock_cmsg_scan(const void *ctl, size_t len, struct usock_cmsg_scan *out)
 			if (c.cmsg_len != CMSG_LEN(sizeof(u)))
 				return -EINVAL;
 			memcpy(&u, p + off + CMSG_LEN(0), sizeof(u));
+			/* The kernel checks every one: two that differ cannot
+			 * both be the sender's (0 is nobody's pid). */
+			out->creds_pid = out->creds && out->creds_pid != u.pid ? 0 : u.pid;
 			out->creds = true;
-			out->creds_pid = u.pid;
 		}
+		/* Where CMSG_NXTHDR puts the next header: past the padding
+		 * of this one, even when the buffer ends unpadded after its
+		 * data (msg_controllen = CMSG_LEN(n) is what many senders
+		 * pass), so up to CMSG_ALIGN(len). */
 		out->end = off + CMSG_ALIGN(c.cmsg_len);
-		if (out->end > len)
-			out->end = len;
 		off = cmsg_next(p, len, off);
 	}
 	return 0;
@@ -982,13 +990,27 @@ static int add_credentials(struct call *c, struct op *op, const struct usock_cms
 	op->has_cred = true;
 	if (scan->creds)
 		return 0;
-	/* The agent's control data, if any, is already in the gate's buffer. */
+	/* The agent's control data, if any, is already in the gate's buffer;
+	 * the credentials go where the kernel looks for the next header. */
 	op->ctl = c->g->ctl;
 	ASSERT(op->ctl);
-	op->ctllen = scan->end;
-	memcpy(op->ctl + op->ctllen, op->credbuf, sizeof(op->credbuf));
-	op->ctllen += sizeof(op->credbuf);
+	op->ctllen = usock_cmsg_append(op->ctl, op->ctllen, scan, op->credbuf,
+				       sizeof(op->credbuf));
 	return 0;
+}
+
+size_t usock_cmsg_append(void *ctl, size_t len, const struct usock_cmsg_scan *scan,
+			 const void *cmsg, size_t cmsglen)
+{
+	unsigned char *p = ctl;
+	size_t at = scan->end;
+
+	ASSERT(at <= CMSG_ALIGN(len) && at % sizeof(size_t) == 0);
+	/* The padding an unpadded last message lacked. */
+	if (at > len)
+		memset(p + len, 0, at - len);
+	memcpy(p + at, cmsg, cmsglen);
+	return at + cmsglen;
 }
 
 /* Copies one struct msghdr's name, data (its first chunk) and control of

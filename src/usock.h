@@ -116,7 +116,9 @@ struct usock_cmsg_scan {
 	size_t nfds;
 	bool creds;         /* an SCM_CREDENTIALS message is present */
 	pid_t creds_pid;    /* ...claiming this pid */
-	size_t end;         /* where a message appended would start */
+	size_t end;         /* where a message appended would start: after
+			     * the last header's padding (CMSG_NXTHDR), at
+			     * most CMSG_ALIGN(len) */
 };
 
 /* Walks the @len bytes of control data @ctl as the kernel does
@@ -127,6 +129,14 @@ int usock_cmsg_scan(const void *ctl, size_t len, struct usock_cmsg_scan *out);
 /* Replaces the i-th SCM_RIGHTS descriptor of @ctl (as counted by
  * usock_cmsg_scan) by fds[i]; @ctl must have passed usock_cmsg_scan. */
 void usock_cmsg_replace_fds(void *ctl, size_t len, const int *fds, size_t nfds);
+
+/* Appends the @cmsglen bytes of control message @cmsg to the @len bytes of
+ * control data @ctl that @scan describes, where the kernel's CMSG_NXTHDR
+ * finds it (zeroing the padding an unpadded last message lacked; trailing
+ * bytes the kernel ignores are overwritten). @ctl must have room for
+ * CMSG_ALIGN(@len) + @cmsglen bytes. Returns the new length. */
+size_t usock_cmsg_append(void *ctl, size_t len, const struct usock_cmsg_scan *scan,
+			 const void *cmsg, size_t cmsglen);
 
 /* Opens a pidfd for thread @tid whose fd table is the thread's own:
  * PIDFD_THREAD where the kernel has it (6.9); with @legacy (or an older

@@ -11,6 +11,8 @@
  *  - control messages: the walker answers 0 or -EINVAL, never more than
  *    253 descriptors, each of them read from the input; replacing them
  *    changes exactly those bytes, and a second walk finds the new ones;
+ *    credentials appended where the gate appends them keep the caller's
+ *    bytes before them and are found, after every message, by a walk;
  *  - the diag scanner answers -EPROTO, a negative errno the input holds,
  *    or a combination of found (1) and done (2); found only if the
  *    device and inode asked for occur in the input.
@@ -38,6 +40,34 @@ static void fuzz_address(const uint8_t *d, size_t n)
 	CHECK(len > 0 && len <= USOCK_PATH_MAX);
 	CHECK(n >= 2 + len && memcmp(path, d + 2, len) == 0);
 	CHECK(n == 2 + len || d[2 + len] == '\0');
+}
+
+/* Credentials appended where the gate puts them: the kernel's walk of the
+ * result finds every message of @ctl's and then them (issue 27). */
+static void fuzz_cmsg_append(const uint8_t *ctl, size_t n, const struct usock_cmsg_scan *s)
+{
+	unsigned char cred[CMSG_SPACE(sizeof(struct ucred))];
+	struct usock_cmsg_scan after;
+	struct cmsghdr h;
+	uint8_t *buf;
+	size_t len;
+
+	CHECK(s->end <= CMSG_ALIGN(n) && s->end % sizeof(size_t) == 0);
+	buf = malloc(CMSG_ALIGN(n) + sizeof(cred));
+	CHECK(buf);
+	memcpy(buf, ctl, n);
+	memset(cred, 0, sizeof(cred));
+	memset(&h, 0, sizeof(h));
+	h.cmsg_len = CMSG_LEN(sizeof(struct ucred));
+	h.cmsg_level = SOL_SOCKET;
+	h.cmsg_type = SCM_CREDENTIALS;
+	memcpy(cred, &h, sizeof(h));
+	len = usock_cmsg_append(buf, n, s, cred, sizeof(cred));
+	CHECK(len == s->end + sizeof(cred));
+	CHECK(memcmp(buf, ctl, s->end < n ? s->end : n) == 0);
+	CHECK(usock_cmsg_scan(buf, len, &after) == 0);
+	CHECK(after.nfds == s->nfds && after.creds && after.end == len);
+	free(buf);
 }
 
 static void fuzz_cmsg(const uint8_t *d, size_t n)
@@ -68,6 +98,7 @@ static void fuzz_cmsg(const uint8_t *d, size_t n)
 		for (i = 0; i < n; i++)
 			changed += copy[i] != orig[i];
 		CHECK(changed <= s.nfds * sizeof(int));
+		fuzz_cmsg_append(copy, n, &s);
 	}
 	free(copy);
 	free(orig);

@@ -5,8 +5,8 @@
 # end: a small agent reaches three test hosts and reads two variables
 # under `airlock run` in shadow mode with the default policy; learn drafts
 # a policy; the same agent under `airlock run --enforce --policy` that
-# draft is blocked nothing, and sees a placeholder where the credential
-# was. Names resolve only through the test's own DNS server: the runs see
+# draft is blocked nothing it reached, and the credential, never seen
+# injected anywhere, is left unbound and withheld. Names resolve only through the test's own DNS server: the runs see
 # a resolv.conf naming it, bound over /etc/resolv.conf in a mount
 # namespace of their own.
 . "$(dirname "$0")/lib.sh"
@@ -66,15 +66,16 @@ is "$(pj draft.json 'd["egress"]["allow"]')" \
 	"hosts: exact names, sorted, :PORT outside egress.ports, a dns.block name included"
 is "$(pj draft.json '[k for k in d["env"]["pass"]]')" '["PATH","HOME","LANG","TERM","NPM_CONFIG_REGISTRY"]' \
 	"variables: appended to env.pass"
-is "$(pj draft.json 'd["secrets"]["github_token"]')" \
-	'{"from_env":"GITHUB_TOKEN","hosts":["mirror.example.org","registry.npmjs.org","telemetry.example.com"]}' \
-	"GITHUB_TOKEN: a secrets entry with the hosts its session reached that the draft allows"
+is "$(pj draft.json '"secrets" in d')" "false" \
+	"GITHUB_TOKEN: never seen injected anywhere, so no secrets entry (not bound to hosts merely reached)"
+is "$(pj draft.json 'list(d)')" '["version","egress","env"]' \
+	"only what differs from the default policy: no copy of its defaults"
 is "$(pj draft.json '"GITHUB_TOKEN" in d["env"]["pass"] or "AWS_SECRET_ACCESS_KEY" in d["env"]["pass"]')" "false" \
 	"no credential is proposed for env.pass"
-like "$(grep 'secrets.github_token' draft.err)" "for a person to review.*\(sess-shadow-1 seq 1\)$" \
-	"stderr: the secret is for a person to review, from receipt seq 1"
-like "$(grep 'secrets.github_token' draft.err)" "not bound, the draft denies them: api.anthropic.com, gist.github.com, metadata.example.org" \
-	"and names the hosts left out"
+like "$(grep 'GITHUB_TOKEN' draft.err)" "^  ! not drafted, left unbound: GITHUB_TOKEN looks like a credential.*\(sess-shadow-1 seq 1\)$" \
+	"stderr: the credential is flagged, left unbound, from receipt seq 1"
+like "$(grep 'GITHUB_TOKEN' draft.err)" "its session reached \(never evidence\): api.anthropic.com, gist.github.com, metadata.example.org, mirror.example.org" \
+	"and names the hosts merely reached as no evidence"
 like "$(grep '"registry.npmjs.org"' draft.err)" '^  \+ egress.allow "registry.npmjs.org": .*\(sess-shadow-1 seq 7\)$' \
 	"each addition is explained with its receipt seq"
 like "$(cat draft.err)" "not drafted: gist.github.com:443 \(egress.deny\[0\]\): the recorded policy denies it on purpose.*seq 10" \
@@ -83,7 +84,7 @@ like "$(cat draft.err)" "not drafted: 169.254.169.254 \(link-local, for metadata
 	"the metadata address is never drafted"
 like "$(cat draft.err)" "not drafted: secret.block .*paste.example.net.*exfiltration" "a placeholder sent elsewhere: explained, not drafted"
 like "$(cat draft.err)" "not drafted: git.block git.repos \(fetch acme/secrets\)" "another repository: explained, not drafted"
-like "$(tail -n 1 draft.err)" "^airlock learn: 7 additions; the draft passes airlock check \(sha256:[0-9a-f]{64}\)$" \
+like "$(tail -n 1 draft.err)" "^airlock learn: 5 additions; the draft passes airlock check \(sha256:[0-9a-f]{64}\)$" \
 	"stderr ends with the count and the draft's digest"
 
 # --- credential-like names --------------------------------------------------------------
@@ -95,18 +96,17 @@ stream creds "{\"sessions\":[{\"session\":\"s-creds\",\"events\":[$ev]}]}"
 printf '{"version": 1, "egress": {"allow": ["api.example.com"]}}' > creds-base.json
 "$AIRLOCK" learn --policy creds-base.json creds.jsonl > creds.json 2> creds.err
 is "$?" 0 "learn with credential-like names: exit 0"
-is "$(pj creds.json 'sorted(v["from_env"] for v in d["secrets"].values())')" \
-	'["AWS_CREDENTIALS","MY_API_KEY","Passwd_File","SERVICE_SECRET","X_AUTH_HEADER","db_password","gh_token"]' \
-	"*TOKEN* *KEY* *SECRET* *PASSWORD* *PASSWD* *CREDENTIAL* *AUTH*, any case: secrets entries"
-is "$(pj creds.json 'sorted(set(h for v in d["secrets"].values() for h in v["hosts"]))')" '["api.example.com"]' \
-	"bound to the host the session reached"
-is "$(pj creds.json 'd["env"]["pass"][4:]')" '["EDITOR","NPM_CONFIG_CACHE"]' "the others go to env.pass"
-is "$(grep -c 'for a person to review' creds.err)" 7 "each credential is flagged for review on stderr"
+is "$(pj creds.json 'd["env"]["pass"]')" '["PATH","HOME","LANG","TERM","EDITOR","NPM_CONFIG_CACHE"]' \
+	"*TOKEN* *KEY* *SECRET* *PASSWORD* *PASSWD* *CREDENTIAL* *AUTH*, any case: never env.pass; the others go there"
+is "$(pj creds.json '"secrets" in d')" "false" \
+	"a credential only reached with, never seen injected: no secrets entry bound to the host reached"
+is "$(grep -c '^  ! not drafted, left unbound: .* looks like a credential' creds.err)" 7 \
+	"each credential is flagged, left unbound, on stderr"
 stream lonely "{\"sessions\":[{\"session\":\"s-lonely\",\"events\":[$(drop DEPLOY_TOKEN)]}]}"
 "$AIRLOCK" learn lonely.jsonl > lonely.json 2> lonely.err
 is "$? $(pj lonely.json '"DEPLOY_TOKEN" in json.dumps(d)')" "0 false" \
 	"a credential whose session reached no host: not drafted at all"
-like "$(cat lonely.err)" "not drafted: DEPLOY_TOKEN looks like a credential .*never env.pass" "and stderr says so"
+like "$(cat lonely.err)" "not drafted, left unbound: DEPLOY_TOKEN looks like a credential, so it is never passed" "and stderr says so"
 
 # --- --ranges ---------------------------------------------------------------------------
 ev="$(block cdn.example.com 443 egress.special-address '[{"address":"198.18.0.10","class":"benchmarking"},{"address":"203.0.113.9","class":"documentation"}]')"
@@ -115,7 +115,7 @@ ev="$ev,$(block meta.example.com 80 egress.special-address '[{"address":"169.254
 ev="$ev,$(block loop.example.com 80 egress.special-address '[{"address":"127.0.0.1","class":"loopback"}]')"
 stream ranges "{\"sessions\":[{\"session\":\"s-ranges\",\"events\":[$ev]}]}"
 "$AIRLOCK" learn ranges.jsonl > r0.json 2> r0.err
-is "$(pj r0.json 'd["egress"]["allow_ranges"]')" '[]' "without --ranges: no allow_ranges"
+is "$(pj r0.json 'd.get("egress", {}).get("allow_ranges", [])')" '[]' "without --ranges: no allow_ranges"
 like "$(cat r0.err)" "not drafted \(--ranges would add it\): 198.18.0.10 \(benchmarking, for cdn.example.com\)" \
 	"stderr names what --ranges would add"
 "$AIRLOCK" learn --ranges ranges.jsonl > r1.json 2> r1.err
@@ -156,7 +156,7 @@ cat > base.json <<'EOF'
 EOF
 "$AIRLOCK" learn --policy base.json all.jsonl > b.json 2> b.err
 is "$?" 0 "learn --policy BASE: exit 0"
-is "$(pj b.json 'list(d)')" '["version","mode","env","egress","secrets"]' "the base's keys stay in order (new ones after)"
+is "$(pj b.json 'list(d)')" '["version","mode","env","egress"]' "the base's keys stay in order (nothing new: no credential was seen injected)"
 is "$(pj b.json 'd["mode"]')" "enforce" "and its values"
 is "$(pj b.json 'd["egress"]["allow"]')" '["registry.npmjs.org","*.example.org","exfil.example.net:443","mirror.example.org:8080"]' \
 	"its rules first, in order; only what they do not allow is appended"
@@ -234,9 +234,10 @@ is "$(pj "$T/learned.json" 'd["egress"]["allow_ranges"]')" '["198.18.0.10/32","1
 	"their special-purpose addresses (--ranges)"
 is "$(pj "$T/learned.json" '"AGENT_MODE" in d["env"]["pass"] and "GITHUB_TOKEN" not in d["env"]["pass"]')" "true" \
 	"AGENT_MODE passes; GITHUB_TOKEN does not"
-is "$(pj "$T/learned.json" 'd["secrets"]["github_token"]')" \
-	'{"from_env":"GITHUB_TOKEN","hosts":["api.airlock.test","www.airlock.test"]}' \
-	"GITHUB_TOKEN is a brokered secret for the hosts the session reached"
+is "$(pj "$T/learned.json" '"secrets" in d')" "false" \
+	"GITHUB_TOKEN is not bound to the hosts the session merely reached"
+like "$(cat "$T/learned.err")" "! not drafted, left unbound: GITHUB_TOKEN .*reached \(never evidence\): api.airlock.test, www.airlock.test" \
+	"it is flagged for a person, naming those hosts as no evidence"
 if grep -q "$REAL_TOKEN" "$T/learned.json" "$T/learned.err" "$T/shadow.jsonl"; then
 	ok 1 "the token's value appears nowhere (draft, explanation, receipts)"
 else
@@ -248,23 +249,24 @@ is "$?" 0 "the same agent under airlock run --enforce --policy learned.json"
 [ -s "$T/enforce.jsonl" ] || sed 's/^/# /' "$T/run.out"
 "$AIRLOCK" verify "$T/enforce.jsonl" > /dev/null
 ok $? "its stream verifies"
-is "$(refused "$T/enforce.jsonl")" 0 "nothing it did in the shadow run is blocked"
+is "$(grep -v '"type":"env.drop"' "$T/enforce.jsonl" | grep -c '"decision":"\(would_block\|block\)"')" 0 \
+	"nothing it reached in the shadow run is blocked"
+is "$(grep '"decision":"block"' "$T/enforce.jsonl" | grep -c '"type":"env.drop".*"name":"GITHUB_TOKEN"')" 1 \
+	"the unbound credential is withheld (env.drop)"
 grep '"decision":"\(would_block\|block\)"' "$T/enforce.jsonl" | cut -c1-300 | sed 's/^/# /'
 is "$(cat "$WS/a.rc" "$WS/b.rc" "$WS/c.rc" | tr '\n' ' ')" "0 0 0 " "its three requests succeed"
 like "$(cat "$WS/a.out")" "^hello from 198.18.0.10:80 method=GET path=/learn-a " "api.airlock.test answers"
 like "$(cat "$WS/b.out")" "^hello from 198.18.0.11:8081 method=GET path=/learn-b " "www.airlock.test:8081 answers"
 like "$(cat "$WS/c.out")" "^hello from 198.18.0.12:80 method=GET path=/learn-c " "198.18.0.12 answers"
 is "$(sed -n 1p "$WS/env.out")" "mode=fast" "AGENT_MODE reaches the agent"
-tok=$(sed -n 's/^token=//p' "$WS/env.out")
-ok "$([ -n "$tok" ] && [ "$tok" != unset ] && [ "$tok" != "$REAL_TOKEN" ]; echo $?)" \
-	"GITHUB_TOKEN reaches it as a placeholder, never the real value"
+is "$(sed -n 2p "$WS/env.out")" "token=unset" "GITHUB_TOKEN does not reach it at all"
 
 # Control: without --ranges the draft leaves the test hosts' addresses out,
 # and enforce blocks them -- the check above can fail.
 "$AIRLOCK" learn "$T/shadow.jsonl" > "$T/noranges.json" 2> /dev/null
 agent "$T/control.jsonl" --enforce --policy "$T/noranges.json"
 like "$(refused "$T/control.jsonl")" "^[1-9]" "control: a draft without --ranges is blocked for the addresses"
-like "$(grep '"decision":"block"' "$T/control.jsonl" | head -n 1)" '"rule":"egress.special-address"' \
+like "$(grep '"type":"egress.block".*"decision":"block"' "$T/control.jsonl" | head -n 1)" '"rule":"egress.special-address"' \
 	"by the special-address check"
 sleep 0.3
 is "$(net_count srv=sink)" 0 "no sink saw any connection"

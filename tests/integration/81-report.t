@@ -190,12 +190,16 @@ is_(sorted(blocks), sorted(["egress.default", "egress.deny[0]", "egress.special-
                             "git.repos", "secrets.anthropic.hosts", "spend.cap_usd", "spend.on_exhausted",
                             "dns.failure"]),
     "blocks and would-blocks grouped by rule")
-subj = [li.find("span", cls="subject")[0].text() for li in blocks["egress.default"].find("li")]
-ok('{"method":"CONNECT","host":"registry.npmjs.org","port":443}' in subj and
-   '{"method":"GET","host":"mirror.example.org","port":8080}' in subj and
-   '{"name":"telemetry.example.com"}' in subj,
-   "each rule lists the exact subjects, as signed")
-like(blocks["spend.cap_usd"].text(), r'"total_usd":0\.0393,"cap_usd":0\.05', "numbers as the line has them")
+subj = [{fl.get("data-key"): fl.find("span", cls="v")[0].text() for fl in li.find("span", cls="field")}
+        for li in blocks["egress.default"].find("li")]
+ok({"method": "CONNECT", "host": "registry.npmjs.org", "port": "443"} in subj and
+   {"method": "GET", "host": "mirror.example.org", "port": "8080"} in subj and
+   {"name": "telemetry.example.com"} in subj,
+   "each rule lists the exact subjects, as fields (name, value)")
+ok(all(sp.find("span", cls="field") and not sp.text().startswith("{")
+       for sp in s1.find("table", cls="blocks")[0].find("span", cls="subject")),
+   "no subject is shown as raw JSON: each as its fields")
+like(blocks["spend.cap_usd"].text(), r'total_usd 0\.0393 cap_usd 0\.05', "numbers as the line has them")
 like(blocks["egress.deny[0]"].text(), r"1 would_block", "with the count of each decision")
 
 sec = [(tr.get("data-secret"), tr.get("data-host")) for tr in s1.find("table", cls="secrets")[0].find("tr")
@@ -210,6 +214,12 @@ chart = s1.find("svg", cls="spend")
 is_([(c.get("data-cap"), c.get("data-points")) for c in chart], [("true", "3")], "a spend chart with its cap")
 is_(len(chart[0].find("line", cls="cap")), 1, "the cap is drawn as a line")
 is_(len(chart[0].find("circle", cls="refused")), 1, "and the refused call as a point")
+dest = {tr.find("td")[0].text(): [td.text() for td in tr.find("td", cls="num")]
+        for tr in s1.find("table", cls="dests")[0].find("tr") if tr.find("td", cls="num")}
+is_([dest.get(k, [None] * 4)[1:3] for k in ("github.com", "paste.example.net", "telemetry.example.com")],
+    [["1", "0"], ["1", "0"], ["1", "0"]],
+    "destinations count blocks of every type: git.block, secret.block, dns.block")
+is_(dest.get("api.anthropic.com", [None] * 4)[1:3], ["0", "1"], "and budget.block")
 s2 = sessions[1]
 like(s2.find("div", cls="session-head")[0].text(), r"exit 1", "a failed session shows its exit")
 
@@ -217,6 +227,9 @@ like(s2.find("div", cls="session-head")[0].text(), r"exit 1", "a failed session 
 rows = dom.root.find("div", cls="row")
 ok(0 < len(rows) <= 60, "the timeline renders the rows in view (%d)" % len(rows))
 is_([r.get("data-seq") for r in rows[:3]], ["0", "1", "2"], "in order")
+is_(rows[1].find("span", cls="c-subj")[0].text(), "name GITHUB_TOKEN", "each row's subject shown as its fields")
+ok(all(not r.find("span", cls="c-subj")[0].text().startswith("{") for r in rows),
+   "no row's subject is raw JSON")
 is_(dom.root.find(id="tl-count")[0].text(), "showing 33 of 33 receipts", "and counts them all")
 like(dom.root.find("body")[0].get("data-render-ms") or "", r"^\d+$", "the page measures its render time")
 
@@ -225,7 +238,7 @@ is_(dom.root.find("title")[0].text().startswith("airlock report"), True, "no rec
 ok(not dom.root.find("img"), "no receipt became an element (no <img>)")
 hs = sessions[2]
 like(hs.text(), r"<img src=x onerror=alert\(1\)>", "the hostile command is shown as text")
-like(hs.find("table", cls="blocks")[0].text(), r'"host":"\\"><img src=x onerror=alert\(2\)>"', "and the hostile subject")
+like(hs.find("table", cls="blocks")[0].text(), r'host "><img src=x onerror=alert\(2\)>', "and the hostile subject")
 
 # Filters, from the link form #filter?...
 st, fdom, _, _ = dom_of(html, fragment="#filter?type=egress.block&decision=would_block")
@@ -283,6 +296,24 @@ ts = tdom.root.find("section", cls="session")
 is_([s.get("data-verified") for s in ts], ["false", "false"],
     "the session holding the bad line, and the one after it, are marked")
 like(ts[0].find("div", cls="banner")[0].text(), r"line 10: bad signature", "with a banner naming the line")
+# Figures from unverified lines are set apart, greyed and labelled; the
+# ones shown as facts count only the lines that verify (lines 1-9).
+uvf = ts[0].find("div", cls="unverified-figures")
+is_([(u.get("data-verified"), u.find("h3")[0].text()) for u in uvf],
+    [("false", "From lines 10-24, which do not verify: not facts")],
+    "the bad line's session: the figures of its unverified lines set apart and labelled")
+main = {st.get("class").split()[1]: st.find("b")[0].text()
+        for st in ts[0].find("div", cls="stats")[0].find("div", cls="stat")}
+is_((main["block"], main["would_block"]), ("0", "4"),
+    "the figures shown as facts count only the verified lines (0 blocked, 4 would block)")
+uvs = {st.get("class").split()[1]: st.find("b")[0].text() for st in uvf[0].find("div", cls="stat")}
+is_((uvs["block"], uvs["would_block"]), ("4", "4"), "the unverified lines' own figures, inside the greyed part")
+like(ts[0].find("p", cls="verified-only")[0].text(), r"count only the lines that verify", "and the page says so")
+ok(re.search(r"\.unverified-figures \{[^}]*filter: grayscale\(1\)", open(thtml).read()) is not None,
+   "the set-apart figures are greyed (grayscale)")
+ok({st.get("class").split()[1]: st.find("b")[0].text() for st in ts[1].find("div", cls="stats")[0].find("div", cls="stat")}["block"] == "0",
+   "a session wholly after the bad line shows no figure as a fact")
+ok(len(ts[1].find("div", cls="unverified-figures")) == 1, "its figures are all in the greyed part")
 trows = {r.get("data-seq"): r.get("class") for r in tdom.root.find("div", cls="row")}
 ok("unverified" not in trows["8"] and "badline" in trows["9"] and "unverified" in trows["10"],
    "the timeline marks the bad line and every line after it")

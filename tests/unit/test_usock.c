@@ -302,6 +302,101 @@ static void test_cmsg(void)
 	tap_is_int(usock_cmsg_scan(buf, n, &s), -EINVAL, "cmsg: and so are 260 in two messages");
 }
 
+/* The kernel's walk (for_each_cmsghdr over __cmsg_nxthdr) of @len bytes:
+ * the number of SOL_SOCKET messages of @type, or -1 if __scm_send would
+ * refuse the buffer. */
+static int kernel_count(const unsigned char *buf, size_t len, int type)
+{
+	size_t off = 0;
+	int count = 0;
+
+	if (len < sizeof(struct cmsghdr))
+		return 0;
+	for (;;) {
+		struct cmsghdr c;
+
+		memcpy(&c, buf + off, sizeof(c));
+		if (c.cmsg_len < sizeof(c) || c.cmsg_len > len - off)
+			return -1;
+		if (c.cmsg_level == SOL_SOCKET && c.cmsg_type == type)
+			count++;
+		off += CMSG_ALIGN(c.cmsg_len);
+		if (off + sizeof(c) > len)
+			return count;
+	}
+}
+
+/* Issue 27: a sender that passes msg_controllen = CMSG_LEN(n) (its last
+ * message unpadded, as Chromium does) must find the kernel's answer, not
+ * EINVAL from credentials the gate appended in the padding. */
+static void test_cmsg_unpadded(void)
+{
+	unsigned char buf[4096], plain[4096];
+	struct usock_cmsg_scan s;
+	struct ucred u = { 4242, 0, 0 }, other = { 4343, 0, 0 };
+	unsigned char cred[CMSG_SPACE(sizeof(struct ucred))];
+	int fds[4] = { 7, 8, 9, 10 };
+	size_t k, n;
+
+	memset(cred, 0, sizeof(cred));
+	put_cmsg(cred, 0, SOL_SOCKET, SCM_CREDENTIALS, &u, sizeof(u));
+	for (k = 1; k <= 4; k++) {
+		size_t len;
+
+		/* one SCM_RIGHTS, unpadded */
+		memset(buf, 0xa5, sizeof(buf));
+		put_cmsg(buf, 0, SOL_SOCKET, SCM_RIGHTS, fds, k * sizeof(int));
+		len = CMSG_LEN(k * sizeof(int));
+		tap_ok(usock_cmsg_scan(buf, len, &s) == 0 && s.nfds == k && !s.creds,
+		       "cmsg: CMSG_LEN(%zu ints) is well formed", k);
+		tap_is_int(s.end, CMSG_SPACE(k * sizeof(int)),
+			   "cmsg: CMSG_LEN(%zu ints): the next header is aligned", k);
+		n = usock_cmsg_append(buf, len, &s, cred, sizeof(cred));
+		tap_ok(n == CMSG_SPACE(k * sizeof(int)) + sizeof(cred) &&
+			       kernel_count(buf, n, SCM_RIGHTS) == 1 &&
+			       kernel_count(buf, n, SCM_CREDENTIALS) == 1,
+		       "cmsg: CMSG_LEN(%zu ints) + credentials: the kernel finds both", k);
+		tap_ok(memcmp(buf + len, "\0\0\0\0\0\0\0", CMSG_SPACE(k * sizeof(int)) - len) == 0,
+		       "cmsg: CMSG_LEN(%zu ints) + credentials: padding zeroed", k);
+		tap_ok(usock_cmsg_scan(buf, n, &s) == 0 && s.nfds == k && s.creds &&
+			       s.fds[k - 1] == fds[k - 1],
+		       "cmsg: and so does the gate");
+
+		/* SCM_RIGHTS, SCM_CREDENTIALS, SCM_RIGHTS unpadded */
+		n = put_cmsg(buf, 0, SOL_SOCKET, SCM_RIGHTS, fds, sizeof(int));
+		n = put_cmsg(buf, n, SOL_SOCKET, SCM_CREDENTIALS, &u, sizeof(u));
+		put_cmsg(buf, n, SOL_SOCKET, SCM_RIGHTS, fds, k * sizeof(int));
+		len = n + CMSG_LEN(k * sizeof(int));
+		memcpy(plain, buf, len);
+		tap_ok(usock_cmsg_scan(buf, len, &s) == 0 && s.nfds == k + 1 && s.creds &&
+			       s.creds_pid == 4242 && s.end == n + CMSG_SPACE(k * sizeof(int)),
+		       "cmsg: three messages, the last unpadded");
+		usock_cmsg_replace_fds(buf, len, fds, s.nfds);
+		tap_ok(memcmp(buf, plain, n) == 0 && kernel_count(buf, len, SCM_RIGHTS) == 2,
+		       "cmsg: replacing keeps the caller's layout");
+	}
+	/* Two credentials that differ: one is forged. */
+	n = put_cmsg(buf, 0, SOL_SOCKET, SCM_CREDENTIALS, &other, sizeof(other));
+	n = put_cmsg(buf, n, SOL_SOCKET, SCM_CREDENTIALS, &u, sizeof(u));
+	tap_ok(usock_cmsg_scan(buf, n, &s) == 0 && s.creds && s.creds_pid == 0,
+	       "cmsg: two credentials with different pids match no sender");
+	n = put_cmsg(buf, 0, SOL_SOCKET, SCM_CREDENTIALS, &u, sizeof(u));
+	n = put_cmsg(buf, n, SOL_SOCKET, SCM_CREDENTIALS, &u, sizeof(u));
+	tap_ok(usock_cmsg_scan(buf, n, &s) == 0 && s.creds && s.creds_pid == 4242,
+	       "cmsg: two that agree are the sender's");
+	/* Trailing bytes shorter than a header: ignored, then overwritten. */
+	n = put_cmsg(buf, 0, SOL_SOCKET, SCM_RIGHTS, fds, 3 * sizeof(int));
+	tap_ok(usock_cmsg_scan(buf, n + 12, &s) == 0 && s.end == n, "cmsg: trailing bytes ignored");
+	n = usock_cmsg_append(buf, n + 12, &s, cred, sizeof(cred));
+	tap_ok(kernel_count(buf, n, SCM_CREDENTIALS) == 1 && kernel_count(buf, n, SCM_RIGHTS) == 1,
+	       "cmsg: credentials appended over them");
+	/* No control message at all. */
+	tap_ok(usock_cmsg_scan(buf, 0, &s) == 0 &&
+		       usock_cmsg_append(buf, 0, &s, cred, sizeof(cred)) == sizeof(cred) &&
+		       kernel_count(buf, sizeof(cred), SCM_CREDENTIALS) == 1,
+	       "cmsg: credentials alone");
+}
+
 /* --- thread pidfds -------------------------------------------------------------- */
 
 struct thread_arg {
@@ -366,6 +461,7 @@ int main(void)
 	test_under();
 	test_diag();
 	test_cmsg();
+	test_cmsg_unpadded();
 	test_pidfd();
 	return tap_done();
 }
