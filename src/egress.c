@@ -93,9 +93,14 @@ void egress_decide_addrs(const struct policy *p, const struct addr *addrs,
 
 	for (i = 0; i < n; i++) {
 		if (!addr_is_allowed(&addrs[i], p->allow_ranges, p->nallow_ranges)) {
+			char text[ADDR_STRLEN];
+
 			*bad = i;
-			verdict_set(v, VERDICT_DENY, 403, "egress.special-address",
-				    "resolves to a special-purpose address");
+			addr_format(&addrs[i], text, sizeof(text));
+			verdict_setf(v, VERDICT_DENY, 403, "egress.special-address",
+				     "resolves to %s, a special-purpose address (%s); "
+				     "add its range to egress.allow_ranges",
+				     text, addr_class_to_string(addr_classify(&addrs[i])));
 			v->always = true;
 			return;
 		}
