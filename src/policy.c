@@ -578,11 +578,12 @@ static size_t key_distance(const char *a, const char *b)
 static void unknown_key(struct ctx *c, const char *path, const char *key,
 			const struct field *fields, size_t nfields)
 {
-	size_t i, best = 3, d, len = strlen(key);
+	size_t i, best = 3, len = strlen(key);
 	const char *near = NULL;
 
 	for (i = 0; i < nfields; i++) {
-		d = key_distance(key, fields[i].name);
+		size_t d = key_distance(key, fields[i].name);
+
 		if (d < best && 2 * d < len) {
 			best = d;
 			near = fields[i].name;
