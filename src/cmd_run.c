@@ -1151,11 +1151,12 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	status = sandbox_exit_status(&sb, status, &exec_err);
 	/* Everything the agent wrote reaches the caller first. */
 	stdio_relay_finish(&relay);
-	if (exec_err) {
+	if (exec_err)
 		report_exec_failure(o->cmd[0], exec_err);
-		if (util_exec_status(exec_err) == EXIT_NOT_FOUND)
-			(void)run_hint_not_found(&cfg, o->cmd[0], stderr);
-	}
+	/* Not found, by exec or by what it ran ("#!/usr/bin/env node"
+	 * exits 127 itself): say so when a hidden path is why. */
+	if (status == EXIT_NOT_FOUND)
+		(void)run_hint_not_found(&cfg, o->cmd[0], stderr);
 	sandbox_release(&sb);
 	session_end(&s, status);
 	/* Every receipt is written: what the session blocked, read back. */

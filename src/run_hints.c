@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -81,25 +82,141 @@ const struct view_step *run_hint_hidden_by(const struct view_plan *plan,
 	return best && hides(best->kind) ? best : NULL;
 }
 
-/* An executable regular file on the host at @path, hidden by @plan (the
- * path itself, or where its symbolic links lead)? */
-static const struct view_step *hidden_executable(const struct view_plan *plan,
-						 const char *path)
+/* What the hint says: the command found on the host (@path), and the
+ * host path the sandbox hides (@hidden: @path itself, where its symbolic
+ * links lead, or its #! interpreter), by @step. */
+struct found {
+	char *path;
+	char *hidden;
+	const char *how; /* "", "whose target ", "whose interpreter " */
+	const struct view_step *step;
+};
+
+static void found_free(struct found *f)
+{
+	free(f->path);
+	free(f->hidden);
+	memset(f, 0, sizeof(*f));
+}
+
+static bool is_executable(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+static bool find_hidden(const struct view_plan *plan, const char *agent_path,
+			const char *cmd, const char *workspace, int depth,
+			struct found *f);
+
+/* The #! interpreter of @path, when it is hidden ("#!/usr/bin/env NAME"
+ * looks NAME up on the agent's PATH). */
+static bool interpreter_hidden(const struct view_plan *plan, const char *agent_path,
+			       const char *path, const char *workspace, int depth,
+			       struct found *f)
+{
+	char head[256], *p, *e;
+	struct found sub = { 0 };
+	ssize_t n;
+	int fd;
+
+	if (depth > 1)
+		return false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, head, sizeof(head) - 1);
+	close(fd);
+	if (n < 3 || head[0] != '#' || head[1] != '!')
+		return false;
+	head[n] = '\0';
+	p = head + 2;
+	p += strspn(p, " \t");
+	e = p + strcspn(p, " \t\r\n");
+	if (strncmp(p, "/usr/bin/env", (size_t)(e - p)) == 0 && e - p == 12) {
+		p = e + strspn(e, " \t");
+		e = p + strcspn(p, " \t\r\n");
+	}
+	*e = '\0';
+	if (!*p || !find_hidden(plan, agent_path, p, workspace, depth + 1, &sub))
+		return false;
+	f->hidden = sub.hidden;
+	sub.hidden = NULL;
+	f->how = "whose interpreter ";
+	f->step = sub.step;
+	found_free(&sub);
+	return true;
+}
+
+/* Is @path an executable on the host that the agent cannot run because
+ * of a hidden path? */
+static bool check_candidate(const struct view_plan *plan, const char *agent_path,
+			    const char *path, const char *workspace, int depth,
+			    struct found *f)
 {
 	const struct view_step *s;
-	struct stat st;
 	char *real;
 
-	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || access(path, X_OK) < 0)
-		return NULL;
+	if (!is_executable(path))
+		return false;
 	s = run_hint_hidden_by(plan, path);
-	if (s)
-		return s;
+	if (s) {
+		f->path = util_xstrdup(path);
+		f->hidden = util_xstrdup(path);
+		f->how = "";
+		f->step = s;
+		return true;
+	}
 	real = realpath(path, NULL);
-	if (real)
-		s = run_hint_hidden_by(plan, real);
+	s = real ? run_hint_hidden_by(plan, real) : NULL;
+	if (s) {
+		f->path = util_xstrdup(path);
+		f->hidden = real;
+		f->how = "whose target ";
+		f->step = s;
+		return true;
+	}
 	free(real);
-	return s;
+	if (interpreter_hidden(plan, agent_path, path, workspace, depth, f)) {
+		f->path = util_xstrdup(path);
+		return true;
+	}
+	return false;
+}
+
+static bool find_hidden(const struct view_plan *plan, const char *agent_path,
+			const char *cmd, const char *workspace, int depth,
+			struct found *f)
+{
+	const char *p, *end;
+	bool r = false;
+
+	if (strchr(cmd, '/')) {
+		char *path = cmd[0] == '/' ? util_xstrdup(cmd)
+					   : util_xasprintf("%s/%s", workspace, cmd);
+
+		r = check_candidate(plan, agent_path, path, workspace, depth, f);
+		free(path);
+		return r;
+	}
+	for (p = agent_path; !r; p = end + 1) {
+		size_t n;
+
+		end = strchr(p, ':');
+		if (!end)
+			end = p + strlen(p);
+		n = (size_t)(end - p);
+		if (n > 0 && p[0] == '/') {
+			char *path = util_xasprintf("%.*s/%s", (int)n, p, cmd);
+
+			r = check_candidate(plan, agent_path, path, workspace, depth, f);
+			free(path);
+		}
+		if (!*end)
+			break;
+	}
+	return r;
 }
 
 static const char *agent_path(const struct sandbox_config *cfg)
@@ -112,28 +229,11 @@ static const char *agent_path(const struct sandbox_config *cfg)
 	return "/usr/local/bin:/usr/bin:/bin";
 }
 
-static void hint(FILE *out, const char *cmd, const char *found,
-		 const struct view_step *s, const struct sandbox_config *cfg)
-{
-	char *dir = util_xstrdup(found), *slash = strrchr(dir, '/');
-	const char *what = s->kind == VIEW_HOME ? " (the agent's $HOME is private and empty)" : "";
-
-	if (slash && slash != dir)
-		*slash = '\0';
-	(void)cfg;
-	fprintf(out,
-		"airlock: run: %s: not found in the sandbox, but the host has %s, under "
-		"%s, which the sandbox hides%s; show it read-only with fs.ro, e.g. "
-		"\"fs\": {\"ro\": [\"%s\"]} (and what it needs, such as its runtime)\n",
-		cmd, found, s->path, what, dir);
-	free(dir);
-}
-
 int run_hint_not_found(const struct sandbox_config *cfg, const char *cmd, FILE *out)
 {
 	struct view_plan plan = { 0 };
-	const struct view_step *s = NULL;
-	char err[512], *found = NULL;
+	struct found f = { 0 };
+	char err[512];
 	int r = 0;
 
 	if (!cmd || !*cmd)
@@ -142,34 +242,29 @@ int run_hint_not_found(const struct sandbox_config *cfg, const char *cmd, FILE *
 		view_plan_free(&plan);
 		return 0;
 	}
-	if (strchr(cmd, '/')) {
-		found = cmd[0] == '/' ? util_xstrdup(cmd)
-				      : util_xasprintf("%s/%s", cfg->workspace, cmd);
-		s = hidden_executable(&plan, found);
-	} else {
-		const char *p = agent_path(cfg), *end;
+	if (find_hidden(&plan, agent_path(cfg), cmd, cfg->workspace, 0, &f)) {
+		char *dir = util_xstrdup(f.hidden), *slash = strrchr(dir, '/');
 
-		for (; !s; p = end + 1) {
-			size_t n;
-
-			end = strchr(p, ':');
-			if (!end)
-				end = p + strlen(p);
-			n = (size_t)(end - p);
-			if (n > 0 && p[0] == '/') {
-				free(found);
-				found = util_xasprintf("%.*s/%s", (int)n, p, cmd);
-				s = hidden_executable(&plan, found);
-			}
-			if (!*end)
-				break;
-		}
-	}
-	if (s) {
-		hint(out, cmd, found, s, cfg);
+		if (slash && slash != dir)
+			*slash = '\0';
+		fprintf(out,
+			"airlock: run: %s: not found in the sandbox, but the host has %s",
+			cmd, f.path);
+		if (*f.how)
+			fprintf(out, ", %s%s is under", f.how, f.hidden);
+		else
+			fputs(", under", out);
+		fprintf(out,
+			" %s, which the sandbox hides%s; show it read-only with fs.ro, "
+			"e.g. \"fs\": {\"ro\": [\"%s\"]} (and what it needs, such as its "
+			"runtime)\n",
+			f.step->path,
+			f.step->kind == VIEW_HOME ? " (the agent's $HOME is private and empty)" : "",
+			dir);
+		free(dir);
 		r = 1;
 	}
-	free(found);
+	found_free(&f);
 	view_plan_free(&plan);
 	return r;
 }

@@ -39,6 +39,33 @@ EOF
 is "$?" 0 "with fs.ro the command runs"
 is "$(cat "$T/out")" "agent ran" "and prints its output"
 
+# --- shown, but its target or its interpreter is hidden ---------------------------
+mkdir -p "$WS/bin" "$HOME/.nvm/bin" "$HOME/.npm/lib"
+printf '#!/bin/sh\necho npm agent\n' > "$HOME/.npm/lib/cli.sh"
+chmod 0755 "$HOME/.npm/lib/cli.sh"
+ln -s "$HOME/.npm/lib/cli.sh" "$WS/bin/linked-agent"
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/e6.jsonl" -- \
+	"$WS/bin/linked-agent" </dev/null >"$T/out" 2>"$T/err"
+is "$?" 127 "a link in the workspace to a file under \$HOME: 127"
+like "$(cat "$T/err")" "the host has $WS/bin/linked-agent, whose target $HOME/.npm/lib/cli.sh is under $HOME, which the sandbox hides.*\"ro\": \[\"$HOME/.npm/lib\"\]" \
+	"names the link's hidden target and its directory for fs.ro"
+printf '#!/bin/sh\necho node\n' > "$HOME/.nvm/bin/fakenode"
+chmod 0755 "$HOME/.nvm/bin/fakenode"
+printf '#!%s\nconsole.log(1)\n' "$HOME/.nvm/bin/fakenode" > "$WS/bin/js-agent"
+chmod 0755 "$WS/bin/js-agent"
+"$AIRLOCK" run --enforce --workspace "$WS" --events "$T/e7.jsonl" -- \
+	"$WS/bin/js-agent" </dev/null >"$T/out" 2>"$T/err"
+is "$?" 127 "a script whose interpreter lies under \$HOME: 127"
+like "$(cat "$T/err")" "the host has $WS/bin/js-agent, whose interpreter $HOME/.nvm/bin/fakenode is under $HOME, which the sandbox hides.*\"ro\": \[\"$HOME/.nvm/bin\"\]" \
+	"names the hidden interpreter"
+printf '#!/usr/bin/env fakenode\nconsole.log(1)\n' > "$WS/bin/env-agent"
+chmod 0755 "$WS/bin/env-agent"
+PATH="$HOME/.nvm/bin:$PATH" "$AIRLOCK" run --enforce --workspace "$WS" --events "$T/e8.jsonl" -- \
+	"$WS/bin/env-agent" </dev/null >"$T/out" 2>"$T/err"
+is "$?" 127 "#!/usr/bin/env NAME, NAME on PATH under \$HOME: 127"
+like "$(cat "$T/err")" "whose interpreter $HOME/.nvm/bin/fakenode is under $HOME" \
+	"names the interpreter found on the agent's PATH"
+
 # --- the host's /tmp is hidden too --------------------------------------------------
 HOSTSCRIPT=$(mktemp /tmp/airlock-t39.XXXXXX)
 printf '#!/bin/sh\necho ran\n' > "$HOSTSCRIPT"
