@@ -79,8 +79,17 @@ void egress_decide_rules(const struct policy *p, const struct host_target *t,
 		break;
 	case HOST_VERDICT_DENY_DEFAULT:
 	default:
-		verdict_set(v, VERDICT_DENY, 403, "egress.default",
-			    "no egress.allow rule matches this host and port");
+		if (t->is_addr &&
+		    !addr_is_allowed(&t->addr, p->allow_ranges, p->nallow_ranges))
+			/* An allow rule alone would not do: say so now. */
+			verdict_setf(v, VERDICT_DENY, 403, "egress.default",
+				     "no egress.allow rule matches this host and port; "
+				     "it is also a special-purpose address (%s), which "
+				     "needs its range in egress.allow_ranges too",
+				     addr_class_to_string(addr_classify(&t->addr)));
+		else
+			verdict_set(v, VERDICT_DENY, 403, "egress.default",
+				    "no egress.allow rule matches this host and port");
 		break;
 	}
 }

@@ -71,6 +71,11 @@ shape 403 egress.special-address "CONNECT 169.254.169.254:443"
 like "$(line 1)" '169\.254\.169\.254 is a special-purpose address \(link-local\); add its range to egress\.allow_ranges' \
 	"the metadata address: link-local, allow_ranges"
 
+rget 10.1.2.3
+shape 403 egress.default "GET http://10.1.2.3/ (no rule)"
+like "$(line 1)" 'no egress\.allow rule matches this host and port; it is also a special-purpose address \(private\), which needs its range in egress\.allow_ranges too' \
+	"a special literal no rule allows: both fixes are named"
+
 # --- a name that resolves to one ---------------------------------------------------
 req http://loop.airlock.test/
 shape 403 egress.special-address "a name resolving to 127.0.0.1"
