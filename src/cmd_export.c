@@ -93,7 +93,7 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("airlock export: ", stderr);
+	fputs("airlock: export: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -514,15 +514,15 @@ int cmd_export(int argc, char **argv)
 	rc = EXIT_USAGE;
 	if (events_load(&set, argv + optind, (size_t)(argc - optind), o.pubkey, err,
 			sizeof(err)) < 0) {
-		fprintf(stderr, "airlock export: %s\n", err);
+		fprintf(stderr, "airlock: export: %s\n", err);
 		goto out;
 	}
 	bad = events_first_failure(&set);
 	if (bad) {
-		fprintf(stderr, "airlock export: %s:%zu: %s\n", bad->path, bad->vr.bad_line,
+		fprintf(stderr, "airlock: export: %s:%zu: %s\n", bad->path, bad->vr.bad_line,
 			bad->vr.reason);
 		if (!o.unverified) {
-			fprintf(stderr, "airlock export: the stream does not verify: nothing "
+			fprintf(stderr, "airlock: export: the stream does not verify: nothing "
 				"exported (--unverified exports it, marking each event)\n");
 			rc = EXIT_NOT_VERIFIED;
 			goto out;
@@ -532,7 +532,7 @@ int cmd_export(int argc, char **argv)
 		tmp = util_xasprintf("%s.tmp.XXXXXX", o.out);
 		fd = mkstemp(tmp);
 		if (fd < 0 || fchmod(fd, 0600) < 0 || !(out = fdopen(fd, "w"))) {
-			fprintf(stderr, "airlock export: %s: %s\n", o.out, strerror(errno));
+			fprintf(stderr, "airlock: export: %s: %s\n", o.out, strerror(errno));
 			goto out;
 		}
 		fd = -1;
@@ -548,7 +548,7 @@ int cmd_export(int argc, char **argv)
 		if (ln.new_session)
 			memset(&sess, 0, sizeof(sess));
 		if (!ln.obj) {
-			fprintf(stderr, "airlock export: %s:%zu: not a JSON object: skipped\n",
+			fprintf(stderr, "airlock: export: %s:%zu: not a JSON object: skipped\n",
 				path, ln.lineno);
 			skipped++;
 			continue;
@@ -588,13 +588,13 @@ int cmd_export(int argc, char **argv)
 		tmp = NULL;
 	}
 	if (o.out)
-		fprintf(stderr, "airlock export: %zu events and %zu findings written to %s%s\n",
+		fprintf(stderr, "airlock: export: %zu events and %zu findings written to %s%s\n",
 			events, findings, o.out, skipped ? " (some lines skipped)" : "");
 	rc = 0;
 	goto out;
 write_failed:
 	events_iter_done(&it);
-	fprintf(stderr, "airlock export: %s: %s\n", o.out ? o.out : "standard output",
+	fprintf(stderr, "airlock: export: %s: %s\n", o.out ? o.out : "standard output",
 		strerror(errno ? errno : EIO));
 	rc = EXIT_USAGE;
 out:

@@ -71,7 +71,7 @@ __attribute__((format(printf, 2, 3))) static int usage(const char *cmd,
 {
 	va_list ap;
 
-	fprintf(stderr, "airlock %s: ", cmd);
+	fprintf(stderr, "airlock: %s: ", cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -244,19 +244,19 @@ int cmd_verify(int argc, char **argv)
 	if (pubkey_path) {
 		pin = receipt_pubkey_load(pubkey_path, err, sizeof(err));
 		if (!pin) {
-			fprintf(stderr, "airlock verify: --pubkey %s: %s\n",
+			fprintf(stderr, "airlock: verify: --pubkey %s: %s\n",
 				pubkey_path, err);
 			goto out;
 		}
 	}
 	in = strcmp(events, "-") == 0 ? stdin : fopen(events, "re");
 	if (!in) {
-		fprintf(stderr, "airlock verify: %s: %s\n", events, strerror(errno));
+		fprintf(stderr, "airlock: verify: %s: %s\n", events, strerror(errno));
 		goto out;
 	}
 	r = receipt_verify_file(in, pin, &res);
 	if (r < 0) {
-		fprintf(stderr, "airlock verify: %s: %s\n", events, strerror(-r));
+		fprintf(stderr, "airlock: verify: %s: %s\n", events, strerror(-r));
 		goto out;
 	}
 	if (json)
@@ -268,7 +268,7 @@ int cmd_verify(int argc, char **argv)
 		printf("%s:%zu: %s\n", events, res.bad_line, res.reason);
 	rc = res.ok ? 0 : EXIT_NOT_INTACT;
 	if (fflush(stdout) != 0) {
-		fprintf(stderr, "airlock verify: standard output: %s\n",
+		fprintf(stderr, "airlock: verify: standard output: %s\n",
 			strerror(errno));
 		rc = EXIT_USAGE;
 	}
@@ -325,7 +325,7 @@ int cmd_keygen(int argc, char **argv)
 		goto out;
 	}
 	if (receipt_keygen(out_path, force, stdout, err, sizeof(err)) < 0) {
-		fprintf(stderr, "airlock keygen: %s: %s\n", out_path, err);
+		fprintf(stderr, "airlock: keygen: %s: %s\n", out_path, err);
 		rc = EXIT_NOT_INTACT;
 		goto out;
 	}

@@ -63,6 +63,7 @@
 #include "env.h"
 #include "policy.h"
 #include "receipt.h"
+#include "run_hints.h"
 #include "runfiles.h"
 #include "sandbox.h"
 #include "session.h"
@@ -100,6 +101,9 @@ const char cmd_run_help[] =
 	"  --parent ID         the parent session in the spend ledger (same as\n"
 	"                      spend.parent, which it overrides): this session's\n"
 	"                      spend also counts against every ancestor's cap\n"
+	"  --quiet             no summary of what the session blocked at the end\n"
+	"                      (by default, when it blocked anything: the count\n"
+	"                      by rule, the first targets and the events file)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"Modes: 'off' runs CMD unchanged. 'shadow' and 'enforce' run it in the\n"
@@ -130,13 +134,14 @@ struct run_opts {
 	const char *workspace;
 	unsigned int workers;      /* 0: one per online CPU */
 	const char *parent;        /* --parent, or NULL */
+	bool quiet;                /* --quiet: no summary of blocks */
 	char **cmd;
 };
 
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
-	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT };
+	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT, OPT_QUIET };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -147,6 +152,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "workspace", required_argument, NULL, OPT_WORKSPACE },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "parent", required_argument, NULL, OPT_PARENT },
+		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -201,6 +207,9 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 					 "A-Z a-z 0-9 . _ : - starting with a letter or digit");
 			o->parent = optarg;
 			break;
+		case OPT_QUIET:
+			o->quiet = true;
+			break;
 		case 'h':
 			fputs(cmd_run_help, stdout);
 			exit(0);
@@ -242,9 +251,9 @@ static struct policy *load_policy(const struct run_opts *o)
 static void report_exec_failure(const char *cmd, int err)
 {
 	if (util_exec_status(err) == EXIT_NOT_FOUND)
-		util_warn("%s: command not found", cmd);
+		util_warn("run: %s: command not found", cmd);
 	else
-		util_warn("%s: cannot execute: %s", cmd, strerror(err));
+		util_warn("run: %s: cannot execute: %s", cmd, strerror(err));
 }
 
 /* Forks and execs @cmd; returns its wait status encoded as airlock run's exit
@@ -1144,8 +1153,15 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	stdio_relay_finish(&relay);
 	if (exec_err)
 		report_exec_failure(o->cmd[0], exec_err);
+	/* Not found, by exec or by what it ran ("#!/usr/bin/env node"
+	 * exits 127 itself): say so when a hidden path is why. */
+	if (status == EXIT_NOT_FOUND)
+		(void)run_hint_not_found(&cfg, o->cmd[0], stderr);
 	sandbox_release(&sb);
 	session_end(&s, status);
+	/* Every receipt is written: what the session blocked, read back. */
+	if (!o->quiet && is_path_dest(events))
+		(void)run_summary(events, s.id, stderr);
 	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);

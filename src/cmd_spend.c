@@ -71,7 +71,7 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("airlock spend: ", stderr);
+	fputs("airlock: spend: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

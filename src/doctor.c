@@ -472,12 +472,12 @@ int cmd_doctor(int argc, char **argv)
 			fputs(cmd_doctor_help, stdout);
 			return 0;
 		default:
-			fputs("airlock doctor: see 'airlock doctor --help'\n", stderr);
+			fputs("airlock: doctor: see 'airlock doctor --help'\n", stderr);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "airlock doctor: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "airlock: doctor: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
 	doctor_probe(&caps);

@@ -79,8 +79,17 @@ void egress_decide_rules(const struct policy *p, const struct host_target *t,
 		break;
 	case HOST_VERDICT_DENY_DEFAULT:
 	default:
-		verdict_set(v, VERDICT_DENY, 403, "egress.default",
-			    "no egress.allow rule matches this host and port");
+		if (t->is_addr &&
+		    !addr_is_allowed(&t->addr, p->allow_ranges, p->nallow_ranges))
+			/* An allow rule alone would not do: say so now. */
+			verdict_setf(v, VERDICT_DENY, 403, "egress.default",
+				     "no egress.allow rule matches this host and port; "
+				     "it is also a special-purpose address (%s), which "
+				     "needs its range in egress.allow_ranges too",
+				     addr_class_to_string(addr_classify(&t->addr)));
+		else
+			verdict_set(v, VERDICT_DENY, 403, "egress.default",
+				    "no egress.allow rule matches this host and port");
 		break;
 	}
 }
@@ -93,9 +102,14 @@ void egress_decide_addrs(const struct policy *p, const struct addr *addrs,
 
 	for (i = 0; i < n; i++) {
 		if (!addr_is_allowed(&addrs[i], p->allow_ranges, p->nallow_ranges)) {
+			char text[ADDR_STRLEN];
+
 			*bad = i;
-			verdict_set(v, VERDICT_DENY, 403, "egress.special-address",
-				    "resolves to a special-purpose address");
+			addr_format(&addrs[i], text, sizeof(text));
+			verdict_setf(v, VERDICT_DENY, 403, "egress.special-address",
+				     "resolves to %s, a special-purpose address (%s); "
+				     "add its range to egress.allow_ranges",
+				     text, addr_class_to_string(addr_classify(&addrs[i])));
 			v->always = true;
 			return;
 		}

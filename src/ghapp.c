@@ -902,8 +902,8 @@ static int resolve_api(const struct policy *p, const char *host, uint16_t port,
 		egress_decide_addrs(p, &a, 1, port, &v, &bad);
 		if (v.action != VERDICT_ALLOW) {
 			if (strcmp(v.rule, "egress.special-address") == 0)
-				snprintf(err, errlen, "%s is a special-purpose address (not in "
-						      "egress.allow_ranges)", host);
+				snprintf(err, errlen, "%s is a special-purpose address; add "
+						      "its range to egress.allow_ranges", host);
 			else
 				snprintf(err, errlen, "%.64s: %.100s (%.40s)", host, v.reason,
 					 v.rule);
@@ -944,12 +944,14 @@ static int resolve_api(const struct policy *p, const char *host, uint16_t port,
 		dns_process_timeouts(d);
 	}
 	if (r->status != DNS_OK) {
-		snprintf(err, errlen, "cannot resolve %s: %s", host, r->error);
+		snprintf(err, errlen, "cannot resolve %s: %s (resolved through "
+				      "egress.resolver or resolv.conf only, not /etc/hosts)",
+			 host, r->error);
 		goto out;
 	}
 	if (!r->checked) {
-		snprintf(err, errlen, "%s resolves to %s, a special-purpose address (not in "
-				      "egress.allow_ranges)", host, r->bad);
+		snprintf(err, errlen, "%s resolves to %s, a special-purpose address; add "
+				      "its range to egress.allow_ranges", host, r->bad);
 		goto out;
 	}
 	rc = 0;

@@ -544,6 +544,57 @@ struct field {
 	void (*parse)(struct ctx *c, json_t *v, const char *path);
 };
 
+/* The edit distance (insert, delete, substitute one byte) of two keys,
+ * capped at 9: enough to say "did you mean" for a typo. */
+static size_t key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j;
+	size_t row[65];
+
+	if (la > 64 || lb > 64)
+		return 9;
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb] < 9 ? row[lb] : 9;
+}
+
+/* "unknown key", with the closest known key when one is near: at most 2
+ * edits, and fewer than half the key (so "a" never suggests "ca"). */
+static void unknown_key(struct ctx *c, const char *path, const char *key,
+			const struct field *fields, size_t nfields)
+{
+	size_t i, best = 3, len = strlen(key);
+	const char *near = NULL;
+
+	for (i = 0; i < nfields; i++) {
+		size_t d = key_distance(key, fields[i].name);
+
+		if (d < best && 2 * d < len) {
+			best = d;
+			near = fields[i].name;
+		}
+	}
+	if (near)
+		err_add(c, path, "unknown key (did you mean \"%s\"?)", near);
+	else
+		err_add(c, path, "unknown key");
+}
+
 /* Walks @obj in document order, giving each known member to its parser
  * and reporting unknown ones. Returns false (after reporting) when @obj is
  * not an object. */
@@ -567,7 +618,7 @@ static bool walk_object(struct ctx *c, json_t *obj, const char *path,
 		if (i < nfields)
 			fields[i].parse(c, v, kp);
 		else
-			err_add(c, kp, "unknown key");
+			unknown_key(c, kp, key, fields, nfields);
 		free(kp);
 	}
 	return true;

@@ -90,6 +90,17 @@ static void addresses_checked(struct conn *c, const struct addr *addrs, size_t n
 	}
 	if (c->policy->mode != POLICY_MODE_OFF) {
 		egress_decide_addrs(c->policy, addrs, n, c->port, &v, &bad);
+		if (v.action != VERDICT_ALLOW && c->target.is_addr &&
+		    strcmp(v.rule, "egress.special-address") == 0) {
+			char text[ADDR_STRLEN];
+
+			/* A literal does not resolve: say what it is. */
+			addr_format(&addrs[bad], text, sizeof(text));
+			snprintf(v.reason, sizeof(v.reason),
+				 "%s is a special-purpose address (%s); add its range "
+				 "to egress.allow_ranges",
+				 text, addr_class_to_string(addr_classify(&addrs[bad])));
+		}
 		if (v.action != VERDICT_ALLOW) {
 			v.extra = json_pack("{s:o}", "addresses", addrs_json(addrs, n));
 			if (!verdict_apply(c, &v))
@@ -114,8 +125,13 @@ static void on_resolved(void *arg, uint64_t cookie, int status,
 	if (!c || c->gen != (uint32_t)(cookie >> 32) || c->state != CONN_RESOLVE)
 		return;
 	if (status != DNS_OK || n == 0) {
-		verdict_set(&v, VERDICT_FAIL, 502, "dns.failure",
-			    error ? error : "no address");
+		/* The proxy asks egress.resolver (else resolv.conf's
+		 * servers), never /etc/hosts: a name only the hosts file
+		 * knows fails here, and the answer says why. */
+		verdict_setf(&v, VERDICT_FAIL, 502, "dns.failure",
+			     "%s; the proxy resolves through egress.resolver "
+			     "(or resolv.conf) only, not /etc/hosts",
+			     error ? error : "no address");
 		(void)verdict_apply(c, &v);
 		return;
 	}

@@ -133,23 +133,35 @@ static void answer_body(const struct conn *c, const struct verdict *v, char *out
 			out[i] = ' ';
 }
 
+/* The answer's last line, the same for every refusal: an agent that
+ * reads "403" tends to try another way out; this says there is none. */
+#define ANSWER_ROUTES \
+	"Other routes (--noproxy, direct sockets, other ports) are refused too; " \
+	"a policy change is the only way.\n"
+
 static void answer(struct conn *c, const struct verdict *v, int64_t seq)
 {
 	char body[VERDICT_REASON_MAX + HOSTNAME_MAX + 64];
 	char receipt[24];
 	struct buf b = { 0 };
+	struct buf text = { 0 };
 
 	answer_body(c, v, body, sizeof(body));
 	if (seq >= 0)
 		snprintf(receipt, sizeof(receipt), "%lld", (long long)seq);
 	else
 		snprintf(receipt, sizeof(receipt), "none");
+	/* Short plain text a model can act on: what was refused and why,
+	 * the rule and the receipt, and that no other route is open. */
+	buf_printf(&text, "%s\nrule: %s; receipt: %s\n" ANSWER_ROUTES, body,
+		   v->rule[0] ? v->rule : "none", receipt);
 	buf_printf(&b,
 		   "HTTP/1.1 %d %s\r\nX-Airlock-Rule: %s\r\nX-Airlock-Receipt: %s\r\n"
 		   "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-		   "Connection: close\r\n\r\n%s\n",
-		   v->status, status_text(v->status), v->rule, receipt,
-		   strlen(body) + 1, body);
+		   "Connection: close\r\n\r\n",
+		   v->status, status_text(v->status), v->rule, receipt, text.len);
+	buf_append(&b, text.data, text.len);
+	buf_free(&text);
 	conn_answer(c, &b);
 	buf_free(&b);
 }

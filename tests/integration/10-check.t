@@ -127,9 +127,9 @@ is "$rc" 0 "--json valid exits 0"
 python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
-assert d == {"ok": True, "digest": sys.argv[2]}, d
+assert d == {"ok": True, "digest": sys.argv[2], "warnings": []}, d
 ' "$out" "$digest"
-ok $? "--json on a valid policy: {ok: true, digest}"
+ok $? "--json on a valid policy: {ok: true, digest, warnings: []}"
 
 run_check --json "$EX/invalid/secrets.json"
 is "$rc" 1 "--json invalid exits 1"

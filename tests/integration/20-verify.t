@@ -54,7 +54,7 @@ ok $? "the printed public key is the private key's (openssl)"
 cp k.pem k.pem.orig
 "$AIRLOCK" keygen --out k.pem >out 2>err
 is "$?" 1 "keygen refuses to overwrite a key"
-like "$(cat err)" "^airlock keygen: k.pem: exists \(use --force to replace it\)$" \
+like "$(cat err)" "^airlock: keygen: k.pem: exists \(use --force to replace it\)$" \
 	"and says how to replace it"
 cmp -s k.pem k.pem.orig
 ok $? "the key is unchanged"
@@ -69,7 +69,7 @@ is "$(stat -c %a other.pem)" 600 "mode 0600"
 is "$(ls | grep -c '\.tmp\.')" 0 "no temporary file is left"
 "$AIRLOCK" keygen >/dev/null 2>err
 is "$?" 2 "keygen without --out is a usage error"
-like "$(cat err)" "^airlock keygen: " "with one line naming the command"
+like "$(cat err)" "^airlock: keygen: " "with one line naming the command"
 "$AIRLOCK" keygen --out x.pem extra >/dev/null 2>&1
 is "$?" 2 "keygen with an extra argument is a usage error"
 like "$("$AIRLOCK" keygen --help)" "^usage: airlock keygen --out FILE" "keygen --help"
@@ -78,13 +78,13 @@ like "$("$AIRLOCK" keygen --help)" "^usage: airlock keygen --out FILE" "keygen -
 like "$("$AIRLOCK" verify --help)" "^usage: airlock verify \[--pubkey FILE\]" "verify --help"
 "$AIRLOCK" verify >/dev/null 2>err
 is "$?" 2 "verify without EVENTS is a usage error"
-like "$(cat err)" "^airlock verify: " "with one line naming the command"
+like "$(cat err)" "^airlock: verify: " "with one line naming the command"
 is "$(wc -l <err)" 1 "one line"
 "$AIRLOCK" verify --bogus ev.jsonl >/dev/null 2>&1
 is "$?" 2 "an unknown option is a usage error"
 "$AIRLOCK" verify missing.jsonl >/dev/null 2>err
 is "$?" 2 "an unreadable EVENTS gives 2"
-like "$(cat err)" "^airlock verify: missing.jsonl: No such file" "and says why"
+like "$(cat err)" "^airlock: verify: missing.jsonl: No such file" "and says why"
 "$AIRLOCK" verify --pubkey k.pem missing.jsonl >/dev/null 2>err
 is "$?" 2 "a --pubkey that is not a public key gives 2"
 

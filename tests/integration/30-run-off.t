@@ -11,7 +11,7 @@ is "$?" 143 "killed by SIGTERM gives 128+15"
 
 err=$("$AIRLOCK" run --mode off -- /nonexistent/airlock-no-such-cmd 2>&1)
 is "$?" 127 "a missing command gives 127"
-like "$err" "airlock: /nonexistent/airlock-no-such-cmd: command not found" "and says so"
+like "$err" "airlock: run: /nonexistent/airlock-no-such-cmd: command not found" "and says so"
 
 "$AIRLOCK" run --mode off -- airlock-no-such-cmd-in-path 2>/dev/null
 is "$?" 127 "a command missing from PATH gives 127"

@@ -109,7 +109,7 @@ ndns_before=$(net_count srv=dns)
 req http://other.airlock.test/
 blocked "a host not on the list: 403 egress.default" 403 egress.default 198.18.0.13:80
 like "$(hdr Content-Type)" '^text/plain' "the answer is text/plain"
-is "$(tr -d '\r' < "$T/b" | wc -l | tr -d ' ')" 1 "with a one-line body"
+is "$(tr -d '\r' < "$T/b" | wc -l | tr -d ' ')" 3 "with a three-line body (what, rule and receipt, no other route)"
 like "$(cat "$T/b")" '^airlock: denied .*other\.airlock\.test' "that says what was denied"
 r=$(receipt_of "$(hdr X-Airlock-Receipt)")
 is "$(jf "$r" subject.host) $(jf "$r" subject.port) $(jf "$r" subject.method) $(jf "$r" point)" \

@@ -331,13 +331,13 @@ mint
 refused "an API name with one special-purpose answer among good ones: refused" "resolves to 10.0.0.1"
 policy '{"egress": {"allow_ranges": []}}'
 mint
-refused "198.18.0.20 outside egress.allow_ranges: refused" "resolves to 198.18.0.20, a special-purpose address"
+refused "198.18.0.20 outside egress.allow_ranges: refused, naming the fix" "resolves to 198.18.0.20, a special-purpose address; add its range to egress.allow_ranges"
 policy '{"git": {"github_app": {"api": "https://198.18.0.30"}}, "egress": {"allow_ranges": []}}'
 mint
-refused "an IP literal outside egress.allow_ranges: refused" "198.18.0.30 is a special-purpose address"
+refused "an IP literal outside egress.allow_ranges: refused, naming the fix" "198.18.0.30 is a special-purpose address; add its range to egress.allow_ranges"
 policy '{"git": {"github_app": {"api": "https://nx.git.test"}}}'
 mint
-refused "a name that does not exist: refused" "cannot resolve nx.git.test: NXDOMAIN"
+refused "a name that does not exist: refused, saying /etc/hosts is not read" "cannot resolve nx.git.test: NXDOMAIN.*not /etc/hosts"
 policy '{"egress": {"resolver": ["127.0.0.1:5354"]}}'
 mint 3000
 refused "a resolver that does not answer: refused" "cannot resolve api.git.test"

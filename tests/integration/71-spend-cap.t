@@ -155,6 +155,9 @@ seq=$(sed -n 's/^X-Airlock-Receipt: *\([0-9]*\).*/\1/ip' "$WS/t.h" | tr -d '\r')
 is "$(jsel "$EV" "[(e['type'], e['rule'], e['subject']['reservation_nano'], e['subject']['cap_session']) for e in L if e['seq'] == ${seq:-999999}]")" \
 	"[('budget.block', 'spend.cap_usd', $RES_A, 'tiny')]" \
 	"X-Airlock-Receipt names its budget.block receipt: the reservation and whose cap"
+is "$(sed -n 2p "$WS/t.b")" "rule: spend.cap_usd; receipt: $seq" \
+	"the 429's body names the rule and the receipt"
+like "$(sed -n 3p "$WS/t.b")" '^Other routes .* are refused too' "and that other routes are refused too"
 is "$(sl_requests)" "$before" "and nothing reached the provider"
 
 # --- 3. many calls at once against a cap -----------------------------------------

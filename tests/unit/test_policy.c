@@ -147,7 +147,11 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'session': {'repo': 7}}", "session.repo: expected a string or null\n", NULL },
 	/* egress */
 	{ "{" V "'egress': []}", "egress: expected an object\n", NULL },
-	{ "{" V "'egress': {'alow': []}}", "egress.alow: unknown key\n", NULL },
+	{ "{" V "'egress': {'alow': []}}", "egress.alow: unknown key (did you mean \"allow\"?)\n", NULL },
+	{ "{" V "'egress': {'allow_range': []}}",
+	  "egress.allow_range: unknown key (did you mean \"allow_ranges\"?)\n", NULL },
+	{ "{" V "'egres': {}}", "egres: unknown key (did you mean \"egress\"?)\n", NULL },
+	{ "{" V "'egress': {'xy': []}}", "egress.xy: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': 'example.com'}}", "egress.allow: expected an array\n", NULL },
 	{ "{" V "'egress': {'allow': ['example.com', 7]}}", "egress.allow[1]: expected a string\n", NULL },
 	{ "{" V "'egress': {'allow': ['api.example.com', 'API.Example.com.']}}",
@@ -553,7 +557,7 @@ static const struct err_case err_cases[] = {
 	  " 'secrets': {'a': {'from_env': 'T'}}, 'git': {'credential': 'b'},"
 	  " 'fs': {'rw': ['x']}}",
 	  "mode: expected \"off\", \"shadow\" or \"enforce\"\n"
-	  "egress.alow: unknown key\n"
+	  "egress.alow: unknown key (did you mean \"allow\"?)\n"
 	  "egress.ports[1]: expected an integer from 1 to 65535\n"
 	  "egress.ports[2]: duplicate of egress.ports[0]\n"
 	  "secrets.a.hosts: required key is missing: a secret needs the hosts it may be sent to\n"
