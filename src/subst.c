@@ -463,10 +463,17 @@ bool subst_path_under(const char *path, size_t len, const char *prefix)
 	struct pathnorm pn;
 
 	/* The one normaliser of every path rule (pathnorm.c): escapes that
-	 * are safe are decoded, everything ambiguous refused. */
+	 * are safe are decoded, everything ambiguous refused. A prefix
+	 * covers whole segments: "/sessions/1/pr" covers "/sessions/1/pr"
+	 * and what lies under it, never "/sessions/1/provider-auth". */
+	size_t k = strlen(prefix);
+
 	if (pathnorm_parse(path, len, PATHNORM_MAX, PATHNORM_ESCAPES, &pn) != PATHNORM_OK)
 		return false;
-	return pathnorm_under(&pn, prefix, false);
+	/* "/v1/" covers what lies under /v1, not /v1 itself */
+	if (k > 1 && prefix[k - 1] == '/' && pn.len == k - 1)
+		return false;
+	return pathnorm_under(&pn, prefix, true);
 }
 
 static bool slice_is(struct http_slice s, const char *lit)

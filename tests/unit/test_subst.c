@@ -465,7 +465,12 @@ static const struct path_case path_cases[] = {
 	{ "/v1/x", "/v1/", true },
 	{ "/v1/", "/v1/", true },
 	{ "/v1", "/v1/", false },
-	{ "/v1x", "/v1", true },
+	{ "/v1x", "/v1", false },             /* whole segments only */
+	{ "/v1", "/v1", true },
+	{ "/v1/x", "/v1", true },
+	{ "/sessions/1/provider-auth/x", "/sessions/1/pr", false },
+	{ "/sessions/1/pr", "/sessions/1/pr", true },
+	{ "/sessions/1/prompt", "/sessions/1/pr", false },
 	{ "/V1/x", "/v1/", false },
 	{ "//v1/x", "/v1/", false },
 	{ "/v1//x", "/v1/", false },          /* "//": one normaliser, pathnorm.c */
