@@ -7,7 +7,9 @@
  *
  * On success prints one JSON object and exits 0: {"subject": the git.token
  * receipt's subject, "token_sha256": hex, "token_length": n,
- * "refresh_in": seconds until ghapp_refresh_at()}. The token itself is
+ * "refresh_before": seconds from ghapp_refresh_at() to the expiry}. (Not
+ * from the issue: the stand-in's clock second and ours may differ by one.)
+ * The token itself is
  * never printed: the tests compare its hash with the one the stand-in
  * logged. On failure prints the one-line reason on stderr, exits 1.
  */
@@ -62,7 +64,7 @@ int main(int argc, char **argv)
 	util_hex(md, sizeof(md), hex);
 	out = json_pack("{s:o,s:s,s:I,s:I}", "subject", ghapp_subject(p, NULL, &tok),
 			"token_sha256", hex, "token_length", (json_int_t)tok.len,
-			"refresh_in", (json_int_t)(ghapp_refresh_at(&tok) - tok.issued_at));
+			"refresh_before", (json_int_t)(tok.expires_at - ghapp_refresh_at(&tok)));
 	text = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
 	printf("%s\n", text);
 	free(text);

@@ -257,7 +257,7 @@ is "$(jf "$O" subject.repositories subject.permissions)" \
 	'["api","shared-lib","tools"] {"contents":"write","issues":"read","metadata":"read"}' \
 	"the git.token subject: what was granted"
 like "$(jf "$O" subject.expires_at)" '^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]{8}Z$' "the subject: its expiry"
-is "$(jf "$O" refresh_in)" 3000 "an hour's token is refreshed after 50 minutes"
+is "$(jf "$O" refresh_before)" 600 "an hour's token is refreshed 10 minutes before it expires"
 is "$(jf "$O" subject.installation_id subject.host)" "4242 api.git.test" "the subject: installation and API host"
 like "$(grep -c '"name": "api.git.test"' "$T/net.log")" '^[1-9]' "the API name was resolved through the policy's resolver"
 

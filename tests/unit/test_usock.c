@@ -336,6 +336,7 @@ static void test_cmsg_unpadded(void)
 	struct ucred u = { 4242, 0, 0 }, other = { 4343, 0, 0 };
 	unsigned char cred[CMSG_SPACE(sizeof(struct ucred))];
 	int fds[4] = { 7, 8, 9, 10 };
+	int repl[5] = { 17, 18, 19, 20, 21 }; /* one for each of 1 + k descriptors */
 	size_t k, n;
 
 	memset(cred, 0, sizeof(cred));
@@ -371,8 +372,18 @@ static void test_cmsg_unpadded(void)
 		tap_ok(usock_cmsg_scan(buf, len, &s) == 0 && s.nfds == k + 1 && s.creds &&
 			       s.creds_pid == 4242 && s.end == n + CMSG_SPACE(k * sizeof(int)),
 		       "cmsg: three messages, the last unpadded");
-		usock_cmsg_replace_fds(buf, len, fds, s.nfds);
-		tap_ok(memcmp(buf, plain, n) == 0 && kernel_count(buf, len, SCM_RIGHTS) == 2,
+		usock_cmsg_replace_fds(buf, len, repl, s.nfds);
+		/* what the caller sent, with each descriptor in its place
+		 * replaced: the first message's one, then the last's k */
+		memcpy(plain + CMSG_LEN(0), &repl[0], sizeof(int));
+		{
+			size_t i;
+
+			for (i = 0; i < k; i++)
+				memcpy(plain + n + CMSG_LEN(0) + i * sizeof(int), &repl[1 + i],
+				       sizeof(int));
+		}
+		tap_ok(memcmp(buf, plain, len) == 0 && kernel_count(buf, len, SCM_RIGHTS) == 2,
 		       "cmsg: replacing keeps the caller's layout");
 	}
 	/* Two credentials that differ: one is forged. */
