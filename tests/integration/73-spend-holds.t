@@ -17,6 +17,7 @@
 # cache_write 3750.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/spendlib.sh"
+. "$(dirname "$0")/pglib.sh"
 
 WS="$T/ws"
 mkdir "$WS"
@@ -327,27 +328,12 @@ four() {
 four sqlite "sqlite:$T/spend.db"
 
 # --- 6. PostgreSQL ------------------------------------------------------------------------
-PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-if [ "$(id -u)" -ne 0 ] || [ ! -x "$PG_BIN/initdb" ] || ! id postgres >/dev/null 2>&1 ||
-	! runuser -u postgres -- true 2>/dev/null; then
+if ! pg_usable; then
 	echo "ok $((tap_n + 1)) # SKIP PostgreSQL needs root, runuser and the postgresql package"
 	tap_n=$((tap_n + 1))
 else
-	PGDIR=$(mktemp -d /tmp/airlock-pg.XXXXXX)
-	SL_EXTRA_CLEANUP='[ -n "${PGPID:-}" ] && kill -CONT "$PGPID" 2>/dev/null; runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -m immediate -w -t 20 stop >/dev/null 2>&1; rm -rf "$PGDIR"'
-	chmod 0711 "$PGDIR"
-	chown postgres "$PGDIR"
-	PW=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-	printf '%s\n' "$PW" >"$PGDIR/pw"
-	chown postgres "$PGDIR/pw"
-	runuser -u postgres -- "$PG_BIN/initdb" -D "$PGDIR/data" -U airlock \
-		--auth=scram-sha-256 --pwfile="$PGDIR/pw" -E UTF8 >"$T/initdb.log" 2>&1
-	ok $? "initdb"
-	rm -f "$PGDIR/pw"
-	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 30 \
-		-o "-c listen_addresses= -k $PGDIR -c max_connections=40" start >/dev/null 2>&1
-	ok $? "a PostgreSQL server listening on a unix socket only"
-	export PGPASSWORD=$PW
+	SL_EXTRA_CLEANUP='[ -n "${PGPID:-}" ] && kill -CONT "$PGPID" 2>/dev/null; pg_stop'
+	pg_start 40
 	psql -q -h "$PGDIR" -U airlock -d postgres -c 'CREATE DATABASE spend' >/dev/null 2>&1
 	ok $? "a database for the ledger"
 	PGL="postgresql:///spend?host=$PGDIR&user=airlock"
