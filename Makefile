@@ -191,7 +191,6 @@ tests/fuzz/bin/%: tests/fuzz/%.c $(FUZZ_OBJ) | fuzz-deps
 		-Isrc -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 
 fuzz: $(FUZZ_BIN)
-	@scripts/install-deps --fuzz
 	@set -e; for f in $(FUZZ_BIN); do \
 		name=$$(basename $$f); work=build/fuzz-corpus/$$name; \
 		rm -rf $$work; mkdir -p $$work; \
