@@ -11,8 +11,8 @@
 #                              runuser, the postgresql package)
 #
 # The data directory is a copy of the one `make check` makes once per run
-# ($AIRLOCK_TEST_FIXTURES/pg: tests/make-fixtures), else the test's own
-# initdb. Each test's server is its own: the tests run in parallel.
+# ($AIRLOCK_TEST_FIXTURES/pg: tests/make-fixtures), else one that
+# tests/make-fixtures makes for the test alone. Each test's server is its own: the tests run in parallel.
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 PGDIR=""
 
@@ -26,19 +26,16 @@ pg_start() {
 	chmod 0711 "$PGDIR"
 	chown postgres "$PGDIR"
 	_fx=${AIRLOCK_TEST_FIXTURES:-}/pg
-	if [ -n "${AIRLOCK_TEST_FIXTURES:-}" ] && [ -s "$_fx/pw" ] && [ -d "$_fx/data" ]; then
-		PW=$(cat "$_fx/pw")
-		cp -a "$_fx/data" "$PGDIR/data" && chown -R postgres "$PGDIR/data"
-		ok $? "initdb (a copy of this run's data directory)"
-	else
-		PW=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-		printf '%s\n' "$PW" >"$PGDIR/pw"
-		chown postgres "$PGDIR/pw"
-		runuser -u postgres -- "$PG_BIN/initdb" -D "$PGDIR/data" -U airlock \
-			--auth=scram-sha-256 --pwfile="$PGDIR/pw" -E UTF8 >"$T/initdb.log" 2>&1
-		ok $? "initdb"
-		rm -f "$PGDIR/pw"
+	_what="a copy of this run's"
+	if [ -z "${AIRLOCK_TEST_FIXTURES:-}" ] || [ ! -s "$_fx/pw" ] || [ ! -d "$_fx/data" ]; then
+		# no run made one (the file run alone): one of the test's own
+		_fx=$T/fixtures/pg
+		_what="this test's own"
+		"$AIRLOCK_SRC/tests/make-fixtures" "$T/fixtures" >"$T/initdb.log" 2>&1
 	fi
+	PW=$(cat "$_fx/pw" 2>/dev/null)
+	cp -a "$_fx/data" "$PGDIR/data" && chown -R postgres "$PGDIR/data"
+	ok $? "initdb ($_what data directory)"
 	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 30 \
 		-o "-c listen_addresses= -k $PGDIR -c max_connections=$1" start >/dev/null 2>&1
 	ok $? "a PostgreSQL server listening on a unix socket only"
