@@ -143,7 +143,7 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("airlock learn: ", stderr);
+	fputs("airlock: learn: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -445,6 +445,13 @@ static void learn_line(struct learn *l, const struct events_line *ln)
 			     *events_str(ln->subject, "secret") ? events_str(ln->subject, "secret")
 								: events_str(ln->subject, "name"),
 			     events_str(ln->subject, "host"));
+		else if (strcmp(ln->rule, "git.api_admin") == 0)
+			note(l, ln, "not drafted: %s %s (%s %s %s): an API request that "
+			     "creates or hands out credentials, grants access or moves "
+			     "the repository; a person decides, and lists it in "
+			     "git.api_allow to let it through",
+			     ln->type, ln->rule, events_str(ln->subject, "method"),
+			     events_str(ln->subject, "path"), events_str(ln->subject, "repo"));
 		else if (strncmp(ln->type, "git.", 4) == 0)
 			note(l, ln, "not drafted: %s %s (%s %s): widening git access is "
 			     "for a person to decide (git.repos)",
@@ -1179,7 +1186,7 @@ static size_t recheck(struct learn *l, const struct policy *p, const json_t *rul
 		ASSERT(hostname_normalise(host, strlen(host), &t) == HOSTNAME_OK);
 		egress_decide_rules(p, &t, port ? (uint16_t)port : (p->nports ? p->ports[0] : 443), &v);
 		if (v.action != VERDICT_ALLOW) {
-			fprintf(stderr, "airlock learn: internal error: the draft still "
+			fprintf(stderr, "airlock: learn: internal error: the draft still "
 				"denies %s:%lld (%s)\n", host, port, v.rule);
 			bad++;
 		}
@@ -1193,7 +1200,7 @@ static size_t recheck(struct learn *l, const struct policy *p, const json_t *rul
 			continue;
 		ASSERT(addr_parse(k, &a));
 		if (!addr_is_allowed(&a, p->allow_ranges, p->nallow_ranges)) {
-			fprintf(stderr, "airlock learn: internal error: the draft still "
+			fprintf(stderr, "airlock: learn: internal error: the draft still "
 				"refuses the address %s\n", k);
 			bad++;
 		}
@@ -1285,7 +1292,7 @@ int cmd_learn(int argc, char **argv)
 	if (l.o.base) {
 		text = util_read_file(l.o.base, (size_t)1 << 20, &len);
 		if (!text) {
-			fprintf(stderr, "airlock learn: --policy %s: %s\n", l.o.base,
+			fprintf(stderr, "airlock: learn: --policy %s: %s\n", l.o.base,
 				errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
 			goto out;
 		}
@@ -1296,7 +1303,7 @@ int cmd_learn(int argc, char **argv)
 	}
 	l.bp = policy_parse(base_text, len, NULL, &errs);
 	if (!l.bp) {
-		fprintf(stderr, "airlock learn: the base policy %s is invalid "
+		fprintf(stderr, "airlock: learn: the base policy %s is invalid "
 			"(airlock check lists the errors):\n", l.o.base);
 		print_policy_errors(l.o.base, &errs);
 		rc = EXIT_NOT_VERIFIED;
@@ -1312,20 +1319,20 @@ int cmd_learn(int argc, char **argv)
 
 	if (events_load(&set, argv + optind, (size_t)(argc - optind), l.o.pubkey, err,
 			sizeof(err)) < 0) {
-		fprintf(stderr, "airlock learn: %s\n", err);
+		fprintf(stderr, "airlock: learn: %s\n", err);
 		goto out;
 	}
 	bad = events_first_failure(&set);
 	if (bad) {
-		fprintf(stderr, "airlock learn: %s:%zu: %s\n", bad->path, bad->vr.bad_line,
+		fprintf(stderr, "airlock: learn: %s:%zu: %s\n", bad->path, bad->vr.bad_line,
 			bad->vr.reason);
 		if (!l.o.unverified) {
-			fprintf(stderr, "airlock learn: the stream does not verify: nothing "
+			fprintf(stderr, "airlock: learn: the stream does not verify: nothing "
 				"drafted (--unverified drafts from it anyway)\n");
 			rc = EXIT_NOT_VERIFIED;
 			goto out;
 		}
-		fprintf(stderr, "airlock learn: --unverified: drafting from lines that "
+		fprintf(stderr, "airlock: learn: --unverified: drafting from lines that "
 			"do not verify\n");
 	}
 
@@ -1344,7 +1351,7 @@ int cmd_learn(int argc, char **argv)
 	}
 	events_iter_done(&it);
 
-	fprintf(stderr, "airlock learn: a draft from %zu session%s, starting from %s%s\n",
+	fprintf(stderr, "airlock: learn: a draft from %zu session%s, starting from %s%s\n",
 		nsessions, nsessions == 1 ? "" : "s",
 		l.o.base ? "--policy " : "the embedded default policy",
 		l.o.base ? l.o.base : "");
@@ -1360,7 +1367,7 @@ int cmd_learn(int argc, char **argv)
 	free(out);
 	out = NULL;
 	if (!mid) {
-		fprintf(stderr, "airlock learn: internal error: the draft does not "
+		fprintf(stderr, "airlock: learn: internal error: the draft does not "
 			"pass airlock check:\n");
 		print_policy_errors("draft", &errs);
 		rc = EXIT_NOT_VERIFIED;
@@ -1373,7 +1380,7 @@ int cmd_learn(int argc, char **argv)
 	ASSERT(out);
 	final = policy_parse(out, strlen(out), NULL, &errs);
 	if (!final) {
-		fprintf(stderr, "airlock learn: internal error: the draft does not "
+		fprintf(stderr, "airlock: learn: internal error: the draft does not "
 			"pass airlock check:\n");
 		print_policy_errors("draft", &errs);
 		rc = EXIT_NOT_VERIFIED;
@@ -1384,12 +1391,12 @@ int cmd_learn(int argc, char **argv)
 		rc = EXIT_NOT_VERIFIED;
 		goto out;
 	}
-	fprintf(stderr, "airlock learn: %zu addition%s; the draft passes airlock "
+	fprintf(stderr, "airlock: learn: %zu addition%s; the draft passes airlock "
 		"check (%s)\n", l.additions, l.additions == 1 ? "" : "s", final->digest);
 	printf("%s\n", out);
 	rc = 0;
 	if (fflush(stdout) != 0) {
-		fprintf(stderr, "airlock learn: standard output: %s\n", strerror(errno));
+		fprintf(stderr, "airlock: learn: standard output: %s\n", strerror(errno));
 		rc = EXIT_USAGE;
 	}
 out:

@@ -146,7 +146,7 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("airlock report: ", stderr);
+	fputs("airlock: report: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -1541,7 +1541,7 @@ int cmd_report(int argc, char **argv)
 	rc = EXIT_USAGE;
 	if (events_load(&r.set, argv + optind, (size_t)(argc - optind), r.o.pubkey, err,
 			sizeof(err)) < 0) {
-		fprintf(stderr, "airlock report: %s\n", err);
+		fprintf(stderr, "airlock: report: %s\n", err);
 		goto out;
 	}
 	to_stdout = strcmp(r.o.out, "-") == 0;
@@ -1549,7 +1549,7 @@ int cmd_report(int argc, char **argv)
 		tmp = util_xasprintf("%s.tmp.XXXXXX", r.o.out);
 		fd = mkstemp(tmp);
 		if (fd < 0 || fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
-			fprintf(stderr, "airlock report: %s: %s\n", r.o.out, strerror(errno));
+			fprintf(stderr, "airlock: report: %s: %s\n", r.o.out, strerror(errno));
 			goto out;
 		}
 		fd = -1;
@@ -1579,12 +1579,12 @@ int cmd_report(int argc, char **argv)
 	}
 	rc = events_first_failure(&r.set) ? EXIT_NOT_VERIFIED : 0;
 	if (rc)
-		fprintf(stderr, "airlock report: %s:%zu: %s (the page shows it)\n",
+		fprintf(stderr, "airlock: report: %s:%zu: %s (the page shows it)\n",
 			events_first_failure(&r.set)->path, events_first_failure(&r.set)->vr.bad_line,
 			events_first_failure(&r.set)->vr.reason);
 	goto out;
 write_failed:
-	fprintf(stderr, "airlock report: %s: %s\n", r.o.out, strerror(errno ? errno : EIO));
+	fprintf(stderr, "airlock: report: %s: %s\n", r.o.out, strerror(errno ? errno : EIO));
 	rc = EXIT_USAGE;
 out:
 	if (f && f != stdout)

@@ -44,7 +44,7 @@ block() {
 like "$("$AIRLOCK" learn --help)" "^usage: airlock learn \[--policy BASE\] \[--wildcards\] \[--ranges\]" "learn --help"
 "$AIRLOCK" learn > out 2> err
 is "$?" 2 "learn without EVENTS: usage error"
-like "$(cat err)" "^airlock learn: expected one or more EVENTS" "saying what is missing"
+like "$(cat err)" "^airlock: learn: expected one or more EVENTS" "saying what is missing"
 "$AIRLOCK" learn --bogus x > out 2> err
 is "$?" 2 "an unknown option: usage error"
 "$AIRLOCK" learn missing.jsonl > out 2> err
@@ -84,7 +84,7 @@ like "$(cat draft.err)" "not drafted: 169.254.169.254 \(link-local, for metadata
 	"the metadata address is never drafted"
 like "$(cat draft.err)" "not drafted: secret.block .*paste.example.net.*exfiltration" "a placeholder sent elsewhere: explained, not drafted"
 like "$(cat draft.err)" "not drafted: git.block git.repos \(fetch acme/secrets\)" "another repository: explained, not drafted"
-like "$(tail -n 1 draft.err)" "^airlock learn: 5 additions; the draft passes airlock check \(sha256:[0-9a-f]{64}\)$" \
+like "$(tail -n 1 draft.err)" "^airlock: learn: 5 additions; the draft passes airlock check \(sha256:[0-9a-f]{64}\)$" \
 	"stderr ends with the count and the draft's digest"
 
 # --- credential-like names --------------------------------------------------------------
@@ -175,7 +175,7 @@ like "$(cat err)" "bad-base.json: egress.ports\[0\]: " "with the errors as airlo
 sed '8s/registry.npmjs.org/registry.npmjs.org.evil.example/' all.jsonl > tampered.jsonl
 "$AIRLOCK" learn tampered.jsonl > out 2> err
 is "$? $(wc -c < out)" "1 0" "a tampered stream: exit 1, nothing drafted"
-like "$(cat err)" "^airlock learn: tampered.jsonl:8: bad signature" "naming the line and why"
+like "$(cat err)" "^airlock: learn: tampered.jsonl:8: bad signature" "naming the line and why"
 like "$(cat err)" "--unverified drafts from it anyway" "and the option that drafts anyway"
 "$AIRLOCK" learn --unverified tampered.jsonl > out 2> err
 is "$?" 0 "--unverified: drafted"

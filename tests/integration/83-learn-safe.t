@@ -98,6 +98,15 @@ printf '{"version": 1, "mode": "enforce", "fs": {"ro": ["/opt"]}}' > base.json
 is "$(pj b.json 'd')" '{"version":1,"mode":"enforce","fs":{"ro":["/opt"]},"egress":{"allow":["evil.test"]}}' \
 	"--policy BASE: its keys kept as written, nothing of the defaults added"
 
+# --- a refused git admin request: pointed at git.api_allow, never drafted -------------
+ga='{"type":"git.block","decision":"block","point":"git","rule":"git.api_admin","subject":{"method":"POST","host":"api.github.test","port":443,"path":"/repos/acme/api/keys","repo":"acme/api","operation":"api"}}'
+stream gitadmin "{\"sessions\":[{\"session\":\"s-git\",\"events\":[$ga]}]}"
+"$AIRLOCK" learn gitadmin.jsonl > g.json 2> g.err
+is "$?" 0 "learn from a session with a refused deploy-key request: exit 0"
+like "$(cat g.err)" "not drafted: git.block git.api_admin \\(POST /repos/acme/api/keys acme/api\\):.*lists it in git.api_allow" \
+	"the git.api_admin refusal is explained and points at git.api_allow"
+is "$(pj g.json '"git" in d')" "false" "git.api_allow is never drafted: a person decides"
+
 # --- a real hostile shadow run ------------------------------------------------------------
 WS="$T/ws"
 mkdir -p "$WS" "$T/home"
