@@ -71,6 +71,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "bodysubst.h"
 #include "registry.h"
 #include "scrub.h"
 #include "subst.h"
@@ -103,6 +104,10 @@ struct sf_state {
 					the request leaves ([[rule, subject]]) */
 	bool passthrough;            /* a compressed body: relayed re-framed,
 					not scrubbed */
+	const struct subst_set *body_set; /* the body is read for
+					placeholders (bodysubst.h), or NULL */
+	struct filter_request *rq;   /* valid until done */
+	bool tls;
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -325,7 +330,6 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 	char *target;
 	size_t i;
 
-	(void)asks;
 	(void)ref;
 	target = util_xasprintf("%s%s%s", rq->path, rq->query ? "?" : "",
 				rq->query ? rq->query : "");
@@ -380,6 +384,15 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 		break;
 	}
 	subst_result_free(&r);
+	/* a host where a secret with body fields is bound: the whole body is
+	 * read before anything of it is forwarded */
+	if (rq->body != HTTP_BODY_NONE && bodysubst_wanted(set, rq->host, rq->port)) {
+		asks->whole_body = true;
+		asks->max_body = BODYSUBST_MAX;
+		st->body_set = set;
+		st->rq = rq;
+		st->tls = tls;
+	}
 	st->bound = subst_host_bound(&f->all, rq->host, rq->port);
 	if (st->bound)
 		filter_headers_set(&rq->headers, "Accept-Encoding", "identity");
@@ -528,6 +541,73 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	return 0;
 }
 
+/* The whole body of a request to a host where a secret with body fields
+ * is bound: placeholders substituted in the listed fields, refused
+ * anywhere else. */
+static enum filter_result sf_request_body(void *vst, const char *data, size_t len,
+					  bool last, struct buf *body, struct filter_ref ref,
+					  struct verdict *v)
+{
+	struct sf_state *st = vst;
+	const struct subst_set *set = st->body_set;
+	struct bodysubst_request q;
+	struct bodysubst_result r;
+	size_t i;
+
+	(void)data;
+	(void)len;
+	(void)ref;
+	if (!set || !body || !last)
+		return FILTER_CONTINUE;
+	q = (struct bodysubst_request){ st->method, st->path,
+					filter_headers_get(&st->rq->headers, "content-type"),
+					st->rq->host, st->rq->port, st->tls };
+	bodysubst_decide(set, &q, body->data ? body->data : "", body->len, &r);
+	if (r.verdict == SUBST_REFUSE) {
+		const char *name = set->secrets[r.secret].name;
+
+		char rule[VERDICT_RULE_MAX];
+
+		if (strcmp(r.why, "body") == 0 || strcmp(r.why, "unreadable") == 0)
+			snprintf(rule, sizeof(rule), "secrets.%s.body", name);
+		else if (strcmp(r.why, "plain-http") == 0)
+			snprintf(rule, sizeof(rule), "secrets.%s", name);
+		else
+			snprintf(rule, sizeof(rule), "secrets.%s.%ss", name, r.why);
+		verdict_setf(v, VERDICT_DENY, 403, rule,
+			     "a placeholder of secret %s in the body: %s", name,
+			     strcmp(r.why, "body") == 0 ? "not in a body field the secret lists"
+			     : strcmp(r.why, "unreadable") == 0
+				     ? "the body does not parse as its Content-Type says"
+				     : "the secret is not bound to this request");
+		v->type = "secret.block";
+		v->point = RECEIPT_POINT_BROKER;
+		v->extra = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s}", "request_method",
+				     st->method, "secret", name, "where", "body", "field", r.field,
+				     "why", r.why, "path", st->path);
+		bodysubst_result_free(&r);
+		return FILTER_VERDICT;
+	}
+	if (r.verdict == SUBST_REWRITE) {
+		explicit_bzero(body->data, body->len);
+		body->len = 0;
+		buf_append(body, r.body, r.len);
+		for (i = 0; i < r.ninj; i++) {
+			const char *name = set->secrets[r.inj[i].secret].name;
+			json_t *sj = subject(st, name);
+			char rule[VERDICT_RULE_MAX];
+
+			json_object_set_new(sj, "field", json_string(r.inj[i].field));
+			if (!st->injected)
+				st->injected = json_array();
+			snprintf(rule, sizeof(rule), "secrets.%s", name);
+			json_array_append_new(st->injected, json_pack("[s, o]", rule, sj));
+		}
+	}
+	bodysubst_result_free(&r);
+	return FILTER_CONTINUE;
+}
+
 static void sf_request_sent(void *vst)
 {
 	struct sf_state *st = vst;
@@ -670,7 +750,7 @@ const struct filter_ops secretfilter_ops = {
 	.name = "secrets",
 	.attach = sf_attach,
 	.request_head = sf_request_head,
-	.request_body = NULL,
+	.request_body = sf_request_body,
 	.response_head = sf_response_head,
 	.response_body = sf_response_body,
 	.request_sent = sf_request_sent,
