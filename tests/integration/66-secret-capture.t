@@ -21,6 +21,8 @@ print(json.dumps({
                                                         "expires_at": "2099-01-01T00:00:00Z"})}],
   "/sessions/s1/short-credentials": [{"body": json.dumps({"token": s, "expires_in": 3})}],
   "/sessions/s1/header-credentials": [{"body": "{}", "headers": [["X-Token", h]]}],
+  "/oauth/token": [{"body": json.dumps({"access_token": "at-" + "A1b2C3d4" * 6, "expires_in": 3600,
+                                        "token_type": "Bearer"})}],
   "/sessions/s1/escaped-credentials": [{"body": "{\"token\": \"ghs_\\u0041bcdefghijklmnopqrstuvwxyz0123456789AB\"}"}],
 }))' "$TOKEN" "$SHORT" "$HDR")
 pl_start_net
@@ -37,6 +39,15 @@ cat > "$POLICY" <<EOF
     "intercept": ["git.airlock.test"]
   },
   "secrets": {
+    "refresh": {
+      "from_env": "REFRESH_TOKEN", "hosts": ["www.airlock.test"], "paths": ["/oauth/token"],
+      "methods": ["POST"], "headers": ["x-unused"], "body": ["form:refresh_token"]
+    },
+    "access": {
+      "hosts": ["api.airlock.test"], "headers": ["authorization"], "paths": ["/v1/"],
+      "capture": [{"hosts": ["www.airlock.test"], "methods": ["POST"], "paths": ["/oauth/token"],
+                   "json": ["/access_token"], "expires": "/expires_in"}]
+    },
     "scm": {
       "hosts": ["api.airlock.test"],
       "headers": ["authorization"],
@@ -66,7 +77,8 @@ sed 's|/sessions/\*/scm-credentials|sessions/x|' "$POLICY" > "$T/bad.json"
 like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" 'secrets\.scm\.capture\[0\]\.paths\[[0-9]\]' \
 	"a capture path that is not a path is refused"
 
-timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
+REFRESH=rt-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH
+REFRESH_TOKEN=$REFRESH timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
 cd "$0"
 c() { n=$1; shift; curl -sS --max-time 20 -o "$n.out" -w "%{http_code}" -D "$n.h" "$@" > "$n.code" 2>&1; }
 c cred https://www.airlock.test/sessions/s1/scm-credentials
@@ -93,6 +105,11 @@ printf "%s" "$stok" > sph
 c sfresh -H "Authorization: Bearer $stok" https://api.airlock.test/repos/fresh
 sleep 4
 c sold -H "Authorization: Bearer $stok" https://api.airlock.test/repos/old
+printf "%s" "$REFRESH_TOKEN" > rph
+c refresh --data "grant_type=refresh_token&refresh_token=$REFRESH_TOKEN&client_id=cli" https://www.airlock.test/oauth/token
+at=$(sed -n "s/.*\"access_token\": *\"\([^\"]*\)\".*/\1/p" refresh.out)
+printf "%s" "$at" > aph
+c atuse -H "Authorization: Bearer $at" https://api.airlock.test/v1/models
 exit 0
 ' "$WS" > "$T/out" 2>&1 </dev/null
 is $? 0 "airlock run: the script ran"
@@ -159,6 +176,19 @@ is "$(cat "$WS/sold.code")" 403 "after expires_at its placeholder is refused"
 r=$(grep '"type":"secret.block"' "$EV" | grep /repos/old | tail -1)
 is "$(jf "$r" subject.why) $(jf "$r" rule)" "expired secrets.scm.capture" "... secret.block why expired"
 is "$(net_count line~/repos/old)" 0 "... nothing sent"
+# an OAuth refresh the agent sends itself: the refresh token substituted in
+# its form field, the access token in the answer captured
+AT="at-$(printf 'A1b2C3d4%.0s' 1 2 3 4 5 6)"
+is "$(cat "$WS/refresh.code")" 200 "refresh: the token endpoint answered"
+is "$(jf "$(net_last line~/oauth/token)" body_sha256)" \
+	"$(printf '%s' "grant_type=refresh_token&refresh_token=$REFRESH&client_id=cli" | sha256sum | cut -d' ' -f1)" \
+	"refresh: the endpoint got the real refresh token in the form field"
+APH=$(cat "$WS/aph")
+like "$APH" '^at-[0-9A-Za-z]+$' "refresh: the agent got an access-token placeholder shaped like it"
+is "${#APH}" "${#AT}" "... as long"
+like "$(net_last line~/v1/models)" "\"Bearer $AT\"" "refresh: the captured access token is used on its bound host"
+! grep -rq -e "$REFRESH" -e "$AT" "$WS"
+ok $? "refresh: neither the refresh token nor the access token reached the sandbox"
 "$AIRLOCK" verify "$EV" > /dev/null 2>&1
 ok $? "the stream verifies"
 done_testing
