@@ -473,6 +473,10 @@ static bool wait_go(struct wctx *x)
 		set_git_token(x, &r, -1);
 		return wait_go(x);
 	}
+	if (r.type == MSG_CAPTURE) { /* another worker served first */
+		learn_capture(x, &r, -1);
+		return wait_go(x);
+	}
 	if (r.type == MSG_STOP)
 		return false;
 	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
