@@ -1871,7 +1871,7 @@ static bool el_capture_path(struct ctx *c, json_t *el, const char *path, void *o
 	if (*s == '/' && !*q && !strstr(s, "//") && strlen(s) <= 1024)
 		return put_str(out, s);
 	err_add(c, path, "expected a path (\"/sessions/*/scm-credentials\": '*' "
-			 "matches one whole segment) without '?', '#', '%%', '\\\\' or \"//\"");
+			 "matches one whole segment) without '?', '#', '%%', '\\' or \"//\"");
 	return false;
 }
 
@@ -1962,7 +1962,7 @@ static void parse_secret_capture(struct ctx *c, json_t *v, const char *path)
 			if (!c->cur_capture->nhosts)
 				err_missing(c, ep, "hosts", "a capture rule needs the hosts "
 							    "whose answers it reads");
-			if (!c->cur_capture->njson && !c->cur_capture->nheaders)
+			if (!json_object_get(el, "json") && !json_object_get(el, "headers"))
 				err_add(c, ep, "give \"json\" or \"headers\": where the "
 					       "answer carries the credential");
 		}
