@@ -291,10 +291,14 @@ int broker_load(struct broker *b, const struct policy *p, char *err, size_t errl
 	b->count = 0;
 	b->secrets = util_xcalloc(p->nsecrets ? p->nsecrets : 1, sizeof(*b->secrets));
 	for (i = 0; i < p->nsecrets; i++) {
-		struct broker_secret *s = &b->secrets[i];
+		struct broker_secret *s = &b->secrets[b->count];
 
+		/* a captured secret has no value yet: the proxy registers
+		 * each one it captures (capture.c) */
+		if (p->secrets[i].capture)
+			continue;
 		s->def = &p->secrets[i];
-		b->count = i + 1;
+		b->count++;
 		if (read_value(s, err, errlen) < 0 || check_value(s, err, errlen) < 0)
 			goto fail;
 	}
@@ -347,6 +351,8 @@ void broker_subst_secrets(const struct broker *b, struct subst_secret *out)
 			.npaths = d->npaths,
 			.methods = (const char *const *)d->methods,
 			.nmethods = d->nmethods,
+			.body = (const char *const *)d->body,
+			.nbody = d->nbody,
 		};
 	}
 }

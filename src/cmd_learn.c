@@ -855,7 +855,7 @@ static const char *brokered_by(const struct policy *p, const char *name)
 
 	for (i = 0; i < p->nsecrets; i++)
 		if ((p->secrets[i].from_env && strcmp(p->secrets[i].from_env, name) == 0) ||
-		    strcmp(p->secrets[i].env, name) == 0)
+		    (p->secrets[i].env && strcmp(p->secrets[i].env, name) == 0))
 			return p->secrets[i].name;
 	return NULL;
 }

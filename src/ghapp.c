@@ -451,8 +451,19 @@ static void wipe_free(void *q)
 	free(p);
 }
 
+void ghapp_json_wipe_begin(struct ghapp_json_alloc *saved)
+{
+	json_get_alloc_funcs(&saved->m, &saved->f);
+	json_set_alloc_funcs(wipe_malloc, wipe_free);
+}
+
+void ghapp_json_wipe_end(const struct ghapp_json_alloc *saved)
+{
+	json_set_alloc_funcs(saved->m, saved->f);
+}
+
 /* Parses "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" (RFC 3339). */
-static bool parse_rfc3339(const char *s, time_t *out)
+bool ghapp_parse_rfc3339(const char *s, time_t *out)
 {
 	struct tm tm, back;
 	int v[6], i, off = 0;
@@ -720,7 +731,7 @@ int ghapp_check_answer(const struct ghapp_scope *asked, unsigned int status,
 		goto out;
 	}
 	exp_text = json_string_value(json_object_get(root, "expires_at"));
-	if (!exp_text || !parse_rfc3339(exp_text, &out->expires_at)) {
+	if (!exp_text || !ghapp_parse_rfc3339(exp_text, &out->expires_at)) {
 		snprintf(err, errlen, "the answer's \"expires_at\" is not an RFC 3339 time");
 		goto out;
 	}

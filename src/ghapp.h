@@ -101,6 +101,19 @@ EVP_PKEY *ghapp_key_load_quiet(const char *path, char *warn, size_t warnlen, cha
 char *ghapp_jwt(EVP_PKEY *key, const char *app_id, time_t now, char *err,
 		size_t errlen);
 
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" (RFC 3339) to Unix time. */
+bool ghapp_parse_rfc3339(const char *s, time_t *out);
+
+/* Between begin and end, jansson allocates with a wiping allocator (every
+ * block zeroed when freed): for JSON that holds credentials. Only objects
+ * made in between may be freed in between, and all of them before end. */
+struct ghapp_json_alloc {
+	json_malloc_t m;
+	json_free_t f;
+};
+void ghapp_json_wipe_begin(struct ghapp_json_alloc *saved);
+void ghapp_json_wipe_end(const struct ghapp_json_alloc *saved);
+
 /* A minted token. */
 struct ghapp_token {
 	char *value;           /* the token; a secret: never logged */

@@ -102,9 +102,17 @@ static bool wanted(const struct policy *p, const struct host_target *t, uint16_t
 
 	if (p->mode == POLICY_MODE_OFF)
 		return false;
-	for (i = 0; i < p->nsecrets; i++)
+	for (i = 0; i < p->nsecrets; i++) {
+		size_t j;
+
 		if (rule_in(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port, any_port))
 			return true;
+		/* the answers a capture rule reads */
+		for (j = 0; j < p->secrets[i].ncapture; j++)
+			if (rule_in(p->secrets[i].capture[j].hosts, p->secrets[i].capture[j].nhosts,
+				    p, t, port, any_port))
+				return true;
+	}
 	if (rule_in(p->intercept, p->nintercept, p, t, port, any_port))
 		return true;
 	if (!any_port && port != 443)

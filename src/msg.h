@@ -85,6 +85,13 @@ enum msg_type {
 				 under on_exhausted "stop" */
 	/* spend: supervisor -> key holder */
 	MSG_SPEND_USD,        /* u64 nano-dollars: session.end's spend_usd */
+	/* a value captured from an answer (capture.c) */
+	MSG_CAPTURE,          /* proxy worker -> supervisor -> every other
+				 worker: str secret, u64 expires_at (Unix
+				 time, 0: the session), str placeholder,
+				 bytes value */
+	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
+				 fields: every other worker has it queued */
 	MSG_TYPE_COUNT
 };
 

@@ -441,6 +441,7 @@ struct ctx {
 	/* The secret, price and provider being walked, and their paths. */
 	struct policy_secret *cur;
 	const char *cur_path;
+	struct policy_capture *cur_capture;
 	struct policy_price *cur_price;
 	struct policy_spend_provider *cur_provider;
 	const char *cur_provider_path;
@@ -1816,6 +1817,160 @@ static void parse_secret_methods(struct ctx *c, json_t *v, const char *path)
 			 c->cur->nmethods);
 }
 
+/* ---- secrets.NAME.body and secrets.NAME.capture ---------------------- */
+
+/* An RFC 6901 pointer: "" or "/..." whose '~' escapes are ~0 and ~1. */
+static bool json_pointer_ok(const char *s)
+{
+	if (*s && *s != '/')
+		return false;
+	for (; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+		if (*s == '~' && s[1] != '0' && s[1] != '1')
+			return false;
+	}
+	return true;
+}
+
+static bool el_body_field(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
+
+	if ((strncmp(s, "form:", 5) == 0 && s[5] && strlen(s) <= 5 + 256 &&
+	     strspn(s + 5, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			   "0123456789_.-[]") == strlen(s + 5)) ||
+	    (strncmp(s, "json:/", 6) == 0 && json_pointer_ok(s + 5)))
+		return put_str(out, s);
+	err_add(c, path, "expected \"form:NAME\" (a form field: letters, digits, _ . - [ ]) "
+			 "or \"json:/POINTER\" (an RFC 6901 pointer)");
+	return false;
+}
+
+static const struct list_kind body_field_list = {
+	.size = sizeof(char *), .parse = el_body_field, .key = key_str,
+	.drop = drop_str, .cmp = cmp_str, .strings = true,
+	.not_array = "expected an array of body fields or null",
+	.empty = "must not be empty (null or no \"body\" means no body field)",
+};
+
+static void parse_secret_body(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &body_field_list, c->cur->body, c->cur->nbody);
+}
+
+/* A capture path: "/" then segments of visible ASCII without '?', '#',
+ * '%' or '\\'; a segment "*" matches any one segment. */
+static bool el_capture_path(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el), *q;
+
+	for (q = s; *q > 0x20 && *q < 0x7f && !strchr("?#%\\", *q); q++)
+		;
+	if (*s == '/' && !*q && !strstr(s, "//") && strlen(s) <= 1024)
+		return put_str(out, s);
+	err_add(c, path, "expected a path (\"/sessions/*/scm-credentials\": '*' "
+			 "matches one whole segment) without '?', '#', '%%', '\\' or \"//\"");
+	return false;
+}
+
+static bool el_json_pointer(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	const char *s = json_string_value(el);
+
+	if (*s == '/' && json_pointer_ok(s))
+		return put_str(out, s);
+	err_add(c, path, "expected an RFC 6901 JSON pointer (\"/token\")");
+	return false;
+}
+
+static const struct list_kind capture_path_list = STR_LIST(el_capture_path, true);
+static const struct list_kind json_pointer_list = STR_LIST(el_json_pointer, true);
+
+static void parse_capture_hosts(struct ctx *c, json_t *v, const char *path)
+{
+	LIST_SET(c, v, path, &secret_hosts_list, c->cur_capture->hosts,
+		 c->cur_capture->nhosts);
+}
+
+static void parse_capture_methods(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &method_list, c->cur_capture->methods,
+			 c->cur_capture->nmethods);
+}
+
+static void parse_capture_paths(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &capture_path_list, c->cur_capture->paths,
+			 c->cur_capture->npaths);
+}
+
+static void parse_capture_json(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &json_pointer_list, c->cur_capture->json,
+			 c->cur_capture->njson);
+}
+
+static void parse_capture_headers(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		LIST_SET(c, v, path, &header_list, c->cur_capture->headers,
+			 c->cur_capture->nheaders);
+}
+
+static void parse_capture_expires(struct ctx *c, json_t *v, const char *path)
+{
+	if (json_is_null(v))
+		return;
+	if (!json_is_string(v) || *json_string_value(v) != '/' ||
+	    !json_pointer_ok(json_string_value(v)))
+		err_add(c, path, "expected an RFC 6901 JSON pointer (\"/expires_at\") or null");
+	else
+		set_str(&c->cur_capture->expires, v);
+}
+
+static const struct field capture_fields[] = {
+	{ "hosts", parse_capture_hosts },
+	{ "methods", parse_capture_methods },
+	{ "paths", parse_capture_paths },
+	{ "json", parse_capture_json },
+	{ "headers", parse_capture_headers },
+	{ "expires", parse_capture_expires },
+};
+
+static void parse_secret_capture(struct ctx *c, json_t *v, const char *path)
+{
+	json_t *el;
+	size_t i;
+
+	if (json_is_null(v))
+		return;
+	if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64) {
+		err_add(c, path, "expected an array of 1 to 64 capture rules or null");
+		return;
+	}
+	c->cur->capture = util_xcalloc(json_array_size(v), sizeof(*c->cur->capture));
+	json_array_foreach(v, i, el) {
+		char *ep = path_index(path, i);
+
+		c->cur_capture = &c->cur->capture[c->cur->ncapture++];
+		if (walk_object(c, el, ep, capture_fields, ARRAY_SIZE(capture_fields))) {
+			if (!c->cur_capture->nhosts)
+				err_missing(c, ep, "hosts", "a capture rule needs the hosts "
+							    "whose answers it reads");
+			if (!json_object_get(el, "json") && !json_object_get(el, "headers"))
+				err_add(c, ep, "give \"json\" or \"headers\": where the "
+					       "answer carries the credential");
+		}
+		c->cur_capture = NULL;
+		free(ep);
+	}
+}
+
 static const struct field secret_fields[] = {
 	{ "from_env", parse_secret_from_env },
 	{ "from_file", parse_secret_from_file },
@@ -1825,6 +1980,8 @@ static const struct field secret_fields[] = {
 	{ "prefix", parse_secret_prefix },
 	{ "paths", parse_secret_paths },
 	{ "methods", parse_secret_methods },
+	{ "body", parse_secret_body },
+	{ "capture", parse_secret_capture },
 };
 
 static void parse_secret(struct ctx *c, const char *name, json_t *v,
@@ -1848,9 +2005,14 @@ static void parse_secret(struct ctx *c, const char *name, json_t *v,
 		s->prefix = util_xasprintf("airlock-ph-%s-", name);
 	if (c->cur_has_from_env && c->cur_has_from_file)
 		err_add(c, path, "give one of from_env and from_file, not both");
-	else if (!c->cur_has_from_env && !c->cur_has_from_file)
+	else if (s->capture && (c->cur_has_from_env || c->cur_has_from_file))
+		err_add(c, path, "a captured secret (capture) has no from_env or from_file");
+	else if (!s->capture && !c->cur_has_from_env && !c->cur_has_from_file)
 		err_add(c, path, "one of from_env and from_file is required");
-	if (!c->cur_has_env) {
+	if (s->capture && c->cur_has_env)
+		err_add(c, path, "a captured secret has no env: the agent gets its "
+				 "placeholder in the answer it was captured from");
+	if (!c->cur_has_env && !s->capture) {
 		sub = path_key(path, "env");
 		if (c->cur_has_from_file && !c->cur_has_from_env) {
 			err_add(c, sub, "required with from_file (the variable "
@@ -2988,6 +3150,33 @@ static json_t *egress_to_json(const struct policy *p)
 	return egress;
 }
 
+/* A secret's body fields and capture rules, in its canonical object. */
+static void captured_to_json(json_t *o, const struct policy_secret *s)
+{
+	json_t *a;
+	size_t i;
+
+	/* absent when not given: the canonical text (and digest) of a
+	 * policy without them stays what it was */
+	if (s->body)
+		json_object_set_new(o, "body", jstrv(s->body, s->nbody, true));
+	if (!s->capture)
+		return;
+	a = json_array();
+	for (i = 0; i < s->ncapture; i++) {
+		const struct policy_capture *k = &s->capture[i];
+
+		json_array_append_new(a, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
+				"hosts", jrules(k->hosts, k->nhosts),
+				"methods", jstrv(k->methods, k->nmethods, true),
+				"paths", jstrv(k->paths, k->npaths, true),
+				"json", jstrv(k->json, k->njson, true),
+				"headers", jstrv(k->headers, k->nheaders, true),
+				"expires", jstr(k->expires)));
+	}
+	json_object_set_new(o, "capture", a);
+}
+
 static json_t *secrets_to_json(const struct policy *p)
 {
 	json_t *secrets = json_object();
@@ -3006,6 +3195,7 @@ static json_t *secrets_to_json(const struct policy *p)
 				  "headers", jstrv(s->headers, s->nheaders, true),
 				  "paths", jstrv(s->paths, s->npaths, true),
 				  "methods", jstrv(s->methods, s->nmethods, true)));
+		captured_to_json(json_object_get(secrets, s->name), s);
 	}
 	return secrets;
 }
@@ -3264,7 +3454,7 @@ void policy_errors_free(struct policy_errors *errs)
 
 void policy_free(struct policy *p)
 {
-	size_t i;
+	size_t i, j;
 
 	if (!p)
 		return;
@@ -3289,6 +3479,16 @@ void policy_free(struct policy *p)
 		strv_free(s->headers, s->nheaders);
 		strv_free(s->paths, s->npaths);
 		strv_free(s->methods, s->nmethods);
+		strv_free(s->body, s->nbody);
+		for (j = 0; j < s->ncapture; j++) {
+			free(s->capture[j].hosts);
+			strv_free(s->capture[j].methods, s->capture[j].nmethods);
+			strv_free(s->capture[j].paths, s->capture[j].npaths);
+			strv_free(s->capture[j].json, s->capture[j].njson);
+			strv_free(s->capture[j].headers, s->capture[j].nheaders);
+			free(s->capture[j].expires);
+		}
+		free(s->capture);
 	}
 	free(p->secrets);
 	strv_free(p->git_hosts, p->ngit_hosts);

@@ -25,6 +25,22 @@ bool policy_mode_from_string(const char *s, enum policy_mode *out);
 
 #define POLICY_SECRET_ANY_HEADER NULL
 
+/* One `capture` rule of a secret (docs/SECRETS.md "Captured values"). */
+struct policy_capture {
+	struct host_rule *hosts; /* at least one */
+	size_t nhosts;
+	char **methods;    /* upper-case, sorted; NULL = any */
+	size_t nmethods;
+	char **paths;      /* exact paths, '*' one whole segment; NULL = any */
+	size_t npaths;
+	char **json;       /* RFC 6901 pointers to a string member */
+	size_t njson;
+	char **headers;    /* lowercase answer header names */
+	size_t nheaders;
+	char *expires;     /* RFC 6901 pointer to an RFC 3339 time or a
+			      number of seconds, or NULL */
+};
+
 struct policy_secret {
 	char *name;        /* key in "secrets" */
 	char *from_env;    /* exactly one of from_env / from_file is set */
@@ -43,6 +59,13 @@ struct policy_secret {
 	size_t npaths;
 	char **methods;    /* upper-case method tokens, sorted; NULL = any */
 	size_t nmethods;
+	char **body;       /* body fields where the placeholder may be
+			      substituted: "form:NAME", "json:/POINTER";
+			      sorted; NULL = none */
+	size_t nbody;
+	struct policy_capture *capture; /* non-NULL: the value is captured
+			      from answers (no from_env/from_file, no env) */
+	size_t ncapture;
 };
 
 #define POLICY_GIT_FETCH 1u

@@ -70,7 +70,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "bodysubst.h"
+#include "capture.h"
 #include "registry.h"
 #include "scrub.h"
 #include "subst.h"
@@ -87,6 +90,23 @@ struct secretfilter {
 	struct registry *reg;        /* every value the proxy injects */
 	proxy_record_fn record;
 	void *record_arg;
+	/* values captured from answers (capture.h), this worker's and the
+	 * others', in the order they came */
+	struct sf_captured {
+		const struct policy_secret *def;
+		char *value;
+		size_t len;
+		char *ph;
+		size_t phlen;
+		time_t expires;      /* 0: the session */
+	} *cap;
+	size_t ncap;
+	void **retired;              /* older tables: an exchange may hold them */
+	size_t nretired;
+	bool has_capture;            /* the policy captures values */
+	secretfilter_announce_fn announce;
+	secretfilter_sync_fn sync;
+	void *hook_arg;
 };
 
 struct sf_state {
@@ -103,6 +123,18 @@ struct sf_state {
 					the request leaves ([[rule, subject]]) */
 	bool passthrough;            /* a compressed body: relayed re-framed,
 					not scrubbed */
+	const struct subst_set *body_set; /* the body is read for
+					placeholders (bodysubst.h), or NULL */
+	struct filter_request *rq;   /* valid until done */
+	bool tls;
+	/* capture: the rule that reads this answer, its secret and index */
+	const struct policy_capture *cap_rule;
+	const struct policy_secret *cap_secret;
+	size_t cap_index;
+	bool cap_body;               /* the answer's body is read whole */
+	struct buf cap_buf;
+	uint64_t *cap_counts;        /* replacements in that body */
+	bool cap_failed;
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -118,24 +150,55 @@ static bool is_git_host(const struct policy *p, const char *host)
 	return false;
 }
 
+/* The substitution tables from the brokered secrets and the captured
+ * values. The old tables are kept (an exchange may be deciding its body
+ * with them) until the filter is freed; entries keep their indexes. */
+static void build_sets(struct secretfilter *f)
+{
+	const struct broker *b = f->b;
+	const struct policy *p = f->p;
+	size_t i, n = 0, total = b->count + f->ncap;
+
+	if (f->ss) {
+		f->retired = util_xrealloc(f->retired, (f->nretired + 2) * sizeof(void *));
+		f->retired[f->nretired++] = f->ss;
+		f->retired[f->nretired++] = f->ss_nogit;
+	}
+	f->ss = util_xcalloc(total ? total : 1, sizeof(*f->ss));
+	f->ss_nogit = util_xcalloc(total ? total : 1, sizeof(*f->ss_nogit));
+	broker_subst_secrets(b, f->ss);
+	for (i = 0; i < f->ncap; i++) {
+		const struct sf_captured *c = &f->cap[i];
+		const struct policy_secret *d = c->def;
+
+		f->ss[b->count + i] = (struct subst_secret){
+			d->name, c->ph, c->phlen, c->value, c->len, d->hosts, d->nhosts,
+			(const char *const *)d->headers, d->nheaders,
+			(const char *const *)d->paths, d->npaths,
+			(const char *const *)d->methods, d->nmethods,
+			(const char *const *)d->body, d->nbody,
+		};
+	}
+	f->all = (struct subst_set){ f->ss, total, p->ports, p->nports };
+	for (i = 0; i < total; i++)
+		if (!p->git_credential || strcmp(f->ss[i].name, p->git_credential) != 0)
+			f->ss_nogit[n++] = f->ss[i];
+	f->nogit = (struct subst_set){ f->ss_nogit, n, p->ports, p->nports };
+}
+
 struct secretfilter *secretfilter_new(const struct broker *b, const struct policy *p,
 				      proxy_record_fn record, void *record_arg)
 {
 	struct secretfilter *f = util_xcalloc(1, sizeof(*f));
-	size_t i, n = 0;
+	size_t i;
 
 	f->b = b;
 	f->p = p;
 	f->record = record;
 	f->record_arg = record_arg;
-	f->ss = util_xcalloc(b->count ? b->count : 1, sizeof(*f->ss));
-	f->ss_nogit = util_xcalloc(b->count ? b->count : 1, sizeof(*f->ss_nogit));
-	broker_subst_secrets(b, f->ss);
-	f->all = (struct subst_set){ f->ss, b->count, p->ports, p->nports };
-	for (i = 0; i < b->count; i++)
-		if (!p->git_credential || strcmp(b->secrets[i].def->name, p->git_credential) != 0)
-			f->ss_nogit[n++] = f->ss[i];
-	f->nogit = (struct subst_set){ f->ss_nogit, n, p->ports, p->nports };
+	for (i = 0; i < p->nsecrets; i++)
+		f->has_capture |= p->secrets[i].capture != NULL;
+	build_sets(f);
 	f->reg = registry_new();
 	for (i = 0; i < b->count; i++) {
 		const struct broker_secret *bs = &b->secrets[i];
@@ -149,12 +212,64 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 
 void secretfilter_free(struct secretfilter *f)
 {
+	size_t i;
+
 	if (!f)
 		return;
 	registry_free(f->reg);
 	free(f->ss);
 	free(f->ss_nogit);
+	for (i = 0; i < f->nretired; i++)
+		free(f->retired[i]);
+	free(f->retired);
+	for (i = 0; i < f->ncap; i++) {
+		explicit_bzero(f->cap[i].value, f->cap[i].len);
+		free(f->cap[i].value);
+		free(f->cap[i].ph);
+	}
+	free(f->cap);
 	free(f);
+}
+
+void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announce_fn announce,
+				    secretfilter_sync_fn sync, void *arg)
+{
+	f->announce = announce;
+	f->sync = sync;
+	f->hook_arg = arg;
+}
+
+/* Registers a captured value and binds it as its secret says. Returns 1
+ * when new, 0 when it was known, -1 when it cannot be registered. */
+static int add_captured(struct secretfilter *f, const struct policy_secret *def,
+			const char *value, size_t len, const char *ph, size_t phlen,
+			time_t expires)
+{
+	struct sf_captured *c;
+	int r = registry_add(f->reg, def->name, value, len, ph, phlen);
+
+	if (r <= 0)
+		return r;
+	f->cap = util_xrealloc(f->cap, (f->ncap + 1) * sizeof(*f->cap));
+	c = &f->cap[f->ncap++];
+	c->def = def;
+	c->value = util_xstrndup(value, len);
+	c->len = len;
+	c->ph = util_xstrndup(ph, phlen);
+	c->phlen = phlen;
+	c->expires = expires;
+	build_sets(f);
+	return 1;
+}
+
+int secretfilter_add_captured(struct secretfilter *f, const char *secret, const char *value,
+			      size_t len, const char *ph, size_t phlen, time_t expires)
+{
+	const struct policy_secret *def = policy_secret_by_name(f->p, secret);
+
+	if (!def || !def->capture)
+		return -1;
+	return add_captured(f, def, value, len, ph, phlen, expires) < 0 ? -1 : 0;
 }
 
 struct registry *secretfilter_registry(struct secretfilter *f)
@@ -198,14 +313,22 @@ static void *sf_attach(void *arg, const struct filter_request *rq)
 
 	/* mode off changes nothing (the standalone proxy's off forwards
 	 * every request as it came) */
-	if (f->p->mode == POLICY_MODE_OFF || (!f->b->count && !registry_count(f->reg)))
+	if (f->p->mode == POLICY_MODE_OFF ||
+	    (!f->b->count && !registry_count(f->reg) && !f->has_capture))
 		return NULL;
+	/* every value another worker captured is known before this
+	 * request is decided */
+	if (f->has_capture && f->sync)
+		f->sync(f->hook_arg);
 	st = util_xcalloc(1, sizeof(*st));
 	st->f = f;
 	(void)util_strlcpy(st->host, rq->host->name, sizeof(st->host));
 	st->port = rq->port;
 	(void)util_strlcpy(st->method, rq->method, sizeof(st->method));
 	st->path = util_xstrdup(rq->path);
+	if (f->has_capture)
+		st->cap_rule = capture_match(f->p, rq->host, rq->port, rq->method, rq->path,
+					     &st->cap_secret, &st->cap_index);
 	return st;
 }
 
@@ -312,6 +435,56 @@ static void strip_deflate(struct filter_headers *hs)
 	}
 }
 
+/* A captured value past its expiry whose placeholder is in @text: its
+ * entry, else NULL. */
+static const struct sf_captured *expired_in(const struct secretfilter *f, const char *text,
+					    size_t len, time_t now)
+{
+	size_t i;
+
+	for (i = 0; i < f->ncap; i++) {
+		const struct sf_captured *c = &f->cap[i];
+
+		if (c->expires && c->expires <= now && c->phlen <= len &&
+		    memmem(text, len, c->ph, c->phlen))
+			return c;
+	}
+	return NULL;
+}
+
+/* The request line, a header or the body holds the placeholder of an
+ * expired captured value: 403, secret.block why "expired". */
+static bool refuse_expired(struct sf_state *st, const struct filter_request *rq,
+			   const char *target, const struct buf *body, struct verdict *v)
+{
+	const struct sf_captured *c = NULL;
+	time_t now;
+	size_t i;
+	char rule[VERDICT_RULE_MAX];
+
+	if (!st->f->ncap)
+		return false;
+	now = time(NULL);
+	if (body)
+		c = expired_in(st->f, body->data ? body->data : "", body->len, now);
+	if (!c && target)
+		c = expired_in(st->f, target, strlen(target), now);
+	for (i = 0; !c && !body && i < rq->headers.count; i++)
+		c = expired_in(st->f, rq->headers.h[i].value, strlen(rq->headers.h[i].value), now);
+	if (!c)
+		return false;
+	snprintf(rule, sizeof(rule), "secrets.%s.capture", c->def->name);
+	verdict_setf(v, VERDICT_DENY, 403, rule,
+		     "a placeholder of secret %s: the value it stood for has expired",
+		     c->def->name);
+	v->type = "secret.block";
+	v->point = RECEIPT_POINT_BROKER;
+	v->extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "request_method", st->method,
+			     "secret", c->def->name, "where", body ? "body" : "request",
+			     "why", "expired", "path", st->path);
+	return true;
+}
+
 static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 					  struct filter_asks *asks, struct filter_ref ref,
 					  struct verdict *v)
@@ -325,10 +498,13 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 	char *target;
 	size_t i;
 
-	(void)asks;
 	(void)ref;
 	target = util_xasprintf("%s%s%s", rq->path, rq->query ? "?" : "",
 				rq->query ? rq->query : "");
+	if (refuse_expired(st, rq, target, NULL, v)) {
+		free(target);
+		return FILTER_VERDICT;
+	}
 	if (!as_parsed(rq, target, &hr)) {
 		free(target);
 		verdict_set(v, VERDICT_FAIL, 502, "proxy.filter",
@@ -380,6 +556,15 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 		break;
 	}
 	subst_result_free(&r);
+	/* a host where a secret with body fields is bound: the whole body is
+	 * read before anything of it is forwarded */
+	if (rq->body != HTTP_BODY_NONE && bodysubst_wanted(set, rq->host, rq->port)) {
+		asks->whole_body = true;
+		asks->max_body = BODYSUBST_MAX;
+		st->body_set = set;
+		st->rq = rq;
+		st->tls = tls;
+	}
 	st->bound = subst_host_bound(&f->all, rq->host, rq->port);
 	if (st->bound)
 		filter_headers_set(&rq->headers, "Accept-Encoding", "identity");
@@ -462,6 +647,140 @@ static void scrub_head(struct sf_state *st, struct filter_response *rs)
 	}
 }
 
+/* --- values captured from answers (capture.h) ------------------------------ */
+
+/* From now on the answer is scrubbed of what was just captured too. */
+static void refresh_values(struct sf_state *st)
+{
+	size_t old, n;
+
+	if (!st->set)
+		return; /* values() takes the newest set */
+	old = scrub_set_count(registry_scrub(st->set));
+	registry_release(st->set);
+	st->set = registry_acquire(st->f->reg);
+	n = scrub_set_count(registry_scrub(st->set));
+	st->head_counts = util_xrealloc(st->head_counts, n * sizeof(uint64_t));
+	memset(st->head_counts + old, 0, (n - old) * sizeof(uint64_t));
+}
+
+static void capture_record(struct sf_state *st, enum receipt_decision d, const char *where,
+			   time_t expires, int64_t us, const char *reason)
+{
+	char rule[VERDICT_RULE_MAX], when[32] = "";
+	json_t *sj = subject(st, st->cap_secret->name);
+	struct tm tm;
+
+	snprintf(rule, sizeof(rule), "secrets.%s.capture[%zu]", st->cap_secret->name,
+		 st->cap_index);
+	if (where)
+		json_object_set_new(sj, "where", json_string(where));
+	if (expires && gmtime_r(&expires, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	json_object_set_new(sj, "expires_at", when[0] ? json_string(when) : json_null());
+	if (us >= 0)
+		json_object_set_new(sj, "propagated_us", json_integer((json_int_t)us));
+	record(st, "secret.capture", d, rule, sj, reason);
+}
+
+/* Registers @value, captured at @where, tells the other workers and
+ * records it; false (recorded) when it cannot be: the answer must not be
+ * relayed then. */
+static bool capture_one(struct sf_state *st, const char *value, size_t len, time_t expires,
+			const char *where)
+{
+	struct secretfilter *f = st->f;
+	size_t phlen = 0;
+	char *ph = capture_placeholder(value, len, &phlen);
+	int64_t us = 0;
+	int r = ph ? add_captured(f, st->cap_secret, value, len, ph, phlen, expires) : -1;
+
+	if (r > 0 && f->announce)
+		us = f->announce(f->hook_arg, st->cap_secret->name, expires, value, len, ph,
+				 phlen);
+	free(ph);
+	if (r < 0 || us < 0) {
+		capture_record(st, RECEIPT_BLOCK, where, expires, -1,
+			       r < 0 ? "the captured value cannot be brokered (empty, too "
+				       "long, or a control byte)"
+				     : "the other workers could not be told of the captured value");
+		return false;
+	}
+	if (r > 0) {
+		capture_record(st, RECEIPT_ALLOW, where, expires, us,
+			       "a credential in the answer was captured and replaced by a "
+			       "placeholder");
+		refresh_values(st);
+	}
+	return true;
+}
+
+/* The answer's head: values in listed headers are captured (the scrubber
+ * then replaces them); a JSON rule reads the body whole. */
+static bool capture_head(struct sf_state *st, struct filter_response *rs)
+{
+	const struct policy_capture *k = st->cap_rule;
+	size_t i;
+	int h;
+
+	if (!k || rs->status < 200 || rs->status > 299)
+		return true;
+	for (i = 0; i < k->nheaders; i++)
+		for (h = filter_headers_find(&rs->headers, k->headers[i], 0); h >= 0;
+		     h = filter_headers_find(&rs->headers, k->headers[i], (size_t)h + 1))
+			if (rs->headers.h[h].value[0] &&
+			    !capture_one(st, rs->headers.h[h].value, strlen(rs->headers.h[h].value),
+					 0, k->headers[i]))
+				return false;
+	st->cap_body = k->njson && rs->body != HTTP_BODY_NONE;
+	return true;
+}
+
+/* The whole answer body of a JSON rule: values captured, then the body
+ * scrubbed with them in. Returns 0, or -1 to cut the answer. */
+static int capture_body(struct sf_state *st, struct buf *out)
+{
+	struct capture_value vals[CAPTURE_VALUES_MAX];
+	const char *body = st->cap_buf.data ? st->cap_buf.data : "";
+	struct scrub_buf sb = { 0 };
+	time_t expires = 0;
+	char err[256];
+	int n, i, rc = 0;
+
+	n = capture_json(st->cap_rule, body, st->cap_buf.len, time(NULL), vals, &expires, err,
+			 sizeof(err));
+	if (n < 0) {
+		capture_record(st, RECEIPT_BLOCK, NULL, 0, -1, err);
+		return -1;
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		/* the scrubber replaces the value where it is written as it
+		 * is; one written escaped would pass: refused */
+		if (!memmem(body, st->cap_buf.len, vals[i].value, vals[i].len)) {
+			capture_record(st, RECEIPT_BLOCK, vals[i].where, expires, -1,
+				       "the captured value is escaped in the answer: it "
+				       "cannot be replaced");
+			rc = -1;
+		} else if (!capture_one(st, vals[i].value, vals[i].len, expires, vals[i].where)) {
+			rc = -1;
+		}
+	}
+	capture_values_free(vals, (size_t)n);
+	if (rc == 0 && values(st)) {
+		st->cap_counts = util_xcalloc(scrub_set_count(values(st)), sizeof(uint64_t));
+		(void)scrub_oneshot(values(st), body, st->cap_buf.len, &sb, st->cap_counts);
+		buf_append(out, sb.data, sb.len);
+		explicit_bzero(sb.data, sb.len);
+		scrub_buf_free(&sb);
+	} else if (rc == 0) {
+		buf_append(out, body, st->cap_buf.len);
+	}
+	if (st->cap_buf.data)
+		explicit_bzero(st->cap_buf.data, st->cap_buf.cap);
+	buf_free(&st->cap_buf);
+	return rc;
+}
+
 static void sf_response_interim(void *vst, struct filter_response *rs)
 {
 	scrub_head(vst, rs);
@@ -474,8 +793,19 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	const char *ce = NULL;
 	int i;
 
-	(void)v;
+	if (!capture_head(st, rs)) {
+		verdict_set(v, VERDICT_FAIL, 502, "secrets.capture",
+			    "a credential in the answer could not be brokered");
+		v->always = true;
+		return FILTER_VERDICT;
+	}
 	scrub_head(st, rs);
+	if (st->cap_body) {
+		/* read whole: captured, then scrubbed (capture_body) */
+		tf->enabled = true;
+		tf->keeps_length = false;
+		return FILTER_CONTINUE;
+	}
 	if (rs->body == HTTP_BODY_NONE || !values(st))
 		return FILTER_CONTINUE;
 	/* every field counts: "identity" then "gzip" is compressed */
@@ -512,6 +842,24 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	struct sf_state *st = vst;
 	struct scrub_buf sb = { 0 };
 
+	if (st->cap_body) {
+		if (!out || st->cap_failed)
+			return st->cap_failed ? -1 : 0;
+		if (len > CAPTURE_BODY_MAX - st->cap_buf.len) {
+			capture_record(st, RECEIPT_BLOCK, NULL, 0, -1,
+				       "the answer is larger than a capture reads");
+			st->cap_failed = true;
+			return -1;
+		}
+		buf_append(&st->cap_buf, data, len);
+		if (!last)
+			return 0;
+		if (capture_body(st, out) < 0) {
+			st->cap_failed = true;
+			return -1;
+		}
+		return 0;
+	}
 	if (st->passthrough && out) {
 		buf_append(out, data, len);
 		return 0;
@@ -526,6 +874,75 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 		buf_append(out, sb.data, sb.len);
 	scrub_buf_free(&sb);
 	return 0;
+}
+
+/* The whole body of a request to a host where a secret with body fields
+ * is bound: placeholders substituted in the listed fields, refused
+ * anywhere else. */
+static enum filter_result sf_request_body(void *vst, const char *data, size_t len,
+					  bool last, struct buf *body, struct filter_ref ref,
+					  struct verdict *v)
+{
+	struct sf_state *st = vst;
+	const struct subst_set *set = st->body_set;
+	struct bodysubst_request q;
+	struct bodysubst_result r;
+	size_t i;
+
+	(void)data;
+	(void)len;
+	(void)ref;
+	if (!set || !body || !last)
+		return FILTER_CONTINUE;
+	if (refuse_expired(st, st->rq, NULL, body, v))
+		return FILTER_VERDICT;
+	q = (struct bodysubst_request){ st->method, st->path,
+					filter_headers_get(&st->rq->headers, "content-type"),
+					st->rq->host, st->rq->port, st->tls };
+	bodysubst_decide(set, &q, body->data ? body->data : "", body->len, &r);
+	if (r.verdict == SUBST_REFUSE) {
+		const char *name = set->secrets[r.secret].name;
+
+		char rule[VERDICT_RULE_MAX];
+
+		if (strcmp(r.why, "body") == 0 || strcmp(r.why, "unreadable") == 0)
+			snprintf(rule, sizeof(rule), "secrets.%s.body", name);
+		else if (strcmp(r.why, "plain-http") == 0)
+			snprintf(rule, sizeof(rule), "secrets.%s", name);
+		else
+			snprintf(rule, sizeof(rule), "secrets.%s.%ss", name, r.why);
+		verdict_setf(v, VERDICT_DENY, 403, rule,
+			     "a placeholder of secret %s in the body: %s", name,
+			     strcmp(r.why, "body") == 0 ? "not in a body field the secret lists"
+			     : strcmp(r.why, "unreadable") == 0
+				     ? "the body does not parse as its Content-Type says"
+				     : "the secret is not bound to this request");
+		v->type = "secret.block";
+		v->point = RECEIPT_POINT_BROKER;
+		v->extra = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s}", "request_method",
+				     st->method, "secret", name, "where", "body", "field", r.field,
+				     "why", r.why, "path", st->path);
+		bodysubst_result_free(&r);
+		return FILTER_VERDICT;
+	}
+	if (r.verdict == SUBST_REWRITE) {
+		explicit_bzero(body->data, body->len);
+		body->len = 0;
+		buf_append(body, r.body, r.len);
+		for (i = 0; i < r.ninj; i++) {
+			const char *name = set->secrets[r.inj[i].secret].name;
+			json_t *sj = subject(st, name);
+			char rule[VERDICT_RULE_MAX];
+
+			json_object_set_new(sj, "field", json_string(r.inj[i].field));
+			if (!st->injected)
+				st->injected = json_array();
+			snprintf(rule, sizeof(rule), "secrets.%s", name);
+			json_array_append_new(st->injected, json_pack("[s, o]", rule, sj));
+		}
+	}
+	bodysubst_result_free(&r);
+	return FILTER_CONTINUE;
 }
 
 static void sf_request_sent(void *vst)
@@ -657,7 +1074,14 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 	if (st->set)
 		record_counts(st->f, st->set, st->host, st->port, st->method, st->path,
 			      st->head_counts, "in_head",
-			      st->body ? scrub_counts(st->body) : NULL, "in_body");
+			      st->cap_counts ? st->cap_counts
+			      : st->body   ? scrub_counts(st->body)
+					   : NULL,
+			      "in_body");
+	if (st->cap_buf.data)
+		explicit_bzero(st->cap_buf.data, st->cap_buf.cap);
+	buf_free(&st->cap_buf);
+	free(st->cap_counts);
 	scrub_free(st->body);
 	registry_release(st->set);
 	free(st->head_counts);
@@ -670,7 +1094,7 @@ const struct filter_ops secretfilter_ops = {
 	.name = "secrets",
 	.attach = sf_attach,
 	.request_head = sf_request_head,
-	.request_body = NULL,
+	.request_body = sf_request_body,
 	.response_head = sf_response_head,
 	.response_body = sf_response_body,
 	.request_sent = sf_request_sent,

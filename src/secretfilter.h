@@ -6,6 +6,9 @@
 #ifndef AIRLOCK_SECRETFILTER_H
 #define AIRLOCK_SECRETFILTER_H
 
+#include <stdint.h>
+#include <time.h>
+
 #include "broker.h"
 #include "filter.h"
 #include "policy.h"
@@ -32,5 +35,24 @@ struct registry *secretfilter_registry(struct secretfilter *f);
  * (tests and the fuzz target compare against it). */
 struct scrub_set;
 const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f);
+
+/* Captured values (capture.h). The capturing worker announces each new
+ * one (the supervisor hands it to every other worker); the call returns
+ * once they all have it queued, with the time that took in microseconds,
+ * or -1 when they cannot be told (the answer is then cut: fail closed).
+ * @sync makes the worker read what the supervisor queued for it, before a
+ * request is decided. */
+typedef int64_t (*secretfilter_announce_fn)(void *arg, const char *secret, time_t expires,
+					    const char *value, size_t len, const char *ph,
+					    size_t phlen);
+typedef void (*secretfilter_sync_fn)(void *arg);
+void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announce_fn announce,
+				    secretfilter_sync_fn sync, void *arg);
+
+/* A value another worker captured for @secret (which must have capture
+ * rules), with the placeholder the agent got for it. Returns 0, or -1 when
+ * it cannot be registered. */
+int secretfilter_add_captured(struct secretfilter *f, const char *secret, const char *value,
+			      size_t len, const char *ph, size_t phlen, time_t expires);
 
 #endif /* AIRLOCK_SECRETFILTER_H */

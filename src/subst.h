@@ -52,6 +52,10 @@ struct subst_secret {
 	size_t npaths;
 	const char *const *methods; /* exact, case-sensitive; NULL: any */
 	size_t nmethods;
+	const char *const *body;    /* body fields ("form:NAME",
+				       "json:/POINTER"; bodysubst.h); NULL:
+				       none */
+	size_t nbody;
 };
 
 struct subst_set {

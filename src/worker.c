@@ -55,12 +55,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
@@ -75,7 +77,12 @@
 #include "proxy.h"
 #include "spendd.h"
 #include "spendfilter.h"
+#include "registry.h"
 #include "util.h"
+
+/* How long a worker that captured a value waits for the supervisor to
+ * have told every other worker (it then cuts the answer). */
+#define WORKER_CAPTURE_WAIT_MS 5000
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
  * its canonical form adds the defaults). */
@@ -122,6 +129,7 @@ struct wctx {
 				      until exit */
 	size_t npolicies;
 	struct gitfilter *git;     /* the git binding's credential */
+	struct secretfilter *sf;   /* the secrets (captured values join it) */
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -185,6 +193,10 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 	return r < 0 ? -1 : 0;
 }
 
+static void worker_sync(void *arg);
+static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
+			       size_t len, const char *ph, size_t phlen);
+
 /* The filters every request runs through, in this order: secrets (the
  * placeholders), then git, then spend. Returns how many are in @reg. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
@@ -198,6 +210,8 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 	/* secrets: placeholders in requests, and every value the proxy
 	 * injects (the git token too) scrubbed from every answer */
 	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
+	x->sf = sf;
+	secretfilter_set_capture_hooks(sf, worker_announce, worker_sync, x);
 	reg[n].ops = &secretfilter_ops;
 	reg[n].arg = sf;
 	n++;
@@ -279,71 +293,158 @@ static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
 	explicit_bzero(x->in, MSG_MAX);
 }
 
+/* MSG_CAPTURE from the supervisor: a value another worker captured. */
+static void learn_capture(struct wctx *x, struct msg_reader *r, int fd)
+{
+	const char *secret = NULL, *ph = NULL;
+	const void *val = NULL;
+	size_t phlen = 0, len = 0;
+	uint64_t expires = 0;
+
+	msg_get_str(r, REGISTRY_NAME_MAX, &secret, NULL);
+	msg_get_u64(r, &expires);
+	msg_get_str(r, REGISTRY_VALUE_MAX, &ph, &phlen);
+	msg_get_bytes(r, REGISTRY_VALUE_MAX, &val, &len);
+	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
+	    secretfilter_add_captured(x->sf, secret, val, len, ph, phlen, (time_t)expires) < 0)
+		worker_fatal(x, "the supervisor sent a bad capture message");
+	explicit_bzero(x->in, MSG_MAX);
+}
+
+/* One message from the supervisor. Returns false when the channel is done. */
+static bool serve_one(struct wctx *x, ssize_t n, int fd)
+{
+	struct msg_reader r;
+	const char *digest;
+	uint32_t drain;
+
+	if (n <= 0) {
+		/* The supervisor is gone (PDEATHSIG follows). */
+		proxy_stop(x->px, 0);
+		return false;
+	}
+	if (!msg_reader_init(&r, x->in, (size_t)n))
+		worker_fatal(x, "the supervisor sent a bad message: %s", r.error);
+	switch (r.type) {
+	case MSG_POLICY:
+		msg_get_str(&r, 128, &digest, NULL);
+		if (!msg_end(&r) || fd < 0)
+			worker_fatal(x, "the supervisor sent a bad policy message");
+		apply_policy(x, digest, fd);
+		break;
+	case MSG_STOP:
+		msg_get_u32(&r, &drain);
+		if (!msg_end(&r) || fd >= 0)
+			worker_fatal(x, "the supervisor sent a bad stop message");
+		proxy_stop(x->px, drain);
+		break;
+	case MSG_GIT_TOKEN:
+		set_git_token(x, &r, fd);
+		break;
+	case MSG_CAPTURE:
+		learn_capture(x, &r, fd);
+		break;
+	case MSG_CAPTURE_ACK:
+		/* late: the capture it answers was given up on */
+		break;
+	case MSG_KEEPER_READY:
+	case MSG_FATAL:
+	case MSG_RECORD:
+	case MSG_SEQ:
+	case MSG_SET_POLICY:
+	case MSG_ADD_CHANNEL:
+	case MSG_END:
+	case MSG_GO:
+	case MSG_WORKER_READY:
+	case MSG_JWT_SIGN:
+	case MSG_JWT:
+	case MSG_SPEND_READY:
+	case MSG_SPEND_CHANNEL:
+	case MSG_SPEND_CLOSE:
+	case MSG_SPEND_TOTAL:
+	case MSG_SPEND_RESERVE:
+	case MSG_SPEND_RESERVED:
+	case MSG_SPEND_SETTLE:
+	case MSG_SPEND_EXHAUSTED:
+	case MSG_SPEND_USD:
+	case MSG_LEAF:
+	case MSG_LEAF_ANSWER:
+	case MSG_CA_CERT:
+	case MSG_CA_CERT_ANSWER:
+	case MSG_TYPE_COUNT:
+		worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+	}
+	if (fd >= 0)
+		close(fd);
+	return true;
+}
+
 /* Handles every message the supervisor left on the channel. */
 static void serve_ctl(struct wctx *x)
 {
 	for (;;) {
-		struct msg_reader r;
-		const char *digest;
-		uint32_t drain;
 		int fd = -1;
 		ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
 
-		if (n == -EAGAIN)
+		if (n == -EAGAIN || !serve_one(x, n, fd))
 			return;
-		if (n <= 0) {
-			/* The supervisor is gone (PDEATHSIG follows). */
-			proxy_stop(x->px, 0);
-			return;
-		}
-		if (!msg_reader_init(&r, x->in, (size_t)n))
-			worker_fatal(x, "the supervisor sent a bad message: %s", r.error);
-		switch (r.type) {
-		case MSG_POLICY:
-			msg_get_str(&r, 128, &digest, NULL);
-			if (!msg_end(&r) || fd < 0)
-				worker_fatal(x, "the supervisor sent a bad policy message");
-			apply_policy(x, digest, fd);
-			break;
-		case MSG_STOP:
-			msg_get_u32(&r, &drain);
-			if (!msg_end(&r) || fd >= 0)
-				worker_fatal(x, "the supervisor sent a bad stop message");
-			proxy_stop(x->px, drain);
-			break;
-		case MSG_GIT_TOKEN:
-			set_git_token(x, &r, fd);
-			break;
-		case MSG_KEEPER_READY:
-		case MSG_FATAL:
-		case MSG_RECORD:
-		case MSG_SEQ:
-		case MSG_SET_POLICY:
-		case MSG_ADD_CHANNEL:
-		case MSG_END:
-		case MSG_GO:
-		case MSG_WORKER_READY:
-		case MSG_JWT_SIGN:
-		case MSG_JWT:
-		case MSG_SPEND_READY:
-		case MSG_SPEND_CHANNEL:
-		case MSG_SPEND_CLOSE:
-		case MSG_SPEND_TOTAL:
-		case MSG_SPEND_RESERVE:
-		case MSG_SPEND_RESERVED:
-		case MSG_SPEND_SETTLE:
-		case MSG_SPEND_EXHAUSTED:
-		case MSG_SPEND_USD:
-		case MSG_LEAF:
-		case MSG_LEAF_ANSWER:
-		case MSG_CA_CERT:
-		case MSG_CA_CERT_ANSWER:
-		case MSG_TYPE_COUNT:
-			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
-		}
-		if (fd >= 0)
-			close(fd);
 	}
+}
+
+/* Before a request is decided: what the supervisor queued (a value
+ * another worker captured) is read first. */
+static void worker_sync(void *arg)
+{
+	serve_ctl(arg);
+}
+
+/* A value this worker captured: to the supervisor, which queues it for
+ * every other worker and answers; the answer is awaited (other messages
+ * served meanwhile), so that no worker decides a request with the
+ * placeholder before it knows it. Returns the microseconds it took, or -1. */
+static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
+			       size_t len, const char *ph, size_t phlen)
+{
+	struct wctx *x = arg;
+	struct timespec t0, t1;
+	int64_t waited = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	msg_start(&x->out, MSG_CAPTURE);
+	msg_put_cstr(&x->out, secret);
+	msg_put_u64(&x->out, (uint64_t)expires);
+	msg_put_str(&x->out, ph, phlen);
+	msg_put_bytes(&x->out, value, len);
+	if (msg_send(x->ctl, &x->out, -1, 0) < 0) {
+		explicit_bzero(x->out.buf, x->out.cap);
+		return -1;
+	}
+	explicit_bzero(x->out.buf, x->out.cap);
+	while (waited < WORKER_CAPTURE_WAIT_MS) {
+		struct pollfd pfd = { x->ctl, POLLIN, 0 };
+		struct msg_reader r;
+		int fd = -1, pr;
+		ssize_t n;
+
+		pr = poll(&pfd, 1, (int)(WORKER_CAPTURE_WAIT_MS - waited));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (pr <= 0)
+			continue;
+		n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			continue;
+		if (n > 0 && msg_reader_init(&r, x->in, (size_t)n) && r.type == MSG_CAPTURE_ACK &&
+		    msg_end(&r)) {
+			if (fd >= 0)
+				close(fd);
+			return (t1.tv_sec - t0.tv_sec) * 1000000 +
+			       (t1.tv_nsec - t0.tv_nsec) / 1000;
+		}
+		if (!serve_one(x, n, fd))
+			return -1;
+	}
+	return -1;
 }
 
 static bool worker_signal(void *arg, const struct signalfd_siginfo *si)
@@ -370,6 +471,10 @@ static bool wait_go(struct wctx *x)
 		return true;
 	if (r.type == MSG_GIT_TOKEN) { /* a refresh before go */
 		set_git_token(x, &r, -1);
+		return wait_go(x);
+	}
+	if (r.type == MSG_CAPTURE) { /* another worker served first */
+		learn_capture(x, &r, -1);
 		return wait_go(x);
 	}
 	if (r.type == MSG_STOP)
@@ -617,6 +722,21 @@ int worker_pool_go(struct worker_pool *wp)
 	return rc;
 }
 
+/* Is @buf a well-formed MSG_CAPTURE? */
+static bool capture_message(const uint8_t *buf, size_t n)
+{
+	struct msg_reader r;
+	const char *str;
+	const void *val;
+	uint64_t u;
+	size_t len;
+
+	return msg_reader_init(&r, buf, n) && r.type == MSG_CAPTURE &&
+	       msg_get_str(&r, REGISTRY_NAME_MAX, &str, NULL) && msg_get_u64(&r, &u) &&
+	       msg_get_str(&r, REGISTRY_VALUE_MAX, &str, NULL) &&
+	       msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &len) && msg_end(&r);
+}
+
 bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 {
 	struct worker *w = &wp->w[i];
@@ -643,6 +763,22 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {
 			w->exhausted = true;
+		} else if (capture_message(buf, (size_t)n)) {
+			/* to every other worker, then the answer: each has it
+			 * queued before the capturing one relays the answer */
+			struct msg ack = { 0 };
+			unsigned int j;
+
+			for (j = 0; j < wp->n; j++)
+				if (j != i && wp->w[j].pid > 0 && wp->w[j].ctl >= 0 &&
+				    msg_send(wp->w[j].ctl, &(struct msg){ buf, (size_t)n,
+									   (size_t)n, false },
+					     -1, 0) == 0)
+					kill(wp->w[j].pid, SIGUSR1);
+			explicit_bzero(buf, (size_t)n);
+			msg_start(&ack, MSG_CAPTURE_ACK);
+			(void)msg_send(w->ctl, &ack, -1, 0);
+			msg_free(&ack);
 		} else if (r.type == MSG_FATAL &&
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {

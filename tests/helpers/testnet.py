@@ -55,6 +55,8 @@ GET /chunked answers "hello from ..." in chunked encoding, GET
 /sse?n=N&gap=S streams N events ("data: I") S seconds apart (chunked),
 GET /echo[?c=N] reflects the Authorization and x-api-key it got in an X-Echo
 header and twice in the body (in chunks of N bytes when c is given),
+a PATH listed in the configuration's "answers" gets those answers (the
+nth request the nth, then the last again: status, type, headers, body),
 GET /ws with "Upgrade: websocket" answers 101 and then echoes every byte
 it gets, and GET /evil/KEY answers one of the canned answers of EVIL and
 closes. Each connection and each request (line, headers, body length) is
@@ -426,6 +428,23 @@ def serve_http(conn, peer, name, kind):
             if close:
                 return
             continue
+        canned = ANSWERS.get(target.partition("?")[0])
+        if canned is not None:
+            # configured answers ("answers": {PATH: [ANSWER...]}): the nth
+            # request to PATH gets the nth, the last one repeats
+            k = ANSWER_COUNT.get(target, 0)
+            ANSWER_COUNT[target] = k + 1
+            a = canned[min(k, len(canned) - 1)]
+            out = a.get("body", "").replace("@NOW@", str(int(time.time()))).encode()
+            hdrs = ["HTTP/1.1 %d OK" % a.get("status", 200),
+                    "Content-Type: %s" % a.get("type", "application/json"),
+                    "Content-Length: %d" % len(out)]
+            hdrs += ["%s: %s" % (k2, v2) for k2, v2 in a.get("headers", [])]
+            try:
+                conn.sendall(("\r\n".join(hdrs) + "\r\n\r\n").encode() + out)
+            except OSError:
+                return
+            continue
         if target.startswith("/evil/"):
             canned = EVIL.get(target[6:])
             if canned is not None:
@@ -481,6 +500,10 @@ def serve_http(conn, peer, name, kind):
         if close:
             return
 
+
+# Configured answers by path ("answers" in the configuration).
+ANSWERS = {}
+ANSWER_COUNT = {}
 
 # Answers that test how the proxy reads responses (GET /evil/KEY); the
 # connection is closed after each.
@@ -662,6 +685,7 @@ def make_certs(d, names):
 def serve(cfg):
     global _log_path
     _log_path = cfg["log"]
+    ANSWERS.update(cfg.get("answers", {}))
     open(_log_path, "a").close()
     sel = selectors.DefaultSelector()
     dns = cfg.get("dns")

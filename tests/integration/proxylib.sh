@@ -189,6 +189,7 @@ pl_json_list() {
 }
 
 pl_start_net() {
+	_pl_answers=${PL_ANSWERS:-'{}'}
 	cat > "$T/net.json" <<EOF
 {
   "log": "$NETLOG",
@@ -199,7 +200,8 @@ pl_start_net() {
   "tls": {"dir": "$T/tls", "names": $(pl_json_list "$PL_TLS_NAMES"),
           "listen": $(pl_json_list "$PL_TLS")},
   "sink": $(pl_json_list "$PL_SINK"),
-  "hrr": $(pl_json_list "$PL_HRR")
+  "hrr": $(pl_json_list "$PL_HRR"),
+  "answers": $_pl_answers
 }
 EOF
 	python3 "$TESTNET" --config "$T/net.json" >"$T/net.out" 2>&1 &

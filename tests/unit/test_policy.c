@@ -332,6 +332,34 @@ static const struct err_case err_cases[] = {
 	{ SEC("'methods': ['GE T']"),
 	  "secrets.a.methods[0]: expected an upper-case HTTP method such as \"GET\" or \"POST\"\n", NULL },
 	{ SEC("'methods': ['POST', 'GET', 'POST']"), "secrets.a.methods[2]: duplicate of secrets.a.methods[0]\n", NULL },
+	/* secrets: body fields and capture rules */
+	{ SEC("'body': ['form:']"),
+	  "secrets.a.body[0]: expected \"form:NAME\" (a form field: letters, digits, _ . - [ ]) or \"json:/POINTER\" (an RFC 6901 pointer)\n", NULL },
+	{ SEC("'body': ['json:/a~2']"),
+	  "secrets.a.body[0]: expected \"form:NAME\" (a form field: letters, digits, _ . - [ ]) or \"json:/POINTER\" (an RFC 6901 pointer)\n", NULL },
+	{ SEC("'body': ['header:x']"),
+	  "secrets.a.body[0]: expected \"form:NAME\" (a form field: letters, digits, _ . - [ ]) or \"json:/POINTER\" (an RFC 6901 pointer)\n", NULL },
+	{ SEC("'body': []"), "secrets.a.body: must not be empty (null or no \"body\" means no body field)\n", NULL },
+	{ SEC("'body': ['form:a', 'form:a']"), "secrets.a.body[1]: duplicate of secrets.a.body[0]\n", NULL },
+	{ SEC("'capture': [{'hosts': ['c.com'], 'json': ['/token']}]"),
+	  "secrets.a: a captured secret (capture) has no from_env or from_file\n", NULL },
+#define CAP(rule) "{" V "'secrets': {'a': {'hosts': ['x.com'], 'capture': [" rule "]}}}"
+	{ CAP("{'hosts': ['c.com']}"),
+	  "secrets.a.capture[0]: give \"json\" or \"headers\": where the answer carries the credential\n", NULL },
+	{ CAP("{'json': ['/token']}"),
+	  "secrets.a.capture[0].hosts: required key is missing: a capture rule needs the hosts whose answers it reads\n", NULL },
+	{ CAP("{'hosts': ['c.com'], 'json': ['token']}"),
+	  "secrets.a.capture[0].json[0]: expected an RFC 6901 JSON pointer (\"/token\")\n", NULL },
+	{ CAP("{'hosts': ['c.com'], 'json': ['/t'], 'paths': ['/a//b']}"),
+	  "secrets.a.capture[0].paths[0]: expected a path (\"/sessions/*/scm-credentials\": '*' matches one whole segment) without '?', '#', '%', '\\' or \"//\"\n", NULL },
+	{ CAP("{'hosts': ['c.com'], 'json': ['/t'], 'expires': 5}"),
+	  "secrets.a.capture[0].expires: expected an RFC 6901 JSON pointer (\"/expires_at\") or null\n", NULL },
+	{ CAP("{'hosts': ['c.com'], 'json': ['/t'], 'bogus': 1}"), "secrets.a.capture[0].bogus: unknown key\n", NULL },
+	{ "{" V "'secrets': {'a': {'hosts': ['x.com'], 'capture': []}}}",
+	  "secrets.a.capture: expected an array of 1 to 64 capture rules or null\n"
+	  "secrets.a: one of from_env and from_file is required\n", NULL },
+	{ "{" V "'secrets': {'a': {'hosts': ['x.com'], 'env': 'A', 'capture': [{'hosts': ['c.com'], 'json': ['/t']}]}}}",
+	  "secrets.a: a captured secret has no env: the agent gets its placeholder in the answer it was captured from\n", NULL },
 	/* git: api_hosts, github_app, token_env, api_allow */
 	{ "{" V "'git': {'api_hosts': ['*.github.com']}}",
 	  "git.api_hosts[0]: wildcards are not allowed: API hosts are exact names\n", NULL },
@@ -681,6 +709,12 @@ static const char *const valid_docs[] = {
 	"{'version': 1, 'spend': {'cap_usd': 12.5, 'ledger': 'sqlite:/var/lib/airlock/spend.db'}}",
 	"{'version': 1, 'fs': {'hide': ['/opt/secret'], 'ro': ['/opt/secret/tool', '/root/.pyenv'],"
 	" 'protect': ['Makefile', '.github/workflows', 'scripts//ci/']}}",
+	/* body fields and capture rules */
+	"{'version': 1, 'secrets': {'rt': {'from_env': 'RT', 'hosts': ['auth.example'],"
+	" 'body': ['json:/a~1b/0', 'form:refresh_token']},"
+	" 'scm': {'hosts': ['github.com'], 'headers': ['authorization'], 'capture': [{'hosts': ['cp.example'],"
+	" 'methods': ['POST'], 'paths': ['/sessions/*/scm-credentials'], 'json': ['/token'],"
+	" 'expires': '/expires_at'}, {'hosts': ['cp.example:8443'], 'headers': ['X-Token']}]}}}",
 };
 
 /* Each valid document is accepted, and its canonical form reads back to
