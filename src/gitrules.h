@@ -252,12 +252,13 @@ bool gitrules_decide_ssh(const struct policy *p, const struct host_target *t,
 			 uint16_t port, struct gitrules_verdict *v);
 
 /* The Authorization value the proxy injects on an allowed SCM request:
- * "Basic " + base64("x-access-token:" + token), as GitHub, GitHub
- * Enterprise Server and GitLab accept a token. @token is @len (1 to
+ * "Basic " + base64(@user + ":" + token), @user the provider's
+ * (gitprov.h: "x-access-token" for GitHub, "oauth2" for GitLab,
+ * "x-token-auth" for Bitbucket). @token is @len (1 to
  * GITRULES_TOKEN_MAX) bytes of visible ASCII, ASSERTed: the caller
  * checked the token when it got it. Returns a new string, a credential:
  * the caller wipes it (explicit_bzero over strlen) before free(). */
 #define GITRULES_TOKEN_MAX 8192
-char *gitrules_credential_header(const char *token, size_t len);
+char *gitrules_credential_header(const char *user, const char *token, size_t len);
 
 #endif /* AIRLOCK_GITRULES_H */

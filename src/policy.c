@@ -450,6 +450,9 @@ struct ctx {
 	json_t *fs_ro_seen, *fs_other_seen;
 
 	char session_host[HOSTNAME_MAX + 1]; /* "" when no session.repo */
+	/* git.provider's row (pre-scanned: session.repo and git.repos are
+	 * read in its shape; GitHub when it is absent or invalid). */
+	const struct gitprov *gp;
 	bool secrets_ok, git_hosts_ok, session_repo_ok;
 	bool git_token;          /* git.credential or git.github_app given */
 	bool token_env_explicit; /* the author wrote git.token_env */
@@ -778,22 +781,32 @@ static bool repo_part(const char *s, size_t n, char *out, const char *what,
 	return true;
 }
 
-/* Parses "HOST/OWNER/REPO" (or, unless @need_host, "OWNER/REPO"): HOST a
- * DNS name (never an IP literal), a trailing ".git" removed from REPO,
- * everything lowercased. Slashes are never collapsed: "a//b" is refused. */
-static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
+/* Parses "HOST/OWNER/REPO" (or, unless @need_host, "OWNER/REPO") in the
+ * shape of provider @gp: HOST a DNS name (never an IP literal), a
+ * trailing ".git" removed from REPO, everything lowercased. OWNER is one
+ * segment, or, for a provider whose repositories nest (GitLab), the
+ * groups "group/sub/..." up to the repository; then, without @need_host,
+ * the first segment is a HOST only when it is one of @hosts (git.hosts,
+ * or @session_host), since a group can look like a name. Slashes are
+ * never collapsed: "a//b" is refused. */
+static bool repo_parse(const char *s, bool need_host, const struct gitprov *gp,
+		       json_t *hosts, const char *session_host, struct repo_ref *out,
 		       char *why, size_t whylen)
 {
-	const char *part[3];
-	size_t len[3], nparts = 0, n;
+	const char *part[GITPROV_DEPTH_MAX + 2];
+	size_t len[GITPROV_DEPTH_MAX + 2], nparts = 0, n, i, at = 0, first;
 	const char *p = s, *slash;
 	struct host_target t;
-	const char *form = need_host ? "expected \"HOST/OWNER/REPO\""
-				     : "expected \"OWNER/REPO\" or \"HOST/OWNER/REPO\"";
+	bool nested = gp->depth_max > gp->depth_min, has_host;
+	const char *form = nested ? (need_host ? "expected \"HOST/GROUP/.../PROJECT\""
+					       : "expected \"GROUP/.../PROJECT\" or "
+						 "\"HOST/GROUP/.../PROJECT\"")
+				  : (need_host ? "expected \"HOST/OWNER/REPO\""
+					       : "expected \"OWNER/REPO\" or \"HOST/OWNER/REPO\"");
 
 	memset(out, 0, sizeof(*out));
 	for (;;) {
-		if (nparts == 3) {
+		if (nparts == (size_t)gp->depth_max + 1) {
 			snprintf(why, whylen, "%s", form);
 			return false;
 		}
@@ -805,11 +818,28 @@ static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
 			break;
 		p = slash + 1;
 	}
-	if (nparts < 2 || (need_host && nparts != 3)) {
+	if (need_host) {
+		has_host = true;
+	} else if (!nested) {
+		has_host = nparts == (size_t)gp->depth_max + 1;
+	} else {
+		char h[HOSTNAME_MAX + 1];
+
+		has_host = false;
+		if (len[0] > 0 && len[0] <= HOSTNAME_MAX) {
+			memcpy(h, part[0], len[0]);
+			h[len[0]] = '\0';
+			ascii_lower(h);
+			has_host = (hosts && json_object_get(hosts, h)) ||
+				   (session_host && strcmp(h, session_host) == 0);
+		}
+	}
+	first = has_host ? 1 : 0;
+	if (nparts < first + (size_t)gp->depth_min) {
 		snprintf(why, whylen, "%s", form);
 		return false;
 	}
-	if (nparts == 3) {
+	if (has_host) {
 		enum hostname_error he;
 
 		if (len[0] == 0) {
@@ -832,11 +862,38 @@ static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
 			return false;
 		}
 	}
-	if (!repo_part(part[nparts - 2], len[nparts - 2], out->owner, "OWNER",
-		       why, whylen) ||
-	    !repo_part(part[nparts - 1], len[nparts - 1], out->repo, "REPO",
-		       why, whylen))
+	for (i = first; i + 1 < nparts; i++) {
+		char seg[POLICY_REPO_PART_MAX + 1];
+
+		if (!repo_part(part[i], len[i], seg, nested ? "a GROUP" : "OWNER", why, whylen))
+			return false;
+		if (gp->dash_routes && seg[0] == '-') {
+			snprintf(why, whylen, "a %s path segment does not start with '-'",
+				 gp->display);
+			return false;
+		}
+		n = strlen(seg);
+		if (nested && n >= 4 && strcmp(seg + n - 4, ".git") == 0) {
+			snprintf(why, whylen, "a GROUP does not end in \".git\"");
+			return false;
+		}
+		if (at + (at ? 1 : 0) + n > POLICY_REPO_PART_MAX) {
+			snprintf(why, whylen, "the groups are longer than %d characters",
+				 POLICY_REPO_PART_MAX);
+			return false;
+		}
+		if (at)
+			out->owner[at++] = '/';
+		memcpy(out->owner + at, seg, n + 1);
+		at += n;
+	}
+	if (!repo_part(part[nparts - 1], len[nparts - 1], out->repo,
+		       nested ? "PROJECT" : "REPO", why, whylen))
 		return false;
+	if (gp->dash_routes && out->repo[0] == '-') {
+		snprintf(why, whylen, "a %s path segment does not start with '-'", gp->display);
+		return false;
+	}
 	n = strlen(out->repo);
 	if (n >= 4 && strcmp(out->repo + n - 4, ".git") == 0) {
 		out->repo[n - 4] = '\0';
@@ -1633,7 +1690,7 @@ static void parse_session_repo(struct ctx *c, json_t *v, const char *path)
 		err_add(c, path, "expected a string or null");
 		return;
 	}
-	if (!repo_parse(json_string_value(v), true, &r, why, sizeof(why))) {
+	if (!repo_parse(json_string_value(v), true, c->gp, NULL, NULL, &r, why, sizeof(why))) {
 		err_add(c, path, "%s", why);
 		return;
 	}
@@ -1941,7 +1998,8 @@ static void parse_git_repos(struct ctx *c, json_t *v, const char *path)
 		unsigned int bits;
 		bool ok = true;
 
-		if (!repo_parse(key, false, &r, why, sizeof(why))) {
+		if (!repo_parse(key, false, c->gp, c->git_hosts, c->session_host, &r, why,
+				sizeof(why))) {
 			err_add(c, kp, "%s", why);
 			ok = false;
 		} else if (r.host[0] && c->git_hosts_ok && c->session_repo_ok &&
@@ -2255,7 +2313,75 @@ static void parse_git_ssh(struct ctx *c, json_t *v, const char *path)
 	parse_bool(c, v, path, &c->p->git_ssh);
 }
 
+static void parse_git_provider(struct ctx *c, json_t *v, const char *path)
+{
+	enum gitprov_id id;
+
+	if (!gitprov_from_name(json_string_value(v), &id)) {
+		err_add(c, path, "expected %s", gitprov_names());
+		return;
+	}
+	c->p->git_provider = id;
+}
+
+static int cmp_project_id(const void *a, const void *b)
+{
+	uint64_t x = ((const struct policy_git_project_id *)a)->id;
+	uint64_t y = ((const struct policy_git_project_id *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* git.project_ids: {"123": "group/sub/project"}: GitLab's numeric ids of
+ * projects, so that /api/v4/projects/123/... can be bound. */
+static void parse_git_project_ids(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy *p = c->p;
+	const char *key;
+	json_t *el;
+
+	if (!json_is_object(v)) {
+		err_add(c, path, "expected an object of numeric project ids to \"GROUP/.../PROJECT\"");
+		return;
+	}
+	if (json_object_size(v) > 0 && c->gp->api_id != GITPROV_API_ENCODED_PATH) {
+		err_add(c, path, "only for git.provider \"gitlab\" (numeric project ids)");
+		return;
+	}
+	p->git_project_ids = util_xcalloc(json_object_size(v) + 1, sizeof(*p->git_project_ids));
+	json_object_foreach(v, key, el) {
+		char *kp = path_key(path, key), why[256];
+		struct repo_ref r;
+		uint64_t id = 0;
+		size_t i, n = strlen(key);
+		bool ok = n >= 1 && n <= 19 && key[0] != '0';
+
+		for (i = 0; ok && i < n; i++)
+			ok = is_digit(key[i]);
+		if (ok)
+			id = strtoull(key, NULL, 10);
+		if (!ok || id == 0) {
+			err_add(c, kp, "a project id is a decimal number >= 1 without leading zeros");
+		} else if (!json_is_string(el)) {
+			err_add(c, kp, "expected \"GROUP/.../PROJECT\"");
+		} else if (!repo_parse(json_string_value(el), false, c->gp, NULL, NULL, &r, why,
+				       sizeof(why))) {
+			err_add(c, kp, "%s", why);
+		} else {
+			p->git_project_ids[p->ngit_project_ids].id = id;
+			p->git_project_ids[p->ngit_project_ids].repo =
+				util_xasprintf("%s/%s", r.owner, r.repo);
+			p->ngit_project_ids++;
+		}
+		free(kp);
+	}
+	qsort(p->git_project_ids, p->ngit_project_ids, sizeof(*p->git_project_ids),
+	      cmp_project_id);
+}
+
 static const struct field git_fields[] = {
+	{ "provider", parse_git_provider },
+	{ "project_ids", parse_git_project_ids },
 	{ "hosts", parse_git_hosts },
 	{ "api_hosts", parse_git_api_hosts },
 	{ "repos", parse_git_repos },
@@ -2272,6 +2398,9 @@ static void parse_git(struct ctx *c, json_t *v, const char *path)
 		return;
 	if (c->git_has_credential && c->git_has_app)
 		err_add(c, path, "give one of credential and github_app, not both");
+	if (c->git_has_app && c->p->git_provider != GITPROV_GITHUB)
+		err_add(c, path, "github_app mints GitHub tokens: git.provider is \"%s\"",
+			gitprov_get(c->p->git_provider)->name);
 }
 
 /* ---- spend ------------------------------------------------------------- */
@@ -2877,12 +3006,19 @@ static void prescan(struct ctx *c, json_t *root)
 			json_object_set_new(c->git_hosts, name, json_true());
 	}
 
+	{
+		enum gitprov_id id = GITPROV_GITHUB;
+
+		(void)gitprov_from_name(json_string_value(json_object_get(git, "provider")), &id);
+		c->gp = gitprov_get(id);
+	}
 	c->session_repo_ok = !repo || json_is_null(repo);
 	if (json_is_string(repo)) {
 		struct repo_ref r;
 		char why[256];
 
-		if (repo_parse(json_string_value(repo), true, &r, why, sizeof(why))) {
+		if (repo_parse(json_string_value(repo), true, c->gp, NULL, NULL, &r, why,
+			       sizeof(why))) {
 			c->session_repo_ok = true;
 			memcpy(c->session_host, r.host, sizeof(c->session_host));
 		}
@@ -3047,7 +3183,23 @@ static json_t *git_to_json(const struct policy *p)
 		git_repo_key(g->host, g->owner, g->repo, buf, sizeof(buf));
 		json_object_set_new(repos, buf, a);
 	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+	json_t *ids = NULL;
+
+	/* Written only when not the default, so that the canonical form of a
+	 * GitHub policy stays what it was. */
+	if (p->ngit_project_ids) {
+		ids = json_object();
+		for (i = 0; i < p->ngit_project_ids; i++) {
+			snprintf(buf, sizeof(buf), "%llu",
+				 (unsigned long long)p->git_project_ids[i].id);
+			json_object_set_new(ids, buf, jstr(p->git_project_ids[i].repo));
+		}
+	}
+	return json_pack("{s:o*, s:o*, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+			 "provider", p->git_provider == GITPROV_GITHUB
+					     ? NULL
+					     : jstr(gitprov_get(p->git_provider)->name),
+			 "project_ids", ids,
 			 "hosts", jstrv(p->git_hosts, p->ngit_hosts, false),
 			 "api_hosts", jstrv(p->git_api_hosts, p->ngit_api_hosts, false),
 			 "repos", repos,
@@ -3299,6 +3451,9 @@ void policy_free(struct policy *p)
 		free(p->git_repos[i].repo);
 	}
 	free(p->git_repos);
+	for (i = 0; i < p->ngit_project_ids; i++)
+		free(p->git_project_ids[i].repo);
+	free(p->git_project_ids);
 	free(p->git_credential);
 	app_free(p->git_github_app);
 	strv_free(p->git_token_env, p->ngit_token_env);
@@ -3410,7 +3565,7 @@ unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
 
 	if (p->session_repo) {
 		const char *s = p->session_repo, *o = strchr(s, '/');
-		const char *r = strchr(o + 1, '/');
+		const char *r = strrchr(s, '/');
 		char h[HOSTNAME_MAX + 1], ow[POLICY_REPO_PART_MAX + 1];
 
 		ASSERT(o && r && (size_t)(o - s) < sizeof(h) &&
@@ -3448,6 +3603,16 @@ bool policy_git_api_path_allowed(const struct policy *p, const char *path)
 			return true;
 	}
 	return false;
+}
+
+const char *policy_git_project_path(const struct policy *p, uint64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < p->ngit_project_ids; i++)
+		if (p->git_project_ids[i].id == id)
+			return p->git_project_ids[i].repo;
+	return NULL;
 }
 
 bool policy_git_has_token(const struct policy *p)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "gitprov.h"
 #include "hostname.h"
 
 enum policy_mode {
@@ -50,9 +51,15 @@ struct policy_secret {
 
 struct policy_git_repo {
 	char *host;  /* NULL = any of git.hosts (or session.repo's host) */
-	char *owner; /* lowercase */
+	char *owner; /* lowercase; GitLab: the namespace, "group/sub" */
 	char *repo;  /* lowercase, without ".git" */
 	unsigned int ops; /* POLICY_GIT_* */
+};
+
+/* git.project_ids: a GitLab numeric project id and the project it names. */
+struct policy_git_project_id {
+	uint64_t id;   /* >= 1 */
+	char *repo;    /* "group/sub/project", lowercase, without ".git" */
 };
 
 /* A level of a GitHub App permission. */
@@ -157,7 +164,9 @@ struct policy_price {
 struct policy {
 	enum policy_mode mode;
 	char *session_id;   /* NULL when the policy names none */
-	char *session_repo; /* "host/owner/repo", lowercase; NULL if none */
+	char *session_repo; /* "host/owner/repo", lowercase; NULL if none
+			       (GitLab: "host/group/sub/project": the
+			       repository is after the last '/') */
 
 	/* Rule lists and resolvers keep document order (an index names a
 	 * rule; resolvers are asked in order); the other lists are sets,
@@ -202,6 +211,9 @@ struct policy {
 				 sorted */
 	size_t ngit_api_allow;
 	bool git_ssh;
+	enum gitprov_id git_provider; /* git.provider; default GitHub */
+	struct policy_git_project_id *git_project_ids; /* sorted by id */
+	size_t ngit_project_ids;
 
 	/* spend */
 	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
@@ -329,6 +341,10 @@ unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
  * segments? @path is the normal form pathnorm_parse() gave (the git rules
  * never ask about a raw request path). */
 bool policy_git_api_path_allowed(const struct policy *p, const char *path);
+
+/* The project git.project_ids maps numeric id @id to
+ * ("group/sub/project"), or NULL. */
+const char *policy_git_project_path(const struct policy *p, uint64_t id);
 
 /* Does git have a token to inject (git.credential or git.github_app)? */
 bool policy_git_has_token(const struct policy *p);

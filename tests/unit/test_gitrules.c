@@ -791,11 +791,11 @@ static void test_credential(void)
 {
 	char tok[GITRULES_TOKEN_MAX + 1], *h;
 
-	h = gitrules_credential_header("ghs_abc", 7);
+	h = gitrules_credential_header("x-access-token", "ghs_abc", 7);
 	tap_is_str(h, "Basic eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==", "credential header: Basic x-access-token:TOKEN");
 	free(h);
 	memset(tok, 'A', GITRULES_TOKEN_MAX);
-	h = gitrules_credential_header(tok, GITRULES_TOKEN_MAX);
+	h = gitrules_credential_header("x-access-token", tok, GITRULES_TOKEN_MAX);
 	tap_ok(strlen(h) == 6 + 4 * ((15 + GITRULES_TOKEN_MAX + 2) / 3) &&
 		       strcmp(h + strlen(h) - 8, "QUFBQUE=") == 0,
 	       "credential header: a token of %d bytes", GITRULES_TOKEN_MAX);
