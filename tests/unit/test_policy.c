@@ -576,6 +576,34 @@ static const struct err_case err_cases[] = {
 	  "git.repos[\"a/b\"][0]: expected \"fetch\" or \"push\"\n"
 	  "git.repos[\"x.example/a/b\"]: host \"x.example\" is neither in git.hosts nor the host of session.repo\n"
 	  "egress.allow[2]: duplicate of egress.allow[0]\n", NULL },
+	/* git.provider, git.project_ids and the provider's repository shape */
+	{ "{" V "'git': {'provider': 'gitea'}}",
+	  "git.provider: expected \"github\", \"gitlab\" or \"bitbucket\"\n", NULL },
+	{ "{" V "'git': {'provider': 'GitLab'}}",
+	  "git.provider: expected \"github\", \"gitlab\" or \"bitbucket\"\n", NULL },
+	{ "{" V "'git': {'project_ids': {'1': 'a/b'}}}",
+	  "git.project_ids: only for git.provider \"gitlab\" (numeric project ids)\n", NULL },
+	{ "{" V "'git': {'provider': 'gitlab', 'project_ids': {'01': 'a/b', 'x': 'a/b', '0': 'a/b',"
+	  " '5': 'a', '6': 7, '7': 'a//b', '8': 'a/-b/c', '9': 'a.git/b/c', '12345678901234567890': 'a/b'}}}",
+	  "git.project_ids[\"01\"]: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids.x: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids[\"0\"]: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids[\"5\"]: expected \"GROUP/.../PROJECT\" or \"HOST/GROUP/.../PROJECT\"\n"
+	  "git.project_ids[\"6\"]: expected \"GROUP/.../PROJECT\"\n"
+	  "git.project_ids[\"7\"]: a GROUP must be 1 to 255 characters\n"
+	  "git.project_ids[\"8\"]: a GitLab path segment does not start with '-'\n"
+	  "git.project_ids[\"9\"]: a GROUP does not end in \".git\"\n"
+	  "git.project_ids[\"12345678901234567890\"]: a project id is a decimal number >= 1 without leading zeros\n",
+	  NULL },
+	{ "{" V "'session': {'repo': 'github.com/acme/sub/api'}}",
+	  "session.repo: expected \"HOST/OWNER/REPO\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/api'}, 'git': {'provider': 'gitlab'}}",
+	  "session.repo: expected \"HOST/GROUP/.../PROJECT\"\n", NULL },
+	{ "{" V "'session': {'repo': 'bitbucket.org/ws/sub/api'}, 'git': {'provider': 'bitbucket'}}",
+	  "session.repo: expected \"HOST/OWNER/REPO\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b'}, 'git': {'provider': 'gitlab', 'github_app': {'app_id': 'Iv1.x',"
+	  " 'installation_id': 7, 'private_key_file': '/etc/app.pem'}}}",
+	  "git: github_app mints GitHub tokens: git.provider is \"gitlab\"\n", NULL },
 	/* a control character in a key stays escaped: one error, one line */
 	{ "{" V "'a\\nb': 1}", "$[\"a\\nb\"]: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': ['a\\nb']}}", "egress.allow[0]: %R\n", "a\nb" },
@@ -672,6 +700,14 @@ static const char *const valid_docs[] = {
 	" 'providers': [{'api': 'openai', 'hosts': ['api.openai.com']}, {'api': 'openai', 'hosts': ['llm.example']}],"
 	" 'prices': {'*': {'input': 0, 'output': 0}, 'gpt-4o': {'input': 2.5, 'output': 10, 'cache_write': null,"
 	" 'cache_read': 1.25}}, 'on_exhausted': 'stop', 'max_body_bytes': 1, 'default_max_output_tokens': 10000000}}",
+	/* GitLab: nested groups, a host-qualified key, numeric ids */
+	"{'version': 1, 'session': {'repo': 'gitlab.example/acme/platform/api'}, 'git': {'provider': 'gitlab',"
+	" 'hosts': ['gitlab.example', 'gitlab.other'], 'repos': {'acme/platform/lib': ['fetch'],"
+	" 'gitlab.other/a/b/c/d': ['push'], 'acme/tools.git': ['fetch']},"
+	" 'project_ids': {'123': 'acme/platform/api', '9007199254740993': 'Acme/Lib.git'}}}",
+	"{'version': 1, 'session': {'repo': 'bitbucket.org/ws/api'}, 'git': {'provider': 'bitbucket',"
+	" 'hosts': ['bitbucket.org'], 'api_hosts': ['api.bitbucket.org'], 'repos': {'ws/lib': ['fetch']}}}",
+	"{'version': 1, 'git': {'provider': 'github', 'project_ids': {}}}",
 	"{'version': 1, 'spend': {'cap_usd': null, 'ledger': 'postgres://'}}",
 	/* the largest prices, whose default cache_write is 1.25 x input */
 	"{'version': 1, 'spend': {'cap_usd': 1e300, 'prices': {'m': {'input': 1000000, 'output': 1000000}},"
