@@ -146,7 +146,7 @@ static void check_scm(const char *host, const struct gitrules_request *r,
 	CHECK(!has_dot_segment(v->target, plen));
 
 	/* The rights are the policy's. */
-	slash = strchr(v->repo, '/');
+	slash = strrchr(v->repo, '/'); /* GitLab: groups nest */
 	CHECK(slash && (size_t)(slash - v->repo) <= GITRULES_NAME_MAX);
 	memcpy(owner, v->repo, (size_t)(slash - v->repo));
 	owner[slash - v->repo] = '\0';
