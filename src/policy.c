@@ -465,6 +465,8 @@ struct ctx {
 	bool price_has_input, price_has_output, price_has_cw, price_has_cr;
 	bool prov_has_api, prov_has_hosts;
 	bool git_has_credential, git_has_app; /* given, not null */
+	bool git_has_glmint;
+	bool glmint_has_token_env, glmint_has_token_file;
 };
 
 /* Control characters and DEL become '?'. Quoted input is already escaped
@@ -2296,6 +2298,111 @@ static void parse_git_app(struct ctx *c, json_t *v, const char *path)
 				 "the session's repository");
 }
 
+#define DEFAULT_GITLAB_API "https://gitlab.com"
+
+static void parse_glmint_api(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_gitlab_mint *m = c->p->git_gitlab_mint;
+	struct policy_github_app tmp = { 0 };
+	const char *why = NULL;
+
+	if (!json_is_string(v) || !api_url_parse(json_string_value(v), &tmp, &why)) {
+		err_add(c, path, "expected an https URL such as \"%s\"%s%s", DEFAULT_GITLAB_API,
+			why ? ": " : "", why ? why : "");
+		return;
+	}
+	free(m->api);
+	free(m->api_host);
+	free(m->api_path);
+	m->api = tmp.api;
+	m->api_host = tmp.api_host;
+	m->api_port = tmp.api_port;
+	m->api_path = tmp.api_path;
+}
+
+static void parse_glmint_token_env(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	c->glmint_has_token_env = true;
+	if (!s || !env_name_ok(s))
+		err_add(c, path, "expected the name of the supervisor's environment variable "
+				 "that holds the group or instance token");
+	else
+		set_str(&c->p->git_gitlab_mint->token_env, v);
+}
+
+static void parse_glmint_token_file(struct ctx *c, json_t *v, const char *path)
+{
+	c->glmint_has_token_file = true;
+	file_value(c, v, path, false, &c->p->git_gitlab_mint->token_file);
+}
+
+static void parse_glmint_expires(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)POLICY_GITLAB_EXPIRES_MAX)
+		err_add(c, path, "expected minutes, 1 to %u", POLICY_GITLAB_EXPIRES_MAX);
+	else
+		c->p->git_gitlab_mint->expires_minutes = (uint32_t)json_integer_value(v);
+}
+
+static void parse_glmint_ca(struct ctx *c, json_t *v, const char *path)
+{
+	file_value(c, v, path, true, &c->p->git_gitlab_mint->ca);
+}
+
+static const struct field glmint_fields[] = {
+	{ "api", parse_glmint_api },
+	{ "token_env", parse_glmint_token_env },
+	{ "token_file", parse_glmint_token_file },
+	{ "expires_minutes", parse_glmint_expires },
+	{ "ca", parse_glmint_ca },
+};
+
+static void glmint_free(struct policy_gitlab_mint *m)
+{
+	if (!m)
+		return;
+	free(m->api);
+	free(m->api_host);
+	free(m->api_path);
+	free(m->token_env);
+	free(m->token_file);
+	free(m->ca);
+	free(m);
+}
+
+static void parse_git_glmint(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_gitlab_mint *m;
+	struct policy_github_app tmp = { 0 };
+	const char *why = NULL;
+
+	if (json_is_null(v))
+		return;
+	c->git_has_glmint = true;
+	m = util_xcalloc(1, sizeof(*m));
+	ASSERT(api_url_parse(DEFAULT_GITLAB_API, &tmp, &why));
+	m->api = tmp.api;
+	m->api_host = tmp.api_host;
+	m->api_port = tmp.api_port;
+	m->api_path = tmp.api_path;
+	m->expires_minutes = 60;
+	glmint_free(c->p->git_gitlab_mint);
+	c->p->git_gitlab_mint = m;
+	c->glmint_has_token_env = c->glmint_has_token_file = false;
+	if (!walk_object(c, v, path, glmint_fields, ARRAY_SIZE(glmint_fields)))
+		return;
+	if (c->glmint_has_token_env == c->glmint_has_token_file)
+		err_add(c, path, "give one of token_env and token_file (the group or instance "
+				 "token the supervisor mints with)");
+	if (c->gp->api_id != GITPROV_API_ENCODED_PATH)
+		err_add(c, path, "mints GitLab project access tokens: needs git.provider \"gitlab\"");
+	if (c->session_repo_ok && !c->session_host[0])
+		err_add(c, path, "needs session.repo: the token is minted for the session's project");
+}
+
 static void parse_git_token_env(struct ctx *c, json_t *v, const char *path)
 {
 	LIST_SET(c, v, path, &token_env_list, c->p->git_token_env,
@@ -2387,6 +2494,7 @@ static const struct field git_fields[] = {
 	{ "repos", parse_git_repos },
 	{ "credential", parse_git_credential },
 	{ "github_app", parse_git_app },
+	{ "gitlab_mint", parse_git_glmint },
 	{ "token_env", parse_git_token_env },
 	{ "api_allow", parse_git_api_allow },
 	{ "ssh", parse_git_ssh },
@@ -2396,8 +2504,8 @@ static void parse_git(struct ctx *c, json_t *v, const char *path)
 {
 	if (!walk_object(c, v, path, git_fields, ARRAY_SIZE(git_fields)))
 		return;
-	if (c->git_has_credential && c->git_has_app)
-		err_add(c, path, "give one of credential and github_app, not both");
+	if (c->git_has_credential + c->git_has_app + c->git_has_glmint > 1)
+		err_add(c, path, "give one of credential, github_app and gitlab_mint");
 	if (c->git_has_app && c->p->git_provider != GITPROV_GITHUB)
 		err_add(c, path, "github_app mints GitHub tokens: git.provider is \"%s\"",
 			gitprov_get(c->p->git_provider)->name);
@@ -2936,6 +3044,7 @@ static void prescan_token(struct ctx *c, json_t *root)
 	json_t *git = json_object_get(root, "git");
 	json_t *cred = json_object_get(git, "credential");
 	json_t *app = json_object_get(git, "github_app");
+	json_t *glm = json_object_get(git, "gitlab_mint");
 	json_t *tenv = json_object_get(git, "token_env");
 	json_t *sec = json_object_get(root, "secrets"), *s, *el;
 	const char *name;
@@ -2944,7 +3053,8 @@ static void prescan_token(struct ctx *c, json_t *root)
 	c->token_envs = seen_new();
 	c->other_secret_envs = seen_new();
 	c->git_credential = json_string_value(cred);
-	c->git_token = c->git_credential || (app && !json_is_null(app));
+	c->git_token = c->git_credential || (app && !json_is_null(app)) ||
+		       (glm && !json_is_null(glm));
 	c->token_env_explicit = tenv != NULL;
 	if (c->git_token && !tenv)
 		for (i = 0; i < ARRAY_SIZE(default_token_env); i++)
@@ -3195,7 +3305,17 @@ static json_t *git_to_json(const struct policy *p)
 			json_object_set_new(ids, buf, jstr(p->git_project_ids[i].repo));
 		}
 	}
-	return json_pack("{s:o*, s:o*, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+	json_t *glm = NULL;
+
+	if (p->git_gitlab_mint) {
+		const struct policy_gitlab_mint *m = p->git_gitlab_mint;
+
+		glm = json_pack("{s:o, s:o, s:o, s:I, s:o}", "api", jstr(m->api), "token_env",
+				jstr(m->token_env), "token_file", jstr(m->token_file),
+				"expires_minutes", (json_int_t)m->expires_minutes, "ca", jstr(m->ca));
+	}
+	return json_pack("{s:o*, s:o*, s:o*, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+			 "gitlab_mint", glm,
 			 "provider", p->git_provider == GITPROV_GITHUB
 					     ? NULL
 					     : jstr(gitprov_get(p->git_provider)->name),
@@ -3454,6 +3574,7 @@ void policy_free(struct policy *p)
 	for (i = 0; i < p->ngit_project_ids; i++)
 		free(p->git_project_ids[i].repo);
 	free(p->git_project_ids);
+	glmint_free(p->git_gitlab_mint);
 	free(p->git_credential);
 	app_free(p->git_github_app);
 	strv_free(p->git_token_env, p->ngit_token_env);
@@ -3617,7 +3738,7 @@ const char *policy_git_project_path(const struct policy *p, uint64_t id)
 
 bool policy_git_has_token(const struct policy *p)
 {
-	return p->git_credential || p->git_github_app;
+	return p->git_credential || p->git_github_app || p->git_gitlab_mint;
 }
 
 const struct policy_spend_provider *

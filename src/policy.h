@@ -62,6 +62,24 @@ struct policy_git_project_id {
 	char *repo;    /* "group/sub/project", lowercase, without ".git" */
 };
 
+/* git.gitlab_mint: the supervisor mints a project access token for the
+ * session's project with a group or instance token it holds. */
+struct policy_gitlab_mint {
+	char *api;          /* canonical "https://HOST[:PORT][/PATH]", default
+			       "https://gitlab.com"; the API is {api}/api/v4 */
+	char *api_host;     /* as in struct policy_github_app */
+	uint16_t api_port;
+	char *api_path;
+	char *token_env;    /* the supervisor's variable holding the group or
+			       instance token; exactly one of token_env and
+			       token_file */
+	char *token_file;
+	uint32_t expires_minutes; /* 1..POLICY_GITLAB_EXPIRES_MAX, default 60 */
+	char *ca;           /* PEM file of CAs for api, or NULL */
+};
+
+#define POLICY_GITLAB_EXPIRES_MAX (365u * 24 * 60)
+
 /* A level of a GitHub App permission. */
 enum policy_gh_access {
 	POLICY_GH_READ = 0,
@@ -214,6 +232,9 @@ struct policy {
 	enum gitprov_id git_provider; /* git.provider; default GitHub */
 	struct policy_git_project_id *git_project_ids; /* sorted by id */
 	size_t ngit_project_ids;
+	struct policy_gitlab_mint *git_gitlab_mint; /* NULL if none; never
+						       with git_credential or
+						       git_github_app */
 
 	/* spend */
 	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
@@ -346,7 +367,8 @@ bool policy_git_api_path_allowed(const struct policy *p, const char *path);
  * ("group/sub/project"), or NULL. */
 const char *policy_git_project_path(const struct policy *p, uint64_t id);
 
-/* Does git have a token to inject (git.credential or git.github_app)? */
+/* Does git have a token to inject (git.credential, git.github_app or
+ * git.gitlab_mint)? */
 bool policy_git_has_token(const struct policy *p);
 
 /* The spend provider that meters @host (a normalised name), or NULL. */

@@ -28,7 +28,8 @@ the config). Keys:
     "api": "/api/",                 optional: paths under it are a
                                     stand-in REST API (below), not git
     "mint": {"admin_token": "...",  optional: GitLab's project access
-             "projects": {"acme/platform/api": 123}}   tokens (below)
+             "projects": {"acme/platform/api": 123},   tokens (below);
+             "extra_scopes": [], "access_level": 40}   an over-grant
   }
 
 A request is authorised only when its Authorization header is exactly
@@ -236,8 +237,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 MINTED[tok] = {"project": proj, "id": tid}
             ev.update(status=201, token_id=tid)
             log(cfg["log"], **ev)
-            out = json.dumps({"id": tid, "name": req.get("name"), "scopes": req.get("scopes"),
-                              "access_level": req.get("access_level"),
+            out = json.dumps({"id": tid, "name": req.get("name"),
+                              "scopes": (req.get("scopes") or []) + mint.get("extra_scopes", []),
+                              "access_level": mint.get("access_level", req.get("access_level")),
                               "expires_at": req.get("expires_at"), "token": tok,
                               "active": True, "revoked": False,
                               "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -165,13 +165,14 @@ block_rule() { # PATH-SUBSTRING: the rule of the first git.block with that path
 
 # --- GitLab ----------------------------------------------------------------------------
 
-glpolicy() { # CRED-JSON
+glpolicy() { # CRED-JSON [SECRETS-JSON]
+	glsecrets=${2:-'{"gl": {"from_env": "GL_TOKEN", "env": "GITLAB_TOKEN", "hosts": ["gitlab.test"]}}'}
 	cat > "$T/keys/policy.json" <<EOF
 {"version": 1, "mode": "enforce",
  "session": {"id": "sess-gl", "repo": "gitlab.test/acme/platform/api"},
  "egress": {"resolver": ["127.0.0.1:5353"], "allow_ranges": ["198.18.0.0/15"],
             "upstream_ca": "$T/keys/upstream.pem"},
- "secrets": {"gl": {"from_env": "GL_TOKEN", "env": "GITLAB_TOKEN", "hosts": ["gitlab.test"]}},
+ "secrets": $glsecrets,
  "git": {"provider": "gitlab", "hosts": ["gitlab.test"], "api_hosts": ["gitlab.test"],
          "repos": {"acme/platform/lib": ["fetch"]},
          "project_ids": {"123": "acme/platform/api", "77": "acme/platform/lib"},
@@ -252,6 +253,82 @@ r=$(grep '"type":"git.block"' "$T/ev.jsonl" | grep '"repo":"acme/platform/secret
 is "$(jf "$r" decision rule subject.provider)" "block git.repo gitlab" "[gitlab] git.block carries the provider"
 if grep -qF "$GLTOKEN" "$T/ws"/* "$T/out" "$T/ev.jsonl" 2>/dev/null; then ok 1 "[gitlab] no token in the agent's files or the receipts"; else ok 0 "[gitlab] no token in the agent's files or the receipts"; fi
 is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "[gitlab] the stream verifies"
+
+# --- GitLab: a project access token minted for the session -----------------------------
+
+# gl_config JSON: rewrites gitlab.test's config with JSON merged in
+gl_config() {
+	"$PY" - "$T/gl.json" "$1" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])); c.update(json.loads(sys.argv[2]))
+if "mint" in json.loads(sys.argv[2]):
+    pass
+json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+PY
+}
+MINTCRED='"gitlab_mint": {"api": "https://gitlab.test", "token_env": "GL_ADMIN", "expires_minutes": 90,
+                         "ca": "'"$T/gl-tls/ca.pem"'"}, "token_env": ["GITLAB_TOKEN"]'
+MINT_AGENT='
+printf "%s" "$GITLAB_TOKEN" > ph
+env > env.out
+g clone -q https://gitlab.test/acme/platform/api.git api 2> clone.err; echo $? > clone.rc
+echo change2 >> api/README
+g -C api commit -qam change2 2>/dev/null
+g -C api push -q origin main 2> push.err; echo $? > push.rc
+g clone -q https://gitlab.test/acme/platform/lib.git lib 2> lib.err; echo $? > lib.rc
+c a_in -H "PRIVATE-TOKEN: $GITLAB_TOKEN" '$GLAPI'/acme%2Fplatform%2Fapi/merge_requests
+c r_secret -H "PRIVATE-TOKEN: $GITLAB_TOKEN" '$GLAPI'/acme%2Fplatform%2Fsecret
+'
+# from now on gitlab.test accepts no static token: only what it mints
+gl_config '{"tokens": []}'
+glpolicy "$MINTCRED" '{}'
+: > "$T/gl.log"
+export GL_ADMIN="$GLADMIN"
+arun "$MINT_AGENT"
+is "$RC" 0 "[gitlab mint] the session ran: $(head -c 300 "$T/err")"
+m=$(grep '"event": "mint"' "$T/gl.log" | head -n 1)
+is "$(grep -c '"event": "mint"' "$T/gl.log") $(jf "$m" admin project scopes access_level status)" \
+	'1 true acme/platform/api ["read_repository","write_repository","api"] 30 201' \
+	"[gitlab mint] one mint, with the group token, for the session's project alone: read/write_repository, api (an API host is bound), Developer"
+like "$(jf "$m" expires_at)" '^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]$' "[gitlab mint]   expiring at a date ($(jf "$m" expires_at))"
+is "$(rcs clone push)" "0 0 " "[gitlab mint] stock git clones and pushes with the minted token: $(cat "$T/ws/clone.err" "$T/ws/push.err" 2>/dev/null | head -c 300)"
+is "$(nlog "$T/gl.log" event=request authorised=True "path~platform/api.git")" \
+	"$(nlog "$T/gl.log" event=request "path~platform/api.git")" "[gitlab mint]   every request of the project carried the minted token"
+is "$(rcs lib)$(nlog "$T/gl.log" event=request authorised=False "path~platform/lib.git")" "128 1" \
+	"[gitlab mint] the sibling: the proxy allows its fetch, GitLab refuses the project token (401): the token is the project's only"
+is "$(codes a_in r_secret)" "200 403 " "[gitlab mint] API: the placeholder becomes the minted token in scope, elsewhere refused"
+is "$(nlog "$T/gl.log" event=api auth=ok via=private-token)" 1 "[gitlab mint]   the API server received the minted token"
+r=$(grep '"event": "revoke"' "$T/gl.log" | head -n 1)
+is "$(grep -c '"event": "revoke"' "$T/gl.log") $(jf "$r" admin project token_id status)" \
+	"1 true acme/platform/api $(jf "$m" token_id) 204" "[gitlab mint] the token was revoked at the session's end, with the group token"
+t1=$(grep '"type":"git.token"' "$T/ev.jsonl" | head -n 1)
+t2=$(grep '"type":"git.token"' "$T/ev.jsonl" | sed -n 2p)
+is "$(jf "$t1" decision rule subject.project subject.access_level subject.token_id)" \
+	"allow git.gitlab_mint acme/platform/api 30 $(jf "$m" token_id)" "[gitlab mint] git.token records the mint"
+is "$(jf "$t2" decision reason)" "allow project access token revoked at the session's end" "[gitlab mint] and the revocation"
+is "$(grep -c '"type":"session.end"' "$T/ev.jsonl") $(tail -n 1 "$T/ev.jsonl" | grep -c '"type":"session.end"')" "1 1" "[gitlab mint]   before session.end"
+like "$(cat "$T/ws/ph")" '^glpat-' "[gitlab mint] the agent holds a placeholder shaped like a GitLab token"
+if grep -qF "$GLADMIN" "$T/ws"/* "$T/out" "$T/err" "$T/ev.jsonl" 2>/dev/null; then ok 1 "[gitlab mint] the group token is nowhere the agent or the receipts can read"; else ok 0 "[gitlab mint] the group token is nowhere the agent or the receipts can read"; fi
+is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "[gitlab mint] the stream verifies"
+
+# mints that refuse the session
+gl_config '{"mint": {"admin_token": "'"$GLADMIN"'", "projects": {"acme/platform/api": 123}, "extra_scopes": ["sudo"]}}'
+arun 'echo ran > ran'
+is "$RC $(head -n 1 "$T/ev.jsonl" | { read -r l; jf "$l" type rule; })" "125 session.refused git.gitlab_mint" \
+	"[gitlab mint] a grant of a scope not asked (sudo) refuses the session"
+like "$(cat "$T/err")" 'granted more than asked: scope "sudo"' "[gitlab mint]   saying why"
+gl_config '{"mint": {"admin_token": "'"$GLADMIN"'", "projects": {"acme/platform/api": 123}, "access_level": 40}}'
+arun 'echo ran > ran'
+is "$RC" 125 "[gitlab mint] a higher role (Maintainer) refuses the session"
+gl_config '{"mint": {"admin_token": "wrong", "projects": {"acme/platform/api": 123}}}'
+arun 'echo ran > ran'
+like "$RC $(cat "$T/err")" '^125 .*HTTP 401' "[gitlab mint] a group token GitLab refuses: 125, HTTP 401"
+gl_config '{"mint": {"admin_token": "'"$GLADMIN"'", "projects": {"acme/platform/api": 123}}}'
+unset GL_ADMIN
+arun 'echo ran > ran'
+like "$RC $(cat "$T/err")" '^125 .*GL_ADMIN is not set' "[gitlab mint] no group token in the supervisor's environment: 125"
+is "$(ls "$T/ws/ran" 2>/dev/null | wc -l)" 0 "[gitlab mint]   the agent never ran"
+gl_config '{"tokens": ["'"$GLTOKEN"'"]}'
 
 # --- Bitbucket --------------------------------------------------------------------------
 
