@@ -2324,6 +2324,8 @@ static void parse_glmint_token_env(struct ctx *c, json_t *v, const char *path)
 {
 	const char *s = json_string_value(v);
 
+	if (json_is_null(v))
+		return;
 	c->glmint_has_token_env = true;
 	if (!s || !env_name_ok(s))
 		err_add(c, path, "expected the name of the supervisor's environment variable "
@@ -2334,6 +2336,8 @@ static void parse_glmint_token_env(struct ctx *c, json_t *v, const char *path)
 
 static void parse_glmint_token_file(struct ctx *c, json_t *v, const char *path)
 {
+	if (json_is_null(v))
+		return;
 	c->glmint_has_token_file = true;
 	file_value(c, v, path, false, &c->p->git_gitlab_mint->token_file);
 }

@@ -604,6 +604,26 @@ static const struct err_case err_cases[] = {
 	{ "{" V "'session': {'repo': 'gitlab.com/a/b'}, 'git': {'provider': 'gitlab', 'github_app': {'app_id': 'Iv1.x',"
 	  " 'installation_id': 7, 'private_key_file': '/etc/app.pem'}}}",
 	  "git: github_app mints GitHub tokens: git.provider is \"gitlab\"\n", NULL },
+	/* git.gitlab_mint */
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {}}}",
+	  "git.gitlab_mint: give one of token_env and token_file (the group or instance token the supervisor mints with)\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'A',"
+	  " 'token_file': '/x'}}}",
+	  "git.gitlab_mint: give one of token_env and token_file (the group or instance token the supervisor mints with)\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': '1A',"
+	  " 'expires_minutes': 0, 'api': 'http://gitlab.com', 'ca': '', 'x': 1}}}",
+	  "git.gitlab_mint.token_env: expected the name of the supervisor's environment variable that holds the group or instance token\n"
+	  "git.gitlab_mint.expires_minutes: expected minutes, 1 to 525600\n"
+	  "git.gitlab_mint.api: expected an https URL such as \"https://gitlab.com\": *\n"
+	  "git.gitlab_mint.ca: expected a non-empty path or null\n"
+	  "git.gitlab_mint.x: unknown key*\n", NULL },
+	{ "{" V "'session': {'repo': 'github.com/a/b'}, 'git': {'gitlab_mint': {'token_env': 'A'}}}",
+	  "git.gitlab_mint: mints GitLab project access tokens: needs git.provider \"gitlab\"\n", NULL },
+	{ "{" V "'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'A'}}}",
+	  "git.gitlab_mint: needs session.repo: the token is minted for the session's project\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'secrets': {'s': {'from_env': 'X', 'hosts': ['x.com']}},"
+	  " 'git': {'provider': 'gitlab', 'credential': 's', 'gitlab_mint': {'token_env': 'A'}}}",
+	  "git: give one of credential, github_app and gitlab_mint\n", NULL },
 	/* a control character in a key stays escaped: one error, one line */
 	{ "{" V "'a\\nb': 1}", "$[\"a\\nb\"]: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': ['a\\nb']}}", "egress.allow[0]: %R\n", "a\nb" },
@@ -708,6 +728,9 @@ static const char *const valid_docs[] = {
 	"{'version': 1, 'session': {'repo': 'bitbucket.org/ws/api'}, 'git': {'provider': 'bitbucket',"
 	" 'hosts': ['bitbucket.org'], 'api_hosts': ['api.bitbucket.org'], 'repos': {'ws/lib': ['fetch']}}}",
 	"{'version': 1, 'git': {'provider': 'github', 'project_ids': {}}}",
+	"{'version': 1, 'session': {'repo': 'gitlab.example/acme/api'}, 'git': {'provider': 'gitlab',"
+	" 'gitlab_mint': {'api': 'https://gitlab.example:8443/', 'token_file': '/etc/airlock/gl.token',"
+	" 'expires_minutes': 525600, 'ca': '/etc/gl-ca.pem'}, 'token_env': ['GITLAB_TOKEN']}}",
 	"{'version': 1, 'spend': {'cap_usd': null, 'ledger': 'postgres://'}}",
 	/* the largest prices, whose default cache_write is 1.25 x input */
 	"{'version': 1, 'spend': {'cap_usd': 1e300, 'prices': {'m': {'input': 1000000, 'output': 1000000}},"
