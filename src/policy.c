@@ -3461,6 +3461,10 @@ struct policy *policy_parse(const char *text, size_t len,
 	}
 	prescan(&c, root);
 	walk_object(&c, root, "$", root_fields, ARRAY_SIZE(root_fields));
+	if (p->git_gitlab_mint && p->git_gitlab_mint->token_env &&
+	    policy_env_passes(p, p->git_gitlab_mint->token_env))
+		err_add(&c, "git.gitlab_mint.token_env", "%s is passed by env.pass: the agent "
+			"would hold the group token", p->git_gitlab_mint->token_env);
 	if (!c.have_version)
 		err_add(&c, "version", "required key is missing");
 	if (errs->count == 0) {

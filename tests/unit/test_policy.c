@@ -619,6 +619,9 @@ static const struct err_case err_cases[] = {
 	  "git.gitlab_mint.x: unknown key*\n", NULL },
 	{ "{" V "'session': {'repo': 'github.com/a/b'}, 'git': {'gitlab_mint': {'token_env': 'A'}}}",
 	  "git.gitlab_mint: mints GitLab project access tokens: needs git.provider \"gitlab\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'env': {'pass': ['PATH', 'GL_*']},"
+	  " 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'GL_ADMIN'}}}",
+	  "git.gitlab_mint.token_env: GL_ADMIN is passed by env.pass: the agent would hold the group token\n", NULL },
 	{ "{" V "'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'A'}}}",
 	  "git.gitlab_mint: needs session.repo: the token is minted for the session's project\n", NULL },
 	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'secrets': {'s': {'from_env': 'X', 'hosts': ['x.com']}},"
