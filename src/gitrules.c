@@ -32,20 +32,31 @@
  *   than the one decided. A REPO that still ends in ".git" after one is
  *   removed ("api.git.git") is refused: it names a repository "api.git"
  *   that the policy cannot name.
- * - Nested groups (GitLab's group/sub/repo) are refused: a policy names
- *   OWNER/REPO, and reading the last two segments of a longer path as
- *   the repository would hand group/sub/repo the rights of sub/repo.
+ * - The provider (git.provider, gitprov.c) gives the shape of a
+ *   repository: OWNER/REPO on GitHub and Bitbucket, GROUP/SUB/.../PROJECT
+ *   on GitLab. The operation is the path's end (at most one operation
+ *   matches it) and the repository is everything before it, so a longer
+ *   or shorter path is another repository, never the last two segments
+ *   of it: with GitHub's shape, group/sub/repo is refused rather than
+ *   given the rights of sub/repo. GitLab's "/-/" routes (web pages,
+ *   archives, snippets' repositories) are no git operation of a project.
  * - LFS batch requests carry their operation in a JSON body: the path
  *   alone decides only that the repository is in scope (NEED_BODY); the
  *   body, read whole and bounded, decides download (fetch) or upload
  *   (push). An unreadable body is refused, never guessed.
  *
- * On an API host the binding is by path: /repos/OWNER/REPO/... of a
+ * On an API host the binding is by path: the provider's repository
+ * prefix (/repos/OWNER/REPO, /2.0/repositories/WORKSPACE/REPO) of a
  * repository in scope, or a git.api_allow prefix. API paths carry file
  * names and refs, so the escapes pathnorm.c deems safe are decoded there
  * and the rules read decoded segments (what a decoding server reads);
- * none is allowed in "repos", OWNER or REPO; API paths are never
- * rewritten, so every spelling that would need it is refused.
+ * none is allowed in the prefix, OWNER or REPO; API paths are never
+ * rewritten, so every spelling that would need it is refused. GitLab
+ * names a project in one segment, /api/v4/projects/ID: its path with
+ * each '/' as %2F, decoded exactly once (any other escape, %25 first,
+ * is refused, so no second decoding can make another path), or a
+ * numeric id, bound only when git.project_ids maps it (only the server
+ * knows what an id is).
  *
  * Within a repository in scope, a token can mint a longer-lived one:
  * deploy keys, webhooks, collaborators, Actions secrets and runner
