@@ -271,7 +271,7 @@ struct seg {
 
 static bool seg_is(const struct seg *s, const char *lit)
 {
-	return s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
+	return s->p && s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
 }
 
 static bool is_name_char(unsigned char c)
@@ -663,7 +663,7 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
 			 struct gitrules_verdict *v)
 {
-	struct seg segs[GITRULES_SEGMENTS_MAX];
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
 	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
 	const struct gitprov *gp = gitprov_get(p->git_provider);
 	const struct endpoint *e = NULL;
@@ -967,7 +967,7 @@ static void decide_api_encoded(const struct policy *p, const struct gitprov *gp,
 	char syn[GITRULES_API_PATH_MAX + sizeof(prefix) + 1];
 	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
 	struct gitrules_request sr = *r;
-	struct seg segs[GITRULES_SEGMENTS_MAX];
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
 	struct pathnorm pn;
 	const char *id, *end;
 	size_t pl = 0, idn, restn, dl;
@@ -1073,10 +1073,10 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 			 struct gitrules_verdict *v)
 {
 	const struct gitprov *gp = gitprov_get(p->git_provider);
-	struct seg segs[GITRULES_SEGMENTS_MAX];
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
 	struct pathnorm pn;
 	bool read;
-	int n, base = 0, i;
+	int n, base = 0;
 
 	verdict_init(v);
 	v->rule = GITRULES_RULE_API;
@@ -1103,6 +1103,7 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 		base = 2;
 	if (n - base >= gp->napi_prefix + 2) {
 		bool prefixed = true;
+		int i;
 
 		for (i = 0; i < gp->napi_prefix; i++)
 			prefixed = prefixed && seg_is(&segs[base + i], gp->api_prefix[i]);
@@ -1192,7 +1193,7 @@ char *gitrules_credential_header(const char *user, const char *token, size_t len
 	for (i = 0; i < len; i++)
 		ASSERT((unsigned char)token[i] > 0x20 && (unsigned char)token[i] < 0x7f);
 	plain = util_xmalloc(n);
-	memcpy(plain, user, ul);
+	memcpy(plain, user, ul + 1); /* its NUL becomes the ':' */
 	plain[ul] = ':';
 	memcpy(plain + ul + 1, token, len);
 	out_len = sizeof(basic) - 1 + 4 * ((n + 2) / 3);

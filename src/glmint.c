@@ -61,13 +61,13 @@ void glmint_scope_from_policy(const struct policy *p, time_t now, struct glmint_
 	if (p->ngit_api_hosts)
 		out->scopes[out->nscopes++] = "api";
 	when = now + (time_t)m->expires_minutes * 60;
-	tomorrow = now + 24 * 60 * 60;
+	tomorrow = now + (time_t)24 * 60 * 60;
 	if (when < tomorrow)
 		when = tomorrow;
 	ASSERT(gmtime_r(&when, &tm));
 	/* a token valid until the end of the minutes' day: the next date */
 	if (tm.tm_hour || tm.tm_min || tm.tm_sec) {
-		when += 24 * 60 * 60;
+		when += (time_t)24 * 60 * 60;
 		ASSERT(gmtime_r(&when, &tm));
 	}
 	strftime(out->expires_at, sizeof(out->expires_at), "%Y-%m-%d", &tm);

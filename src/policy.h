@@ -228,13 +228,13 @@ struct policy {
 				 "/graphql/..."); no trailing '/', never "/";
 				 sorted */
 	size_t ngit_api_allow;
-	bool git_ssh;
-	enum gitprov_id git_provider; /* git.provider; default GitHub */
 	struct policy_git_project_id *git_project_ids; /* sorted by id */
 	size_t ngit_project_ids;
 	struct policy_gitlab_mint *git_gitlab_mint; /* NULL if none; never
 						       with git_credential or
 						       git_github_app */
+	enum gitprov_id git_provider; /* git.provider; default GitHub */
+	bool git_ssh;
 
 	/* spend */
 	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
