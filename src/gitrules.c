@@ -947,8 +947,15 @@ static bool gitlab_project(const struct policy *p, const char *id, size_t n, cha
 			return false;
 		}
 		if (!is_name_char((unsigned char)id[i])) {
-			deny(v, GITRULES_RULE_PATH,
-			     "the project id holds '%c': only A-Z a-z 0-9 . _ - and %%2F", id[i]);
+			unsigned char c = (unsigned char)id[i];
+
+			if (c > 0x20 && c < 0x7f)
+				deny(v, GITRULES_RULE_PATH,
+				     "the project id holds '%c': only A-Z a-z 0-9 . _ - and %%2F", c);
+			else
+				deny(v, GITRULES_RULE_PATH,
+				     "the project id holds the byte 0x%02x: only A-Z a-z 0-9 . _ - and %%2F",
+				     c);
 			return false;
 		}
 		out[at++] = id[i];

@@ -275,6 +275,10 @@ static bool verdict_is(const struct gitrules_verdict *v, const char *decision,
 		  strcmp(gitrules_op_to_string(v->op), op) == 0 &&
 		  strcmp(v->repo, repo) == 0 && strcmp(v->target, target) == 0 &&
 		  v->reason[0] != '\0';
+	size_t i;
+
+	for (i = 0; v->reason[i]; i++)
+		ok = ok && v->reason[i] >= 0x20 && v->reason[i] < 0x7f; /* one printable line */
 
 	if (!ok)
 		tap_diag("got %s %s %s repo '%s' target '%s' (%s)",
@@ -936,6 +940,8 @@ static const struct api_pcase gitlab_api_cases[] = {
 	{ GL, "GET", GLAPI "/../../99", "deny", "git.path", "none", "acme/platform/api" },
 	{ GL, "GET", GLAPI "/%2e%2e/x", "deny", "git.path", "none", "acme/platform/api" },
 	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi;x", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fpl\xce\x91tform%2Fapi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi\x01", "deny", "git.path", "none", "" },
 	{ GL, "GET", "/api/v4//projects/" "acme%2Fplatform%2Fapi", "deny", "git.path", "none", "" },
 	/* outside the binding */
 	{ GL, "GET", "/api/v4/projects", "deny", "git.api", "none", "" },
