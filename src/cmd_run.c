@@ -1101,6 +1101,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 			       "spend.ledger", json_object(),
 			       "cannot give the spend ledger its channel to the key holder");
+		gitcred_finish(&s, p, &git);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "spend ledger: cannot give it its channel "
 			 "to the key holder");
@@ -1112,6 +1113,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
 		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "sandbox", json_object(), err);
+		gitcred_finish(&s, p, &git);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
@@ -1128,6 +1130,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
 				       RECEIPT_POINT_SUPERVISOR, "transparent",
 				       json_object(), err);
+			gitcred_finish(&s, p, &git);
 			session_end(&s, EXIT_AIRLOCK_FAILURE);
 			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 		}
