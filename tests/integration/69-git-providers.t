@@ -155,6 +155,7 @@ c() { n=\$1; shift; curl -sS --path-as-is -o \$n.out -w '%{http_code}' \"\$@\" >
 $1
 exit 0" "$T/ws" > "$T/out" 2> "$T/err" )
 	RC=$?
+	cat "$T/err" >> "$T/all.err"
 }
 rcs() { for f in "$@"; do printf '%s ' "$(cat "$T/ws/$f.rc" 2>/dev/null || echo none)"; done; }
 codes() { for f in "$@"; do printf '%s ' "$(cat "$T/ws/$f.code" 2>/dev/null || echo none)"; done; }
@@ -386,5 +387,7 @@ is "$(nlog "$T/bba.log" event=api) $(nlog "$T/bba.log" event=api auth=ok)" "3 3"
 r=$(grep '"type":"git.block"' "$T/ev.jsonl" | grep -F '"path":"/2.0/repositories/ws/api/deploy-keys"' | head -n 1)
 is "$(jf "$r" rule subject.provider)" "git.api_admin bitbucket" "[bitbucket] deploy-keys: git.api_admin, provider bitbucket"
 if grep -qF "$BBTOKEN" "$T/ws"/* "$T/out" "$T/ev.jsonl" 2>/dev/null; then ok 1 "[bitbucket] no token in the agent's files or the receipts"; else ok 0 "[bitbucket] no token in the agent's files or the receipts"; fi
+
+is "$(grep -c 'Sanitizer\|runtime error:' "$T/all.err")" 0 "no sanitizer report in any session (SAN=1)"
 
 done_testing
