@@ -679,7 +679,7 @@ static bool check_perms(const struct ghapp_scope *asked, json_t *perms, struct g
 	return true;
 }
 
-static bool token_ok(const char *s, size_t n)
+bool ghapp_token_ok(const char *s, size_t n)
 {
 	size_t i;
 
@@ -727,7 +727,7 @@ int ghapp_check_answer(const struct ghapp_scope *asked, unsigned int status,
 		goto out;
 	}
 	tok = json_object_get(root, "token");
-	if (!json_is_string(tok) || !token_ok(json_string_value(tok), json_string_length(tok))) {
+	if (!json_is_string(tok) || !ghapp_token_ok(json_string_value(tok), json_string_length(tok))) {
 		snprintf(err, errlen, "the answer's \"token\" is missing, empty, longer than %d "
 				      "bytes or not visible ASCII", GHAPP_TOKEN_MAX);
 		goto out;

@@ -170,6 +170,10 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
 
+/* Is @s (@n bytes) a token airlock accepts: 1 to GHAPP_TOKEN_MAX bytes of
+ * visible ASCII (no length or prefix assumed)? */
+bool ghapp_token_ok(const char *s, size_t n);
+
 /* While on, jansson allocates through a wiping allocator (every block is
  * zeroed when freed), for parsing an answer that holds a token: turn it
  * on, parse, copy, json_decref(), turn it off. Not for threads. */

@@ -84,18 +84,6 @@ void glmint_token_clear(struct glmint_token *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static bool visible(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > GHAPP_TOKEN_MAX)
-		return false;
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
-			return false;
-	return true;
-}
-
 char *glmint_admin_token(const struct policy *p, char *err, size_t errlen)
 {
 	const struct policy_gitlab_mint *m = p->git_gitlab_mint;
@@ -123,7 +111,7 @@ char *glmint_admin_token(const struct policy *p, char *err, size_t errlen)
 		v[strcspn(v, "\r\n")] = '\0';
 	}
 	n = strlen(v);
-	if (!visible(v, n)) {
+	if (!ghapp_token_ok(v, n)) {
 		snprintf(err, errlen, "git.gitlab_mint: the group or instance token is not 1 to %d "
 				      "visible ASCII characters", GHAPP_TOKEN_MAX);
 		explicit_bzero(v, n);
@@ -181,7 +169,7 @@ int glmint_check_answer(const struct glmint_scope *asked, unsigned int status,
 	tok = json_object_get(root, "token");
 	ts = json_string_value(tok);
 	tl = ts ? json_string_length(tok) : 0;
-	if (!ts || !visible(ts, tl)) {
+	if (!ts || !ghapp_token_ok(ts, tl)) {
 		snprintf(err, errlen, "the answer has no valid \"token\"");
 		goto out;
 	}

@@ -288,22 +288,31 @@ static bool verdict_is(const struct gitrules_verdict *v, const char *decision,
 	return ok;
 }
 
-static void test_scm(void)
+/* Each case of @cases decided by @decide under the policy @policy. */
+static void run_scm_cases(const char *policy, const char *name,
+			  void (*decide)(const struct policy *, const char *,
+					 const struct gitrules_request *, struct gitrules_verdict *),
+			  const struct scm_case *cases, size_t n)
 {
-	struct policy *p = load(POLICY);
+	struct policy *p = load(policy);
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(scm_cases); i++) {
-		const struct scm_case *c = &scm_cases[i];
+	for (i = 0; i < n; i++) {
+		const struct scm_case *c = &cases[i];
 		struct gitrules_request r = mkreq(c->method, c->path, c->len, c->query);
 		struct gitrules_verdict v;
 
-		gitrules_decide_scm(p, c->host, &r, &v);
+		decide(p, c->host, &r, &v);
 		tap_ok(verdict_is(&v, c->decision, c->rule, c->op, c->repo, c->target),
-		       "scm %s %s %s%s%s -> %s %s", c->host, c->method, c->path,
+		       "%s %s %s %s%s%s -> %s %s", name, c->host, c->method, c->path,
 		       c->query ? "?" : "", c->query ? c->query : "", c->decision, c->rule);
 	}
 	policy_free(p);
+}
+
+static void test_scm(void)
+{
+	run_scm_cases(POLICY, "scm", gitrules_decide_scm, scm_cases, ARRAY_SIZE(scm_cases));
 }
 
 /* Paths at and over the limits. */
@@ -989,25 +998,6 @@ static const struct api_pcase bitbucket_api_cases[] = {
 	{ BA, "GET", "/2.0/user", "deny", "git.api", "none", "" },
 };
 
-static void run_scm_cases(const char *policy, const char *name, const struct scm_case *cases,
-			  size_t n)
-{
-	struct policy *p = load(policy);
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		const struct scm_case *c = &cases[i];
-		struct gitrules_request r = mkreq(c->method, c->path, c->len, c->query);
-		struct gitrules_verdict v;
-
-		gitrules_decide_http(p, c->host, &r, &v);
-		tap_ok(verdict_is(&v, c->decision, c->rule, c->op, c->repo, c->target),
-		       "%s scm %s %s%s%s -> %s %s", name, c->method, c->path, c->query ? "?" : "",
-		       c->query ? c->query : "", c->decision, c->rule);
-	}
-	policy_free(p);
-}
-
 static void run_api_cases(const char *policy, const char *name, const struct api_pcase *cases,
 			  size_t n)
 {
@@ -1036,8 +1026,10 @@ static void test_providers(void)
 	int i;
 	char *h;
 
-	run_scm_cases(GITLAB, "gitlab", gitlab_cases, ARRAY_SIZE(gitlab_cases));
-	run_scm_cases(BITBUCKET, "bitbucket", bitbucket_cases, ARRAY_SIZE(bitbucket_cases));
+	run_scm_cases(GITLAB, "gitlab", gitrules_decide_http, gitlab_cases,
+		      ARRAY_SIZE(gitlab_cases));
+	run_scm_cases(BITBUCKET, "bitbucket", gitrules_decide_http, bitbucket_cases,
+		      ARRAY_SIZE(bitbucket_cases));
 	run_api_cases(GITLAB, "gitlab", gitlab_api_cases, ARRAY_SIZE(gitlab_api_cases));
 	run_api_cases(BITBUCKET, "bitbucket", bitbucket_api_cases, ARRAY_SIZE(bitbucket_api_cases));
 
