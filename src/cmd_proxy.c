@@ -676,6 +676,7 @@ int cmd_proxy(int argc, char **argv)
 	}
 	spendd_release(&st.spend);
 	c = st.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
+	gitcred_finish(&s, p, &st.git); /* revoke a minted token */
 	session_end(&s, c);
 	if (st.failure[0])
 		util_warn("proxy: %s", st.failure);

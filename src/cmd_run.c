@@ -896,6 +896,10 @@ static void check_policy_files(struct session *s, const struct run_opts *o,
 				  app->private_key_file, w, n);
 		check_policy_file(s, "git.github_app.ca", app->ca, w, n);
 	}
+	if (p->git_gitlab_mint) {
+		check_policy_file(s, "git.gitlab_mint.token_file", p->git_gitlab_mint->token_file, w, n);
+		check_policy_file(s, "git.gitlab_mint.ca", p->git_gitlab_mint->ca, w, n);
+	}
 	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE)
 		check_policy_file(s, "spend.ledger", p->spend_ledger_target, w, n);
 	free(w);
@@ -941,6 +945,8 @@ static void plan_view(struct session *s, const struct run_opts *o, const struct 
 	if (p->git_github_app && p->git_github_app->private_key_file)
 		add_path(&cfg->mask, &cfg->nmask,
 			 resolve(p->git_github_app->private_key_file, false));
+	if (p->git_gitlab_mint && p->git_gitlab_mint->token_file)
+		add_path(&cfg->mask, &cfg->nmask, resolve(p->git_gitlab_mint->token_file, false));
 	if (p->spend_ledger_kind == POLICY_LEDGER_SQLITE && p->spend_ledger_target)
 		add_path(&cfg->mask, &cfg->nmask, resolve(p->spend_ledger_target, false));
 }
@@ -1095,6 +1101,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 			       "spend.ledger", json_object(),
 			       "cannot give the spend ledger its channel to the key holder");
+		gitcred_finish(&s, p, &git);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "spend ledger: cannot give it its channel "
 			 "to the key holder");
@@ -1106,6 +1113,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
 		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "sandbox", json_object(), err);
+		gitcred_finish(&s, p, &git);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
@@ -1122,6 +1130,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
 				       RECEIPT_POINT_SUPERVISOR, "transparent",
 				       json_object(), err);
+			gitcred_finish(&s, p, &git);
 			session_end(&s, EXIT_AIRLOCK_FAILURE);
 			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 		}
@@ -1143,6 +1152,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			util_warn("spend ledger: %s", serr);
 		spendd_release(&spend);
 	}
+	gitcred_finish(&s, p, &git); /* the workers are gone: revoke a minted token */
 	if (err[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);

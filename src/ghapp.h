@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "policy.h"
@@ -181,5 +182,38 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
  * and left as it is (the caller wipes it). */
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
+
+/* Is @s (@n bytes) a token airlock accepts: 1 to GHAPP_TOKEN_MAX bytes of
+ * visible ASCII (no length or prefix assumed)? */
+bool ghapp_token_ok(const char *s, size_t n);
+
+/* The answer of ghapp_https(). */
+struct ghapp_reply {
+	unsigned int status;
+	char content_type[128];
+	bool has_content_type;
+	char *body;       /* NUL-terminated (may hold NULs); wiped on free */
+	size_t len;
+};
+
+void ghapp_reply_free(struct ghapp_reply *r);
+
+/* The monotonic deadline of an exchange of @timeout_ms (0:
+ * GHAPP_TIMEOUT_MS) from now, for ghapp_https(). */
+long long ghapp_deadline(unsigned int timeout_ms);
+
+/* One HTTPS exchange of the supervisor, made as the mint makes it (the
+ * connection of ghapp_mint() above: the policy's resolvers, the
+ * special-purpose address check, only checked addresses, the
+ * certificate verified for @host against @ca -- named @ca_key in
+ * errors -- or the system store plus egress.upstream_ca; TLS 1.2+;
+ * answers up to GHAPP_ANSWER_MAX): sends @request (a whole HTTP/1.1
+ * request with "Connection: close") to @host:@port and reads the answer
+ * by @deadline (ghapp_deadline()). Used by the GitLab mint (glmint.c).
+ * Returns 0 with @out filled (ghapp_reply_free() it), or -1 with one
+ * line in @why. */
+int ghapp_https(const struct policy *p, const char *host, uint16_t port, const char *ca,
+		const char *ca_key, const char *request, long long deadline,
+		struct ghapp_reply *out, char *why, size_t whylen);
 
 #endif /* AIRLOCK_GHAPP_H */

@@ -65,6 +65,20 @@ void gitcred_start(struct session *s, const struct policy *p, const struct broke
 		ASSERT(g->value); /* the policy checker requires the secret */
 		return;
 	}
+	if (p->git_gitlab_mint) {
+		g->gl_admin = glmint_admin_token(p, err, sizeof(err));
+		if (!g->gl_admin)
+			session_refuse(s, "git.gitlab_mint", err);
+		if (glmint_mint(p, g->gl_admin, s->id, &g->gltok, err, sizeof(err)) != 0)
+			session_refuse(s, "git.gitlab_mint", err);
+		g->gl_minted = true;
+		g->value = g->gltok.value;
+		g->value_len = g->gltok.len;
+		g->placeholder = broker_placeholder_make("glpat-", g->gltok.value, g->gltok.len,
+							 &g->placeholder_len, err, sizeof(err));
+		ASSERT(g->placeholder);
+		return;
+	}
 	if (!p->git_github_app)
 		return;
 	g->minted = true;
@@ -83,6 +97,10 @@ void gitcred_start(struct session *s, const struct policy *p, const struct broke
 /* After session.start: the git.token line of the first mint. */
 void gitcred_record(struct session *s, const struct policy *p, const struct gitcred *g)
 {
+	if (g->gl_minted)
+		session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.gitlab_mint",
+			       glmint_subject(p, NULL, &g->gltok),
+			       "project access token minted for the session's project");
 	if (g->minted)
 		session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT,
 			       "git.github_app", ghapp_subject(p, &g->tok.granted, &g->tok),
@@ -121,7 +139,8 @@ void gitcred_config(const struct gitcred *g, struct worker_config *wc)
 {
 	wc->git_token = g->value;
 	wc->git_token_len = g->value_len;
-	wc->git_token_expires = g->minted ? g->tok.expires_at : 0;
+	wc->git_token_expires = g->minted ? g->tok.expires_at
+				      : g->gl_minted ? g->gltok.expires_at : 0;
 	wc->git_placeholder = g->placeholder;
 	wc->git_placeholder_len = g->placeholder_len;
 }
@@ -152,8 +171,29 @@ void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *
 		       "installation token refreshed before expiry");
 }
 
+void gitcred_finish(struct session *s, const struct policy *p, struct gitcred *g)
+{
+	char err[512] = "";
+
+	if (!g->gl_minted || !g->gltok.value)
+		return;
+	if (glmint_revoke(p, g->gl_admin, &g->gltok, err, sizeof(err)) == 0)
+		session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.gitlab_mint",
+			       glmint_subject(p, NULL, &g->gltok),
+			       "project access token revoked at the session's end");
+	else
+		session_record(s, "git.token", RECEIPT_BLOCK, RECEIPT_POINT_GIT, "git.gitlab_mint",
+			       glmint_subject(p, NULL, &g->gltok), err);
+	g->gl_minted = false;
+}
+
 void gitcred_free(struct gitcred *g)
 {
+	glmint_token_clear(&g->gltok);
+	if (g->gl_admin) {
+		explicit_bzero(g->gl_admin, strlen(g->gl_admin));
+		free(g->gl_admin);
+	}
 	ghapp_token_clear(&g->tok);
 	if (g->placeholder) {
 		explicit_bzero(g->placeholder, g->placeholder_len);

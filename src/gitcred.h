@@ -11,6 +11,7 @@
  *	session_begin(...); gitcred_record(&s, p, &g);
  *	gitcred_config(&g, &worker_config);   before the workers fork
  *	loop: at gitcred_next(&g) (0: never) gitcred_refresh(&s, p, &g, &wp)
+ *	gitcred_finish(&s, p, &g);            before session_end(): revokes
  *	gitcred_free(&g);                     wipes
  */
 #ifndef AIRLOCK_GITCRED_H
@@ -23,6 +24,7 @@
 #include "broker.h"
 #include "env.h"
 #include "ghapp.h"
+#include "glmint.h"
 #include "policy.h"
 #include "session.h"
 #include "worker.h"
@@ -37,6 +39,11 @@ struct gitcred {
 	char *placeholder;           /* owned */
 	size_t placeholder_len;
 	time_t next_mint;            /* when to mint again (0: never) */
+	/* git.gitlab_mint: the project access token, and the group or
+	 * instance token that minted it (to revoke it at the end). */
+	bool gl_minted;
+	struct glmint_token gltok;
+	char *gl_admin;
 };
 
 /* The credential of @p: git.credential's value from @b, or a token minted
@@ -67,6 +74,12 @@ time_t gitcred_next(const struct gitcred *g);
  * GHAPP_RETRY_S. */
 void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *g,
 		     struct worker_pool *wp);
+
+/* At the session's end, before session_end(), once the workers are
+ * gone: revokes a GitLab project token minted for the session and
+ * records it (git.token, allow when revoked, block when the revocation
+ * failed). Nothing for the other sources. Safe to call twice. */
+void gitcred_finish(struct session *s, const struct policy *p, struct gitcred *g);
 
 /* Wipes and frees; safe on a zeroed or freed one. */
 void gitcred_free(struct gitcred *g);

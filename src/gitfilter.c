@@ -53,6 +53,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gitprov.h"
 #include "policy.h"
 #include "registry.h"
 #include "util.h"
@@ -294,23 +295,38 @@ static struct http_slice slice(const char *s)
 static json_t *git_subject(const struct gstate *st)
 {
 	const struct filter_request *rq = st->rq;
-	json_t *s = json_pack("{s:s, s:s, s:i, s:s, s:s?, s:s}", "method", rq->method, "host",
-			      rq->host->name, "port", (int)rq->port, "path", rq->path, "repo",
-			      st->v.repo[0] ? st->v.repo : NULL, "operation",
-			      gitrules_op_to_string(st->v.op));
+	json_t *s = json_pack("{s:s, s:s, s:i, s:s, s:s?, s:s, s:s}", "method", rq->method,
+			      "host", rq->host->name, "port", (int)rq->port, "path", rq->path,
+			      "repo", st->v.repo[0] ? st->v.repo : NULL, "operation",
+			      gitrules_op_to_string(st->v.op), "provider",
+			      gitprov_get(st->p->git_provider)->name);
 
 	ASSERT(s);
 	return s;
 }
 
+/* Is @value the placeholder itself (the provider's token header, e.g.
+ * GitLab's PRIVATE-TOKEN, carries the token bare)? */
+static bool is_placeholder(const struct gitfilter *g, const char *value)
+{
+	return g->placeholder && ct_equal(value, strlen(value), g->placeholder,
+					  g->placeholder_len);
+}
+
 /* Does an Authorization of @rq hold the placeholder (in a form that
- * gitfilter_subst_auth() replaces)? */
-static bool holds_placeholder(const struct gitfilter *g, const struct filter_request *rq)
+ * gitfilter_subst_auth() replaces), or the provider's token header
+ * (@hdr, NULL: none) the placeholder itself? */
+static bool holds_placeholder(const struct gitfilter *g, const struct filter_request *rq,
+			      const char *hdr)
 {
 	int i;
 
 	if (!g->placeholder)
 		return false;
+	for (i = hdr ? filter_headers_find(&rq->headers, hdr, 0) : -1; i >= 0;
+	     i = filter_headers_find(&rq->headers, hdr, (size_t)i + 1))
+		if (is_placeholder(g, rq->headers.h[i].value))
+			return true;
 	for (i = filter_headers_find(&rq->headers, "authorization", 0); i >= 0;
 	     i = filter_headers_find(&rq->headers, "authorization", (size_t)i + 1)) {
 		char *nv = gitfilter_subst_auth(rq->headers.h[i].value, g->placeholder,
@@ -337,6 +353,7 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 {
 	struct filter_request *rq = st->rq;
 	struct gitfilter *g = st->g;
+	const struct gitprov *gp = gitprov_get(st->p->git_provider);
 	const char *rule = gitrules_rule_to_string(st->v.rule);
 	enum gitfilter_cred cred;
 
@@ -344,9 +361,10 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 		verdict_set(v, VERDICT_DENY, 403, rule, st->v.reason);
 		v->type = "git.block";
 		v->point = RECEIPT_POINT_GIT;
-		v->extra = json_pack("{s:s, s:s, s:s?, s:s}", "request_method", rq->method,
+		v->extra = json_pack("{s:s, s:s, s:s?, s:s, s:s}", "request_method", rq->method,
 				     "path", rq->path, "repo", st->v.repo[0] ? st->v.repo : NULL,
-				     "operation", gitrules_op_to_string(st->v.op));
+				     "operation", gitrules_op_to_string(st->v.op), "provider",
+				     gitprov_get(st->p->git_provider)->name);
 		return FILTER_VERDICT;
 	}
 	/* git hosts are bound on port 443 (SPEC §3.5): the connection's
@@ -360,15 +378,17 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 				   have_token(g));
 	/* An API request needs the token only when it carries the
 	 * placeholder; an SCM request always does. */
-	if (cred == GITFILTER_CRED_MISSING && (!st->api || holds_placeholder(g, rq))) {
+	if (cred == GITFILTER_CRED_MISSING &&
+	    (!st->api || holds_placeholder(g, rq, gp->api_token_header))) {
 		verdict_set(v, VERDICT_FAIL, 502, "git.token",
 			    "no valid git token: the last mint failed and the token it "
 			    "replaced has expired");
 		v->type = "git.block";
 		v->point = RECEIPT_POINT_GIT;
-		v->extra = json_pack("{s:s, s:s?, s:s}", "path", rq->path, "repo",
+		v->extra = json_pack("{s:s, s:s?, s:s, s:s}", "path", rq->path, "repo",
 				     st->v.repo[0] ? st->v.repo : NULL, "operation",
-				     gitrules_op_to_string(st->v.op));
+				     gitrules_op_to_string(st->v.op), "provider",
+				     gitprov_get(st->p->git_provider)->name);
 		return FILTER_VERDICT;
 	}
 	if (g->record)
@@ -379,7 +399,7 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 		rq->target = util_xstrdup(st->v.target);
 	}
 	if (cred == GITFILTER_CRED_INJECT) {
-		char *h = gitrules_credential_header(g->token, g->token_len);
+		char *h = gitrules_credential_header(gp->git_user, g->token, g->token_len);
 
 		filter_headers_set(&rq->headers, "Authorization", h);
 		explicit_bzero(h, strlen(h));
@@ -399,6 +419,19 @@ static enum filter_result conclude(struct gstate *st, struct verdict *v)
 			explicit_bzero(h->value, strlen(h->value));
 			free(h->value);
 			h->value = nv;
+		}
+		for (i = gp->api_token_header
+				 ? filter_headers_find(&rq->headers, gp->api_token_header, 0)
+				 : -1;
+		     i >= 0; i = filter_headers_find(&rq->headers, gp->api_token_header,
+						     (size_t)i + 1)) {
+			struct filter_header *h = &rq->headers.h[i];
+
+			if (!is_placeholder(g, h->value))
+				continue;
+			explicit_bzero(h->value, strlen(h->value));
+			free(h->value);
+			h->value = util_xstrndup(g->token, g->token_len);
 		}
 	}
 	return FILTER_CONTINUE;

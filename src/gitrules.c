@@ -32,20 +32,31 @@
  *   than the one decided. A REPO that still ends in ".git" after one is
  *   removed ("api.git.git") is refused: it names a repository "api.git"
  *   that the policy cannot name.
- * - Nested groups (GitLab's group/sub/repo) are refused: a policy names
- *   OWNER/REPO, and reading the last two segments of a longer path as
- *   the repository would hand group/sub/repo the rights of sub/repo.
+ * - The provider (git.provider, gitprov.c) gives the shape of a
+ *   repository: OWNER/REPO on GitHub and Bitbucket, GROUP/SUB/.../PROJECT
+ *   on GitLab. The operation is the path's end (at most one operation
+ *   matches it) and the repository is everything before it, so a longer
+ *   or shorter path is another repository, never the last two segments
+ *   of it: with GitHub's shape, group/sub/repo is refused rather than
+ *   given the rights of sub/repo. GitLab's "/-/" routes (web pages,
+ *   archives, snippets' repositories) are no git operation of a project.
  * - LFS batch requests carry their operation in a JSON body: the path
  *   alone decides only that the repository is in scope (NEED_BODY); the
  *   body, read whole and bounded, decides download (fetch) or upload
  *   (push). An unreadable body is refused, never guessed.
  *
- * On an API host the binding is by path: /repos/OWNER/REPO/... of a
+ * On an API host the binding is by path: the provider's repository
+ * prefix (/repos/OWNER/REPO, /2.0/repositories/WORKSPACE/REPO) of a
  * repository in scope, or a git.api_allow prefix. API paths carry file
  * names and refs, so the escapes pathnorm.c deems safe are decoded there
  * and the rules read decoded segments (what a decoding server reads);
- * none is allowed in "repos", OWNER or REPO; API paths are never
- * rewritten, so every spelling that would need it is refused.
+ * none is allowed in the prefix, OWNER or REPO; API paths are never
+ * rewritten, so every spelling that would need it is refused. GitLab
+ * names a project in one segment, /api/v4/projects/ID: its path with
+ * each '/' as %2F, decoded exactly once (any other escape, %25 first,
+ * is refused, so no second decoding can make another path), or a
+ * numeric id, bound only when git.project_ids maps it (only the server
+ * knows what an id is).
  *
  * Within a repository in scope, a token can mint a longer-lived one:
  * deploy keys, webhooks, collaborators, Actions secrets and runner
@@ -72,6 +83,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gitprov.h"
 #include "pathnorm.h"
 #include "util.h"
 
@@ -259,7 +271,7 @@ struct seg {
 
 static bool seg_is(const struct seg *s, const char *lit)
 {
-	return s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
+	return s->p && s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
 }
 
 static bool is_name_char(unsigned char c)
@@ -311,26 +323,72 @@ static bool ends_git(const char *s, size_t n)
 	return n >= 4 && strncasecmp(s + n - 4, ".git", 4) == 0;
 }
 
-/* Copies the validated OWNER and REPO segments, lowercased, REPO without
- * one ".git", into @owner / @repo and v->repo. Returns false with @v
- * denied when either is no valid name. */
-static bool read_repo(const struct seg *os, const struct seg *rs,
+static bool dots_only(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (s[i] != '.')
+			return false;
+	return true;
+}
+
+static void lower_copy(char *out, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		out[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+	out[n] = '\0';
+}
+
+/* Copies the validated repository path of @n segments (@s: the
+ * namespace -- OWNER, or GitLab's GROUP/SUB/... -- then REPO),
+ * lowercased, REPO without one ".git", into @owner ("group/sub" joined
+ * by '/') / @repo and v->repo. @n is within the provider's depth (the
+ * caller matched it). Returns false with @v denied when a segment is no
+ * valid name for @gp: bytes other than A-Z a-z 0-9 . _ -, dots only, a
+ * GitLab segment starting with '-' or a group ending in ".git", more
+ * than GITRULES_NAME_MAX bytes of namespace or REPO. */
+static bool read_repo(const struct gitprov *gp, const struct seg *s, int n,
 		      bool strip_git, char *owner, char *repo,
 		      struct gitrules_verdict *v)
 {
-	size_t rn = rs->n, i;
+	const struct seg *rs = &s[n - 1];
+	size_t rn = rs->n, i, at = 0;
+	int k;
 
-	if (os->n > GITRULES_NAME_MAX || rs->n > GITRULES_NAME_MAX) {
-		deny(v, GITRULES_RULE_PATH, "OWNER or REPO is longer than %d bytes",
+	ASSERT(n >= 2);
+	for (k = 0; k < n; k++) {
+		if (s[k].n == 0 || s[k].n > GITRULES_NAME_MAX) {
+			deny(v, GITRULES_RULE_PATH, "a segment of the repository is empty or longer than %d bytes",
+			     GITRULES_NAME_MAX);
+			return false;
+		}
+		for (i = 0; i < s[k].n; i++)
+			if (!is_name_char((unsigned char)s[k].p[i]))
+				goto bad;
+		if (dots_only(s[k].p, s[k].n)) {
+			deny(v, GITRULES_RULE_PATH, "a segment of the repository is dots only");
+			return false;
+		}
+		if (gp->dash_routes && s[k].p[0] == '-') {
+			deny(v, GITRULES_RULE_PATH,
+			     "a %s group or project does not start with '-'", gp->display);
+			return false;
+		}
+		if (k < n - 1 && n > 2 && ends_git(s[k].p, s[k].n)) {
+			deny(v, GITRULES_RULE_PATH, "a group ends in \".git\": ambiguous");
+			return false;
+		}
+		if (k < n - 1)
+			at += s[k].n + (k ? 1 : 0);
+	}
+	if (at > GITRULES_NAME_MAX) {
+		deny(v, GITRULES_RULE_PATH, "the groups are longer than %d bytes",
 		     GITRULES_NAME_MAX);
 		return false;
 	}
-	for (i = 0; i < os->n; i++)
-		if (!is_name_char((unsigned char)os->p[i]))
-			goto bad;
-	for (i = 0; i < rs->n; i++)
-		if (!is_name_char((unsigned char)rs->p[i]))
-			goto bad;
 	if (ends_git(rs->p, rn)) {
 		if (!strip_git) {
 			deny(v, GITRULES_RULE_PATH,
@@ -338,10 +396,9 @@ static bool read_repo(const struct seg *os, const struct seg *rs,
 			return false;
 		}
 		rn -= 4;
-		if (rn == 0 || (rn == 1 && rs->p[0] == '.') ||
-		    (rn == 2 && rs->p[0] == '.' && rs->p[1] == '.')) {
+		if (rn == 0 || dots_only(rs->p, rn)) {
 			deny(v, GITRULES_RULE_PATH,
-			     "REPO without \".git\" is empty, \".\" or \"..\"");
+			     "REPO without \".git\" is empty or dots only");
 			return false;
 		}
 		if (ends_git(rs->p, rn)) {
@@ -350,12 +407,14 @@ static bool read_repo(const struct seg *os, const struct seg *rs,
 			return false;
 		}
 	}
-	for (i = 0; i < os->n; i++)
-		owner[i] = (char)(os->p[i] >= 'A' && os->p[i] <= 'Z' ? os->p[i] + 32 : os->p[i]);
-	owner[os->n] = '\0';
-	for (i = 0; i < rn; i++)
-		repo[i] = (char)(rs->p[i] >= 'A' && rs->p[i] <= 'Z' ? rs->p[i] + 32 : rs->p[i]);
-	repo[rn] = '\0';
+	at = 0;
+	for (k = 0; k < n - 1; k++) {
+		if (k)
+			owner[at++] = '/';
+		lower_copy(owner + at, s[k].p, s[k].n);
+		at += s[k].n;
+	}
+	lower_copy(repo, rs->p, rn);
 	snprintf(v->repo, sizeof(v->repo), "%s/%s", owner, repo);
 	return true;
 bad:
@@ -604,11 +663,12 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
 			 struct gitrules_verdict *v)
 {
-	struct seg segs[GITRULES_SEGMENTS_MAX];
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
 	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+	const struct gitprov *gp = gitprov_get(p->git_provider);
 	const struct endpoint *e = NULL;
 	struct pathnorm pn;
-	int n, i;
+	int n, i, depth = 0;
 	size_t k;
 
 	verdict_init(v);
@@ -633,32 +693,45 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 			}
 		}
 	}
-	if (n < 3) {
-		deny(v, GITRULES_RULE_ENDPOINT,
-		     "not a git smart-HTTP or LFS request (OWNER/REPO and an operation)");
-		return;
-	}
-	for (k = 0; k < ARRAY_SIZE(endpoints); k++) {
-		if (ep_match(&endpoints[k], segs + 2, n - 2)) {
-			e = &endpoints[k];
-			break;
-		}
-	}
-	if (!e) {
-		for (k = 0; k < ARRAY_SIZE(endpoints); k++) {
-			int m = endpoints[k].nsegs;
-
-			if (n - m > 2 && ep_match(&endpoints[k], segs + n - m, m)) {
-				deny(v, GITRULES_RULE_REPO,
-				     "nested group paths (GROUP/SUB/REPO) are not supported: "
-				     "a repository is OWNER/REPO");
+	if (gp->dash_routes) {
+		for (i = 0; i < n; i++) {
+			if (seg_is(&segs[i], "-")) {
+				deny(v, GITRULES_RULE_ENDPOINT,
+				     "a %s /-/ route (web pages, archives, snippets) is not a git "
+				     "operation of a project", gp->display);
 				return;
 			}
 		}
-		deny(v, GITRULES_RULE_ENDPOINT, "not a git smart-HTTP or LFS request");
+	}
+	/* The operation is the path's end: at most one endpoint matches it
+	 * (their last segments differ, and a variable segment has its own
+	 * grammar); the repository is everything before. */
+	for (k = 0; k < ARRAY_SIZE(endpoints); k++) {
+		int m = endpoints[k].nsegs;
+
+		if (n - m >= 1 && ep_match(&endpoints[k], segs + n - m, m)) {
+			e = &endpoints[k];
+			depth = n - m;
+			break;
+		}
+	}
+	if (!e || depth < gp->depth_min) {
+		deny(v, GITRULES_RULE_ENDPOINT,
+		     "not a git smart-HTTP or LFS request (%s and an operation)",
+		     gp->depth_max > gp->depth_min ? "GROUP/.../PROJECT" : "OWNER/REPO");
 		return;
 	}
-	if (!read_repo(&segs[0], &segs[1], true, owner, repo, v))
+	if (depth > gp->depth_max) {
+		if (gp->depth_max == 2)
+			deny(v, GITRULES_RULE_REPO,
+			     "nested group paths (GROUP/SUB/REPO) are not supported by %s: "
+			     "a repository is OWNER/REPO (git.provider)", gp->display);
+		else
+			deny(v, GITRULES_RULE_PATH, "groups nest at most %d deep",
+			     gp->depth_max - 1);
+		return;
+	}
+	if (!read_repo(gp, segs, depth, true, owner, repo, v))
 		return;
 	if (!endpoint_op(e, r, v))
 		return;
@@ -674,7 +747,7 @@ void gitrules_decide_scm(const struct policy *p, const char *host,
 		snprintf(v->reason, sizeof(v->reason),
 			 REPO_FMT " LFS batch: the operation is in the body", v->repo);
 	}
-	build_target(owner, repo, segs + 2, n - 2, r, v);
+	build_target(owner, repo, segs + depth, n - depth, r, v);
 }
 
 void gitrules_decide_lfs_batch(struct gitrules_verdict *v, const char *body,
@@ -739,48 +812,35 @@ static const char *api_scm_host(const struct policy *p, char *buf, size_t len)
 	return NULL;
 }
 
-/* Within a repository's API (@rest: the segments after OWNER/REPO, @nrest
- * of them, decoded), the requests that create or hand out credentials,
- * grant access or move the repository (git.api_admin): what they are, for
- * the reason, or NULL. Compared ignoring case, so that no server's
- * leniency reaches one. */
-static const char *api_admin_what(const struct pathnorm *pn, int rest, int nrest,
-				  struct http_slice method)
+/* Within a repository's API (@rest: the index of the first segment after
+ * the repository, @nrest segments from there, decoded), the requests that
+ * create or hand out credentials, grant access or move the repository
+ * (git.api_admin, the provider's list): what they are, for the reason,
+ * or NULL. Compared ignoring case, so that no server's leniency reaches
+ * one. */
+static const char *api_admin_what(const struct gitprov *gp, const struct pathnorm *pn,
+				  int rest, int nrest, struct http_slice method)
 {
-	static const struct {
-		const char *seg0, *seg1; /* seg1 NULL: any; "*" then seg2 */
-		const char *seg2;
-		const char *what;
-	} admin[] = {
-		{ "keys", NULL, NULL, "deploy keys" },
-		{ "hooks", NULL, NULL, "webhooks" },
-		{ "collaborators", NULL, NULL, "collaborators" },
-		{ "invitations", NULL, NULL, "invitations" },
-		{ "transfer", NULL, NULL, "a transfer of the repository" },
-		{ "actions", "secrets", NULL, "Actions secrets" },
-		{ "actions", "variables", NULL, "Actions variables" },
-		{ "actions", "runners", NULL, "Actions runners and their registration tokens" },
-		{ "environments", "*", "secrets", "environment secrets" },
-		{ "environments", "*", "variables", "environment variables" },
-		{ "dependabot", "secrets", NULL, "Dependabot secrets" },
-		{ "codespaces", "secrets", NULL, "Codespaces secrets" },
-	};
 	size_t k;
 
-	if (nrest == 0)
-		return slice_is(method, "PATCH")
-			       ? "a change of the repository itself (visibility, name, owner)"
-			       : NULL;
-	for (k = 0; k < ARRAY_SIZE(admin); k++) {
-		if (!pathnorm_seg_is_ci(pn, rest, admin[k].seg0))
+	if (nrest == 0) {
+		for (k = 0; k < gp->nself_methods; k++)
+			if (slice_is(method, gp->self_methods[k]))
+				return "a change of the repository itself (visibility, name, owner)";
+		return NULL;
+	}
+	for (k = 0; k < gp->nadmin; k++) {
+		const struct gitprov_admin *a = &gp->admin[k];
+
+		if (!pathnorm_seg_is_ci(pn, rest, a->seg0))
 			continue;
-		if (!admin[k].seg1)
-			return admin[k].what;
-		if (strcmp(admin[k].seg1, "*") == 0) {
-			if (nrest >= 3 && pathnorm_seg_is_ci(pn, rest + 2, admin[k].seg2))
-				return admin[k].what;
-		} else if (nrest >= 2 && pathnorm_seg_is_ci(pn, rest + 1, admin[k].seg1)) {
-			return admin[k].what;
+		if (!a->seg1)
+			return a->what;
+		if (strcmp(a->seg1, "*") == 0) {
+			if (nrest >= 3 && pathnorm_seg_is_ci(pn, rest + 2, a->seg2))
+				return a->what;
+		} else if (nrest >= 2 && pathnorm_seg_is_ci(pn, rest + 1, a->seg1)) {
+			return a->what;
 		}
 	}
 	return NULL;
@@ -794,11 +854,233 @@ static void allow_api_allow(struct gitrules_verdict *v)
 	snprintf(v->reason, sizeof(v->reason), "allowed by git.api_allow");
 }
 
+/* The repository (@owner/@repo, read into v->repo) named by an API path
+ * of @pn whose segments after it start at @rest: in scope for the
+ * method's need, then not an admin endpoint unless git.api_allow lists
+ * the path. Returns true when that settled @v; false when the repository
+ * is out of scope (v denied with its reason, which git.api_allow may
+ * still override). */
+static bool api_repo_decide(const struct policy *p, const struct gitprov *gp,
+			    const struct pathnorm *pn, int rest,
+			    const struct gitrules_request *r, const char *owner,
+			    const char *repo, struct gitrules_verdict *v)
+{
+	char hbuf[HOSTNAME_MAX + 1];
+	const char *scm = api_scm_host(p, hbuf, sizeof(hbuf)), *what;
+
+	if (scm) {
+		decide_repo(p, scm, owner, repo, v->need, v);
+	} else {
+		deny(v, GITRULES_RULE_REPO,
+		     "no one SCM host to bind API paths to: set session.repo");
+	}
+	if (v->decision != GITRULES_ALLOW)
+		return false;
+	what = api_admin_what(gp, pn, rest, pn->nseg - rest, r->method);
+	if (!what)
+		return true;
+	if (policy_git_api_path_allowed(p, pn->path)) {
+		allow_api_allow(v);
+		return true;
+	}
+	deny(v, GITRULES_RULE_API_ADMIN,
+	     "%s of " REPO_FMT " can create or hand out credentials, grant access "
+	     "or move the repository: refused unless git.api_allow lists the path",
+	     what, v->repo);
+	return true;
+}
+
+/* GitLab's project id: one raw segment, @id of @n bytes. Either a numeric
+ * id that git.project_ids maps (decimal, no leading zero), or the
+ * project's path with each '/' written %2F (either case), decoded exactly
+ * once: any other escape -- %25 (so %252F, double encoding), %2E, an
+ * escaped letter -- and any byte but A-Z a-z 0-9 . _ - is refused, so
+ * the path read here is the one GitLab reads. Writes the decoded path,
+ * lowercase-agnostic, to @out ("group/sub/project"); false with @v
+ * denied. */
+static bool gitlab_project(const struct policy *p, const char *id, size_t n, char *out,
+			   size_t outlen, struct gitrules_verdict *v)
+{
+	size_t i, at = 0;
+	bool digits = n > 0;
+
+	for (i = 0; i < n; i++)
+		digits = digits && id[i] >= '0' && id[i] <= '9';
+	if (digits) {
+		unsigned long long num = 0;
+		const char *path;
+
+		if (id[0] == '0' || n > 19) {
+			deny(v, GITRULES_RULE_PATH,
+			     "a numeric project id is written without leading zeros, at most 19 digits");
+			return false;
+		}
+		for (i = 0; i < n; i++)
+			num = num * 10 + (unsigned long long)(id[i] - '0');
+		path = policy_git_project_path(p, (uint64_t)num);
+		if (!path) {
+			deny(v, GITRULES_RULE_REPO,
+			     "project id %llu is not in git.project_ids: a numeric id is bound "
+			     "only when the policy names its project", num);
+			return false;
+		}
+		if (!util_strlcpy(out, path, outlen)) {
+			deny(v, GITRULES_RULE_PATH, "the project's path is too long");
+			return false;
+		}
+		return true;
+	}
+	for (i = 0; i < n; i++) {
+		if (at + 2 > outlen) {
+			deny(v, GITRULES_RULE_PATH, "the project id is too long");
+			return false;
+		}
+		if (id[i] == '%') {
+			if (i + 2 < n && id[i + 1] == '2' && (id[i + 2] == 'F' || id[i + 2] == 'f')) {
+				out[at++] = '/';
+				i += 2;
+				continue;
+			}
+			deny(v, GITRULES_RULE_PATH,
+			     "the project id holds an escape other than %%2F (%%25 would be double "
+			     "encoding): it is decoded exactly once");
+			return false;
+		}
+		if (!is_name_char((unsigned char)id[i])) {
+			unsigned char c = (unsigned char)id[i];
+
+			if (c > 0x20 && c < 0x7f)
+				deny(v, GITRULES_RULE_PATH,
+				     "the project id holds '%c': only A-Z a-z 0-9 . _ - and %%2F", c);
+			else
+				deny(v, GITRULES_RULE_PATH,
+				     "the project id holds the byte 0x%02x: only A-Z a-z 0-9 . _ - and %%2F",
+				     c);
+			return false;
+		}
+		out[at++] = id[i];
+	}
+	out[at] = '\0';
+	return true;
+}
+
+/* A GitLab API request: /api/v4/projects/ID[/...] is bound to the
+ * project ID names; other paths only by git.api_allow. */
+static void decide_api_encoded(const struct policy *p, const struct gitprov *gp,
+			       const struct gitrules_request *r, bool read,
+			       struct gitrules_verdict *v)
+{
+	char prefix[64], decoded[GITRULES_API_PATH_MAX + 1];
+	char syn[GITRULES_API_PATH_MAX + sizeof(prefix) + 1];
+	char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+	struct gitrules_request sr = *r;
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
+	struct pathnorm pn;
+	const char *id, *end;
+	size_t pl = 0, idn, restn, dl;
+	int i, nsegs = 0;
+
+	for (i = 0; i < gp->napi_prefix; i++)
+		pl += (size_t)snprintf(prefix + pl, sizeof(prefix) - pl, "/%s", gp->api_prefix[i]);
+	ASSERT(pl + 1 < sizeof(prefix));
+	prefix[pl++] = '/';
+	prefix[pl] = '\0';
+	if (r->path.len > GITRULES_API_PATH_MAX) {
+		deny(v, GITRULES_RULE_PATH, "the path is longer than %d bytes", GITRULES_API_PATH_MAX);
+		return;
+	}
+	if (r->path.len <= pl || memcmp(r->path.ptr, prefix, pl) != 0) {
+		/* Not a project's path: the decoded path, for git.api_allow */
+		if (!read_path(r, GITRULES_API_PATH_MAX, PATHNORM_ESCAPES, &pn, v))
+			return;
+		goto api_allow;
+	}
+	id = r->path.ptr + pl;
+	end = memchr(id, '/', r->path.len - pl);
+	idn = end ? (size_t)(end - id) : r->path.len - pl;
+	restn = r->path.len - pl - idn;
+	if (!gitlab_project(p, id, idn, decoded, sizeof(decoded), v)) {
+		struct gitrules_verdict keep = *v;
+
+		/* An unmapped numeric id is out of scope, as an unlisted
+		 * repository is: git.api_allow may still list its path. */
+		if (v->rule != GITRULES_RULE_REPO ||
+		    !read_path(r, GITRULES_API_PATH_MAX, PATHNORM_ESCAPES, &pn, v))
+			return;
+		if (policy_git_api_path_allowed(p, pn.path))
+			allow_api_allow(v);
+		else
+			*v = keep;
+		return;
+	}
+	/* The decoded project path's segments, each a name */
+	dl = strlen(decoded);
+	{
+		const char *q = decoded;
+
+		for (;;) {
+			const char *sl = strchr(q, '/');
+
+			if (nsegs == gp->depth_max) {
+				deny(v, GITRULES_RULE_PATH, "groups nest at most %d deep",
+				     gp->depth_max - 1);
+				return;
+			}
+			segs[nsegs].p = q;
+			segs[nsegs].n = sl ? (size_t)(sl - q) : strlen(q);
+			nsegs++;
+			if (!sl)
+				break;
+			q = sl + 1;
+		}
+	}
+	if (nsegs < gp->depth_min) {
+		deny(v, GITRULES_RULE_PATH,
+		     "the project id names no GROUP/.../PROJECT (a path needs its %%2F, a number "
+		     "git.project_ids)");
+		return;
+	}
+	if (!read_repo(gp, segs, nsegs, false, owner, repo, v))
+		return;
+	/* The rest of the path, read by the one normaliser, behind the
+	 * decoded project path: what git.api_allow and git.api_admin read. */
+	ASSERT(pl + dl + restn < sizeof(syn));
+	memcpy(syn, prefix, pl);
+	memcpy(syn + pl, decoded, dl);
+	memcpy(syn + pl + dl, id + idn, restn);
+	sr.path.ptr = syn;
+	sr.path.len = pl + dl + restn;
+	{
+		char keep[sizeof(v->repo)];
+
+		memcpy(keep, v->repo, sizeof(keep));
+		if (!read_path(&sr, sizeof(syn) - 1, PATHNORM_ESCAPES, &pn, v))
+			return;
+		memcpy(v->repo, keep, sizeof(keep));
+	}
+	v->op = read ? GITRULES_OP_FETCH : GITRULES_OP_PUSH;
+	v->need = read ? POLICY_GIT_FETCH : POLICY_GIT_PUSH;
+	if (api_repo_decide(p, gp, &pn, gp->napi_prefix + nsegs, r, owner, repo, v))
+		return;
+api_allow:
+	if (policy_git_api_path_allowed(p, pn.path)) {
+		allow_api_allow(v);
+		return;
+	}
+	if (v->repo[0])
+		return;
+	v->op = GITRULES_OP_NONE;
+	v->need = 0;
+	deny(v, GITRULES_RULE_API,
+	     "neither under /api/v4/projects/ID of a project in scope nor under git.api_allow");
+}
+
 void gitrules_decide_api(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
 			 struct gitrules_verdict *v)
 {
-	struct seg segs[GITRULES_SEGMENTS_MAX];
+	const struct gitprov *gp = gitprov_get(p->git_provider);
+	struct seg segs[GITRULES_SEGMENTS_MAX] = { { 0 } };
 	struct pathnorm pn;
 	bool read;
 	int n, base = 0;
@@ -809,53 +1091,45 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 		deny(v, GITRULES_RULE_HOST, "not a host of git.api_hosts");
 		return;
 	}
+	read = slice_is(r->method, "GET") || slice_is(r->method, "HEAD");
+	if (gp->api_id == GITPROV_API_ENCODED_PATH) {
+		decide_api_encoded(p, gp, r, read, v);
+		return;
+	}
 	/* API paths carry file names: safe escapes are decoded, and every
 	 * rule below reads the decoded segments. "//" is refused: API paths
 	 * are forwarded as written, never rewritten. */
 	if (!read_path(r, GITRULES_API_PATH_MAX, PATHNORM_ESCAPES, &pn, v))
 		return;
-	n = segs_of(&pn, segs);
-	read = slice_is(r->method, "GET") || slice_is(r->method, "HEAD");
 	v->op = read ? GITRULES_OP_FETCH : GITRULES_OP_PUSH;
 	v->need = read ? POLICY_GIT_FETCH : POLICY_GIT_PUSH;
+	n = segs_of(&pn, segs);
 	/* GitHub Enterprise Server serves the same API under /api/v3. */
-	if (n >= 2 && seg_is(&segs[0], "api") && seg_is(&segs[1], "v3"))
+	if (gp->api_base[0] && n >= 2 && seg_is(&segs[0], gp->api_base[0]) &&
+	    seg_is(&segs[1], gp->api_base[1]))
 		base = 2;
-	if (n - base >= 3 && seg_is(&segs[base], "repos")) {
-		char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
-		char hbuf[HOSTNAME_MAX + 1];
-		const char *scm;
+	if (n - base >= gp->napi_prefix + 2) {
+		bool prefixed = true;
 		int i;
 
-		for (i = 0; i < base + 3; i++) {
-			if (pn.seg[i].escaped) {
-				deny(v, GITRULES_RULE_PATH,
-				     "[/api/v3]/repos/OWNER/REPO of an API path may hold no percent-escape");
-				return;
+		for (i = 0; i < gp->napi_prefix; i++)
+			prefixed = prefixed && seg_is(&segs[base + i], gp->api_prefix[i]);
+		if (prefixed) {
+			char owner[GITRULES_NAME_MAX + 1], repo[GITRULES_NAME_MAX + 1];
+			int at = base + gp->napi_prefix;
+
+			for (i = 0; i < at + 2; i++) {
+				if (pn.seg[i].escaped) {
+					deny(v, GITRULES_RULE_PATH,
+					     "the API prefix and OWNER/REPO of an API path may hold no "
+					     "percent-escape");
+					return;
+				}
 			}
-		}
-		if (!read_repo(&segs[base + 1], &segs[base + 2], false, owner, repo, v))
-			return;
-		scm = api_scm_host(p, hbuf, sizeof(hbuf));
-		if (scm) {
-			decide_repo(p, scm, owner, repo, v->need, v);
-		} else {
-			deny(v, GITRULES_RULE_REPO,
-			     "no one SCM host to bind API paths to: set session.repo");
-		}
-		if (v->decision == GITRULES_ALLOW) {
-			const char *what = api_admin_what(&pn, base + 3, n - base - 3, r->method);
-			if (!what)
+			if (!read_repo(gp, &segs[at], 2, false, owner, repo, v))
 				return;
-			if (policy_git_api_path_allowed(p, pn.path)) {
-				allow_api_allow(v);
+			if (api_repo_decide(p, gp, &pn, at + 2, r, owner, repo, v))
 				return;
-			}
-			deny(v, GITRULES_RULE_API_ADMIN,
-			     "%s of " REPO_FMT " can create or hand out credentials, grant access "
-			     "or move the repository: refused unless git.api_allow lists the path",
-			     what, v->repo);
-			return;
 		}
 	}
 	if (policy_git_api_path_allowed(p, pn.path)) {
@@ -867,7 +1141,7 @@ void gitrules_decide_api(const struct policy *p, const char *host,
 	v->op = GITRULES_OP_NONE;
 	v->need = 0;
 	deny(v, GITRULES_RULE_API,
-	     "neither under /repos/OWNER/REPO of a repository in scope nor under git.api_allow");
+	     "neither under the repository API of a repository in scope nor under git.api_allow");
 }
 
 /* ------------------------------------------------------------------ */
@@ -915,10 +1189,10 @@ bool gitrules_decide_ssh(const struct policy *p, const struct host_target *t,
 	return true;
 }
 
-char *gitrules_credential_header(const char *token, size_t len)
+char *gitrules_credential_header(const char *user, const char *token, size_t len)
 {
-	static const char user[] = "x-access-token:", basic[] = "Basic ";
-	size_t n = sizeof(user) - 1 + len, i, out_len;
+	static const char basic[] = "Basic ";
+	size_t ul = strlen(user), n = ul + 1 + len, i, out_len;
 	unsigned char *plain;
 	char *out;
 
@@ -926,8 +1200,9 @@ char *gitrules_credential_header(const char *token, size_t len)
 	for (i = 0; i < len; i++)
 		ASSERT((unsigned char)token[i] > 0x20 && (unsigned char)token[i] < 0x7f);
 	plain = util_xmalloc(n);
-	memcpy(plain, user, sizeof(user) - 1);
-	memcpy(plain + sizeof(user) - 1, token, len);
+	memcpy(plain, user, ul + 1); /* its NUL becomes the ':' */
+	plain[ul] = ':';
+	memcpy(plain + ul + 1, token, len);
 	out_len = sizeof(basic) - 1 + 4 * ((n + 2) / 3);
 	out = util_xmalloc(out_len + 1);
 	memcpy(out, basic, sizeof(basic) - 1);

@@ -191,6 +191,10 @@ void gitrules_decide_http(const struct policy *p, const char *host,
  *	POST /OWNER/REPO[.git]/info/lfs/locks/verify                lfs-locks, push
  *	POST /OWNER/REPO[.git]/info/lfs/locks/ID/unlock             lfs-locks, push
  * (OID: 64 lowercase hex digits; ID: 1-255 bytes of A-Z a-z 0-9 . _ -).
+ * OWNER/REPO is the provider's shape (gitprov.h): with git.provider
+ * "gitlab" GROUP/SUB/.../PROJECT, 2 to GITPROV_DEPTH_MAX segments, and
+ * a "-" segment (a /-/ route) refused; v->repo and the target then hold
+ * the whole path.
  * The path is read by pathnorm_parse() without escapes; duplicate and
  * trailing slashes are dropped. Refused: every path pathnorm.c refuses,
  * any byte but A-Z a-z 0-9 . _ - / in the path (so every percent-escape,
@@ -198,8 +202,9 @@ void gitrules_decide_http(const struct policy *p, const char *host,
  * ("." "..", "..."), a REPO that still
  * ends in ".git" after one is removed, a path longer than
  * GITRULES_PATH_MAX, a query on any form but info/refs and the lock list,
- * nested groups (more than OWNER/REPO before the operation), and
- * everything else. ALLOW and NEED_BODY set v->target. */
+ * nested groups where the provider has none (more than OWNER/REPO
+ * before the operation), and everything else. ALLOW and NEED_BODY set
+ * v->target. */
 void gitrules_decide_scm(const struct policy *p, const char *host,
 			 const struct gitrules_request *r,
 			 struct gitrules_verdict *v);
@@ -216,7 +221,12 @@ void gitrules_decide_lfs_batch(struct gitrules_verdict *v, const char *body,
 			       size_t len);
 
 /* A request to the REST API host @host (refused with git.host unless it
- * is in git.api_hosts). Allowed:
+ * is in git.api_hosts). The repository prefix is the provider's
+ * (gitprov.h): GitHub's below, Bitbucket's /2.0/repositories/W/R, and
+ * GitLab's /api/v4/projects/ID where ID is the project's path with '/'
+ * as %2F (decoded exactly once: no other escape) or a numeric id that
+ * git.project_ids maps; git.api_allow is then compared with the path as
+ * decoded, the project written as its path. For GitHub, allowed:
  *  - [/api/v3]/repos/OWNER/REPO and everything below it, for a repository
  *    in scope on the session repository's host (without session.repo:
  *    the one host of git.hosts, if there is exactly one): GET and HEAD
@@ -252,12 +262,13 @@ bool gitrules_decide_ssh(const struct policy *p, const struct host_target *t,
 			 uint16_t port, struct gitrules_verdict *v);
 
 /* The Authorization value the proxy injects on an allowed SCM request:
- * "Basic " + base64("x-access-token:" + token), as GitHub, GitHub
- * Enterprise Server and GitLab accept a token. @token is @len (1 to
+ * "Basic " + base64(@user + ":" + token), @user the provider's
+ * (gitprov.h: "x-access-token" for GitHub, "oauth2" for GitLab,
+ * "x-token-auth" for Bitbucket). @token is @len (1 to
  * GITRULES_TOKEN_MAX) bytes of visible ASCII, ASSERTed: the caller
  * checked the token when it got it. Returns a new string, a credential:
  * the caller wipes it (explicit_bzero over strlen) before free(). */
 #define GITRULES_TOKEN_MAX 8192
-char *gitrules_credential_header(const char *token, size_t len);
+char *gitrules_credential_header(const char *user, const char *token, size_t len);
 
 #endif /* AIRLOCK_GITRULES_H */

@@ -451,6 +451,9 @@ struct ctx {
 	json_t *fs_ro_seen, *fs_other_seen;
 
 	char session_host[HOSTNAME_MAX + 1]; /* "" when no session.repo */
+	/* git.provider's row (pre-scanned: session.repo and git.repos are
+	 * read in its shape; GitHub when it is absent or invalid). */
+	const struct gitprov *gp;
 	bool secrets_ok, git_hosts_ok, session_repo_ok;
 	bool git_token;          /* git.credential or git.github_app given */
 	bool token_env_explicit; /* the author wrote git.token_env */
@@ -463,6 +466,8 @@ struct ctx {
 	bool price_has_input, price_has_output, price_has_cw, price_has_cr;
 	bool prov_has_api, prov_has_hosts;
 	bool git_has_credential, git_has_app; /* given, not null */
+	bool git_has_glmint;
+	bool glmint_has_token_env, glmint_has_token_file;
 };
 
 /* Control characters and DEL become '?'. Quoted input is already escaped
@@ -779,22 +784,32 @@ static bool repo_part(const char *s, size_t n, char *out, const char *what,
 	return true;
 }
 
-/* Parses "HOST/OWNER/REPO" (or, unless @need_host, "OWNER/REPO"): HOST a
- * DNS name (never an IP literal), a trailing ".git" removed from REPO,
- * everything lowercased. Slashes are never collapsed: "a//b" is refused. */
-static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
+/* Parses "HOST/OWNER/REPO" (or, unless @need_host, "OWNER/REPO") in the
+ * shape of provider @gp: HOST a DNS name (never an IP literal), a
+ * trailing ".git" removed from REPO, everything lowercased. OWNER is one
+ * segment, or, for a provider whose repositories nest (GitLab), the
+ * groups "group/sub/..." up to the repository; then, without @need_host,
+ * the first segment is a HOST only when it is one of @hosts (git.hosts,
+ * or @session_host), since a group can look like a name. Slashes are
+ * never collapsed: "a//b" is refused. */
+static bool repo_parse(const char *s, bool need_host, const struct gitprov *gp,
+		       json_t *hosts, const char *session_host, struct repo_ref *out,
 		       char *why, size_t whylen)
 {
-	const char *part[3];
-	size_t len[3], nparts = 0, n;
+	const char *part[GITPROV_DEPTH_MAX + 2];
+	size_t len[GITPROV_DEPTH_MAX + 2], nparts = 0, n, i, at = 0, first;
 	const char *p = s, *slash;
 	struct host_target t;
-	const char *form = need_host ? "expected \"HOST/OWNER/REPO\""
-				     : "expected \"OWNER/REPO\" or \"HOST/OWNER/REPO\"";
+	bool nested = gp->depth_max > gp->depth_min, has_host;
+	const char *form = nested ? (need_host ? "expected \"HOST/GROUP/.../PROJECT\""
+					       : "expected \"GROUP/.../PROJECT\" or "
+						 "\"HOST/GROUP/.../PROJECT\"")
+				  : (need_host ? "expected \"HOST/OWNER/REPO\""
+					       : "expected \"OWNER/REPO\" or \"HOST/OWNER/REPO\"");
 
 	memset(out, 0, sizeof(*out));
 	for (;;) {
-		if (nparts == 3) {
+		if (nparts == (size_t)gp->depth_max + 1) {
 			snprintf(why, whylen, "%s", form);
 			return false;
 		}
@@ -806,11 +821,28 @@ static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
 			break;
 		p = slash + 1;
 	}
-	if (nparts < 2 || (need_host && nparts != 3)) {
+	if (need_host) {
+		has_host = true;
+	} else if (!nested) {
+		has_host = nparts == (size_t)gp->depth_max + 1;
+	} else {
+		char h[HOSTNAME_MAX + 1];
+
+		has_host = false;
+		if (len[0] > 0 && len[0] <= HOSTNAME_MAX) {
+			memcpy(h, part[0], len[0]);
+			h[len[0]] = '\0';
+			ascii_lower(h);
+			has_host = (hosts && json_object_get(hosts, h)) ||
+				   (session_host && strcmp(h, session_host) == 0);
+		}
+	}
+	first = has_host ? 1 : 0;
+	if (nparts < first + (size_t)gp->depth_min) {
 		snprintf(why, whylen, "%s", form);
 		return false;
 	}
-	if (nparts == 3) {
+	if (has_host) {
 		enum hostname_error he;
 
 		if (len[0] == 0) {
@@ -833,11 +865,38 @@ static bool repo_parse(const char *s, bool need_host, struct repo_ref *out,
 			return false;
 		}
 	}
-	if (!repo_part(part[nparts - 2], len[nparts - 2], out->owner, "OWNER",
-		       why, whylen) ||
-	    !repo_part(part[nparts - 1], len[nparts - 1], out->repo, "REPO",
-		       why, whylen))
+	for (i = first; i + 1 < nparts; i++) {
+		char seg[POLICY_REPO_PART_MAX + 1];
+
+		if (!repo_part(part[i], len[i], seg, nested ? "a GROUP" : "OWNER", why, whylen))
+			return false;
+		if (gp->dash_routes && seg[0] == '-') {
+			snprintf(why, whylen, "a %s path segment does not start with '-'",
+				 gp->display);
+			return false;
+		}
+		n = strlen(seg);
+		if (nested && n >= 4 && strcmp(seg + n - 4, ".git") == 0) {
+			snprintf(why, whylen, "a GROUP does not end in \".git\"");
+			return false;
+		}
+		if (at + (at ? 1 : 0) + n > POLICY_REPO_PART_MAX) {
+			snprintf(why, whylen, "the groups are longer than %d characters",
+				 POLICY_REPO_PART_MAX);
+			return false;
+		}
+		if (at)
+			out->owner[at++] = '/';
+		memcpy(out->owner + at, seg, n + 1);
+		at += n;
+	}
+	if (!repo_part(part[nparts - 1], len[nparts - 1], out->repo,
+		       nested ? "PROJECT" : "REPO", why, whylen))
 		return false;
+	if (gp->dash_routes && out->repo[0] == '-') {
+		snprintf(why, whylen, "a %s path segment does not start with '-'", gp->display);
+		return false;
+	}
 	n = strlen(out->repo);
 	if (n >= 4 && strcmp(out->repo + n - 4, ".git") == 0) {
 		out->repo[n - 4] = '\0';
@@ -1634,7 +1693,7 @@ static void parse_session_repo(struct ctx *c, json_t *v, const char *path)
 		err_add(c, path, "expected a string or null");
 		return;
 	}
-	if (!repo_parse(json_string_value(v), true, &r, why, sizeof(why))) {
+	if (!repo_parse(json_string_value(v), true, c->gp, NULL, NULL, &r, why, sizeof(why))) {
 		err_add(c, path, "%s", why);
 		return;
 	}
@@ -2103,7 +2162,8 @@ static void parse_git_repos(struct ctx *c, json_t *v, const char *path)
 		unsigned int bits;
 		bool ok = true;
 
-		if (!repo_parse(key, false, &r, why, sizeof(why))) {
+		if (!repo_parse(key, false, c->gp, c->git_hosts, c->session_host, &r, why,
+				sizeof(why))) {
 			err_add(c, kp, "%s", why);
 			ok = false;
 		} else if (r.host[0] && c->git_hosts_ok && c->session_repo_ok &&
@@ -2400,6 +2460,115 @@ static void parse_git_app(struct ctx *c, json_t *v, const char *path)
 				 "the session's repository");
 }
 
+#define DEFAULT_GITLAB_API "https://gitlab.com"
+
+static void parse_glmint_api(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_gitlab_mint *m = c->p->git_gitlab_mint;
+	struct policy_github_app tmp = { 0 };
+	const char *why = NULL;
+
+	if (!json_is_string(v) || !api_url_parse(json_string_value(v), &tmp, &why)) {
+		err_add(c, path, "expected an https URL such as \"%s\"%s%s", DEFAULT_GITLAB_API,
+			why ? ": " : "", why ? why : "");
+		return;
+	}
+	free(m->api);
+	free(m->api_host);
+	free(m->api_path);
+	m->api = tmp.api;
+	m->api_host = tmp.api_host;
+	m->api_port = tmp.api_port;
+	m->api_path = tmp.api_path;
+}
+
+static void parse_glmint_token_env(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	if (json_is_null(v))
+		return;
+	c->glmint_has_token_env = true;
+	if (!s || !env_name_ok(s))
+		err_add(c, path, "expected the name of the supervisor's environment variable "
+				 "that holds the group or instance token");
+	else
+		set_str(&c->p->git_gitlab_mint->token_env, v);
+}
+
+static void parse_glmint_token_file(struct ctx *c, json_t *v, const char *path)
+{
+	if (json_is_null(v))
+		return;
+	c->glmint_has_token_file = true;
+	file_value(c, v, path, false, &c->p->git_gitlab_mint->token_file);
+}
+
+static void parse_glmint_expires(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)POLICY_GITLAB_EXPIRES_MAX)
+		err_add(c, path, "expected minutes, 1 to %u", POLICY_GITLAB_EXPIRES_MAX);
+	else
+		c->p->git_gitlab_mint->expires_minutes = (uint32_t)json_integer_value(v);
+}
+
+static void parse_glmint_ca(struct ctx *c, json_t *v, const char *path)
+{
+	file_value(c, v, path, true, &c->p->git_gitlab_mint->ca);
+}
+
+static const struct field glmint_fields[] = {
+	{ "api", parse_glmint_api },
+	{ "token_env", parse_glmint_token_env },
+	{ "token_file", parse_glmint_token_file },
+	{ "expires_minutes", parse_glmint_expires },
+	{ "ca", parse_glmint_ca },
+};
+
+static void glmint_free(struct policy_gitlab_mint *m)
+{
+	if (!m)
+		return;
+	free(m->api);
+	free(m->api_host);
+	free(m->api_path);
+	free(m->token_env);
+	free(m->token_file);
+	free(m->ca);
+	free(m);
+}
+
+static void parse_git_glmint(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_gitlab_mint *m;
+	struct policy_github_app tmp = { 0 };
+	const char *why = NULL;
+
+	if (json_is_null(v))
+		return;
+	c->git_has_glmint = true;
+	m = util_xcalloc(1, sizeof(*m));
+	ASSERT(api_url_parse(DEFAULT_GITLAB_API, &tmp, &why));
+	m->api = tmp.api;
+	m->api_host = tmp.api_host;
+	m->api_port = tmp.api_port;
+	m->api_path = tmp.api_path;
+	m->expires_minutes = 60;
+	glmint_free(c->p->git_gitlab_mint);
+	c->p->git_gitlab_mint = m;
+	c->glmint_has_token_env = c->glmint_has_token_file = false;
+	if (!walk_object(c, v, path, glmint_fields, ARRAY_SIZE(glmint_fields)))
+		return;
+	if (c->glmint_has_token_env == c->glmint_has_token_file)
+		err_add(c, path, "give one of token_env and token_file (the group or instance "
+				 "token the supervisor mints with)");
+	if (c->gp->api_id != GITPROV_API_ENCODED_PATH)
+		err_add(c, path, "mints GitLab project access tokens: needs git.provider \"gitlab\"");
+	if (c->session_repo_ok && !c->session_host[0])
+		err_add(c, path, "needs session.repo: the token is minted for the session's project");
+}
+
 static void parse_git_token_env(struct ctx *c, json_t *v, const char *path)
 {
 	LIST_SET(c, v, path, &token_env_list, c->p->git_token_env,
@@ -2417,12 +2586,81 @@ static void parse_git_ssh(struct ctx *c, json_t *v, const char *path)
 	parse_bool(c, v, path, &c->p->git_ssh);
 }
 
+static void parse_git_provider(struct ctx *c, json_t *v, const char *path)
+{
+	enum gitprov_id id;
+
+	if (!gitprov_from_name(json_string_value(v), &id)) {
+		err_add(c, path, "expected %s", gitprov_names());
+		return;
+	}
+	c->p->git_provider = id;
+}
+
+static int cmp_project_id(const void *a, const void *b)
+{
+	uint64_t x = ((const struct policy_git_project_id *)a)->id;
+	uint64_t y = ((const struct policy_git_project_id *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* git.project_ids: {"123": "group/sub/project"}: GitLab's numeric ids of
+ * projects, so that /api/v4/projects/123/... can be bound. */
+static void parse_git_project_ids(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy *p = c->p;
+	const char *key;
+	json_t *el;
+
+	if (!json_is_object(v)) {
+		err_add(c, path, "expected an object of numeric project ids to \"GROUP/.../PROJECT\"");
+		return;
+	}
+	if (json_object_size(v) > 0 && c->gp->api_id != GITPROV_API_ENCODED_PATH) {
+		err_add(c, path, "only for git.provider \"gitlab\" (numeric project ids)");
+		return;
+	}
+	p->git_project_ids = util_xcalloc(json_object_size(v) + 1, sizeof(*p->git_project_ids));
+	json_object_foreach(v, key, el) {
+		char *kp = path_key(path, key), why[256];
+		struct repo_ref r;
+		uint64_t id = 0;
+		size_t i, n = strlen(key);
+		bool ok = n >= 1 && n <= 19 && key[0] != '0';
+
+		for (i = 0; ok && i < n; i++)
+			ok = is_digit(key[i]);
+		if (ok)
+			id = strtoull(key, NULL, 10);
+		if (!ok || id == 0) {
+			err_add(c, kp, "a project id is a decimal number >= 1 without leading zeros");
+		} else if (!json_is_string(el)) {
+			err_add(c, kp, "expected \"GROUP/.../PROJECT\"");
+		} else if (!repo_parse(json_string_value(el), false, c->gp, NULL, NULL, &r, why,
+				       sizeof(why))) {
+			err_add(c, kp, "%s", why);
+		} else {
+			p->git_project_ids[p->ngit_project_ids].id = id;
+			p->git_project_ids[p->ngit_project_ids].repo =
+				util_xasprintf("%s/%s", r.owner, r.repo);
+			p->ngit_project_ids++;
+		}
+		free(kp);
+	}
+	qsort(p->git_project_ids, p->ngit_project_ids, sizeof(*p->git_project_ids),
+	      cmp_project_id);
+}
+
 static const struct field git_fields[] = {
+	{ "provider", parse_git_provider },
+	{ "project_ids", parse_git_project_ids },
 	{ "hosts", parse_git_hosts },
 	{ "api_hosts", parse_git_api_hosts },
 	{ "repos", parse_git_repos },
 	{ "credential", parse_git_credential },
 	{ "github_app", parse_git_app },
+	{ "gitlab_mint", parse_git_glmint },
 	{ "token_env", parse_git_token_env },
 	{ "api_allow", parse_git_api_allow },
 	{ "ssh", parse_git_ssh },
@@ -2432,8 +2670,11 @@ static void parse_git(struct ctx *c, json_t *v, const char *path)
 {
 	if (!walk_object(c, v, path, git_fields, ARRAY_SIZE(git_fields)))
 		return;
-	if (c->git_has_credential && c->git_has_app)
-		err_add(c, path, "give one of credential and github_app, not both");
+	if (c->git_has_credential + c->git_has_app + c->git_has_glmint > 1)
+		err_add(c, path, "give one of credential, github_app and gitlab_mint");
+	if (c->git_has_app && c->p->git_provider != GITPROV_GITHUB)
+		err_add(c, path, "github_app mints GitHub tokens: git.provider is \"%s\"",
+			gitprov_get(c->p->git_provider)->name);
 }
 
 /* ---- spend ------------------------------------------------------------- */
@@ -2969,6 +3210,7 @@ static void prescan_token(struct ctx *c, json_t *root)
 	json_t *git = json_object_get(root, "git");
 	json_t *cred = json_object_get(git, "credential");
 	json_t *app = json_object_get(git, "github_app");
+	json_t *glm = json_object_get(git, "gitlab_mint");
 	json_t *tenv = json_object_get(git, "token_env");
 	json_t *sec = json_object_get(root, "secrets"), *s, *el;
 	const char *name;
@@ -2977,7 +3219,8 @@ static void prescan_token(struct ctx *c, json_t *root)
 	c->token_envs = seen_new();
 	c->other_secret_envs = seen_new();
 	c->git_credential = json_string_value(cred);
-	c->git_token = c->git_credential || (app && !json_is_null(app));
+	c->git_token = c->git_credential || (app && !json_is_null(app)) ||
+		       (glm && !json_is_null(glm));
 	c->token_env_explicit = tenv != NULL;
 	if (c->git_token && !tenv)
 		for (i = 0; i < ARRAY_SIZE(default_token_env); i++)
@@ -3039,12 +3282,19 @@ static void prescan(struct ctx *c, json_t *root)
 			json_object_set_new(c->git_hosts, name, json_true());
 	}
 
+	{
+		enum gitprov_id id = GITPROV_GITHUB;
+
+		(void)gitprov_from_name(json_string_value(json_object_get(git, "provider")), &id);
+		c->gp = gitprov_get(id);
+	}
 	c->session_repo_ok = !repo || json_is_null(repo);
 	if (json_is_string(repo)) {
 		struct repo_ref r;
 		char why[256];
 
-		if (repo_parse(json_string_value(repo), true, &r, why, sizeof(why))) {
+		if (repo_parse(json_string_value(repo), true, c->gp, NULL, NULL, &r, why,
+			       sizeof(why))) {
 			c->session_repo_ok = true;
 			memcpy(c->session_host, r.host, sizeof(c->session_host));
 		}
@@ -3237,7 +3487,33 @@ static json_t *git_to_json(const struct policy *p)
 		git_repo_key(g->host, g->owner, g->repo, buf, sizeof(buf));
 		json_object_set_new(repos, buf, a);
 	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+	json_t *ids = NULL;
+
+	/* Written only when not the default, so that the canonical form of a
+	 * GitHub policy stays what it was. */
+	if (p->ngit_project_ids) {
+		ids = json_object();
+		for (i = 0; i < p->ngit_project_ids; i++) {
+			snprintf(buf, sizeof(buf), "%llu",
+				 (unsigned long long)p->git_project_ids[i].id);
+			json_object_set_new(ids, buf, jstr(p->git_project_ids[i].repo));
+		}
+	}
+	json_t *glm = NULL;
+
+	if (p->git_gitlab_mint) {
+		const struct policy_gitlab_mint *m = p->git_gitlab_mint;
+
+		glm = json_pack("{s:o, s:o, s:o, s:I, s:o}", "api", jstr(m->api), "token_env",
+				jstr(m->token_env), "token_file", jstr(m->token_file),
+				"expires_minutes", (json_int_t)m->expires_minutes, "ca", jstr(m->ca));
+	}
+	return json_pack("{s:o*, s:o*, s:o*, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+			 "gitlab_mint", glm,
+			 "provider", p->git_provider == GITPROV_GITHUB
+					     ? NULL
+					     : jstr(gitprov_get(p->git_provider)->name),
+			 "project_ids", ids,
 			 "hosts", jstrv(p->git_hosts, p->ngit_hosts, false),
 			 "api_hosts", jstrv(p->git_api_hosts, p->ngit_api_hosts, false),
 			 "repos", repos,
@@ -3375,6 +3651,10 @@ struct policy *policy_parse(const char *text, size_t len,
 	}
 	prescan(&c, root);
 	walk_object(&c, root, "$", root_fields, ARRAY_SIZE(root_fields));
+	if (p->git_gitlab_mint && p->git_gitlab_mint->token_env &&
+	    policy_env_passes(p, p->git_gitlab_mint->token_env))
+		err_add(&c, "git.gitlab_mint.token_env", "%s is passed by env.pass: the agent "
+			"would hold the group token", p->git_gitlab_mint->token_env);
 	if (!c.have_version)
 		err_add(&c, "version", "required key is missing");
 	if (errs->count == 0) {
@@ -3499,6 +3779,10 @@ void policy_free(struct policy *p)
 		free(p->git_repos[i].repo);
 	}
 	free(p->git_repos);
+	for (i = 0; i < p->ngit_project_ids; i++)
+		free(p->git_project_ids[i].repo);
+	free(p->git_project_ids);
+	glmint_free(p->git_gitlab_mint);
 	free(p->git_credential);
 	app_free(p->git_github_app);
 	strv_free(p->git_token_env, p->ngit_token_env);
@@ -3610,7 +3894,7 @@ unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
 
 	if (p->session_repo) {
 		const char *s = p->session_repo, *o = strchr(s, '/');
-		const char *r = strchr(o + 1, '/');
+		const char *r = strrchr(s, '/');
 		char h[HOSTNAME_MAX + 1], ow[POLICY_REPO_PART_MAX + 1];
 
 		ASSERT(o && r && (size_t)(o - s) < sizeof(h) &&
@@ -3650,9 +3934,19 @@ bool policy_git_api_path_allowed(const struct policy *p, const char *path)
 	return false;
 }
 
+const char *policy_git_project_path(const struct policy *p, uint64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < p->ngit_project_ids; i++)
+		if (p->git_project_ids[i].id == id)
+			return p->git_project_ids[i].repo;
+	return NULL;
+}
+
 bool policy_git_has_token(const struct policy *p)
 {
-	return p->git_credential || p->git_github_app;
+	return p->git_credential || p->git_github_app || p->git_gitlab_mint;
 }
 
 const struct policy_spend_provider *

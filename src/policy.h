@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "gitprov.h"
 #include "hostname.h"
 
 enum policy_mode {
@@ -73,10 +74,34 @@ struct policy_secret {
 
 struct policy_git_repo {
 	char *host;  /* NULL = any of git.hosts (or session.repo's host) */
-	char *owner; /* lowercase */
+	char *owner; /* lowercase; GitLab: the namespace, "group/sub" */
 	char *repo;  /* lowercase, without ".git" */
 	unsigned int ops; /* POLICY_GIT_* */
 };
+
+/* git.project_ids: a GitLab numeric project id and the project it names. */
+struct policy_git_project_id {
+	uint64_t id;   /* >= 1 */
+	char *repo;    /* "group/sub/project", lowercase, without ".git" */
+};
+
+/* git.gitlab_mint: the supervisor mints a project access token for the
+ * session's project with a group or instance token it holds. */
+struct policy_gitlab_mint {
+	char *api;          /* canonical "https://HOST[:PORT][/PATH]", default
+			       "https://gitlab.com"; the API is {api}/api/v4 */
+	char *api_host;     /* as in struct policy_github_app */
+	uint16_t api_port;
+	char *api_path;
+	char *token_env;    /* the supervisor's variable holding the group or
+			       instance token; exactly one of token_env and
+			       token_file */
+	char *token_file;
+	uint32_t expires_minutes; /* 1..POLICY_GITLAB_EXPIRES_MAX, default 60 */
+	char *ca;           /* PEM file of CAs for api, or NULL */
+};
+
+#define POLICY_GITLAB_EXPIRES_MAX (365u * 24 * 60)
 
 /* A level of a GitHub App permission. */
 enum policy_gh_access {
@@ -180,7 +205,9 @@ struct policy_price {
 struct policy {
 	enum policy_mode mode;
 	char *session_id;   /* NULL when the policy names none */
-	char *session_repo; /* "host/owner/repo", lowercase; NULL if none */
+	char *session_repo; /* "host/owner/repo", lowercase; NULL if none
+			       (GitLab: "host/group/sub/project": the
+			       repository is after the last '/') */
 
 	/* Rule lists and resolvers keep document order (an index names a
 	 * rule; resolvers are asked in order); the other lists are sets,
@@ -224,6 +251,12 @@ struct policy {
 				 "/graphql/..."); no trailing '/', never "/";
 				 sorted */
 	size_t ngit_api_allow;
+	struct policy_git_project_id *git_project_ids; /* sorted by id */
+	size_t ngit_project_ids;
+	struct policy_gitlab_mint *git_gitlab_mint; /* NULL if none; never
+						       with git_credential or
+						       git_github_app */
+	enum gitprov_id git_provider; /* git.provider; default GitHub */
 	bool git_ssh;
 
 	/* spend */
@@ -353,7 +386,12 @@ unsigned int policy_git_repo_ops(const struct policy *p, const char *host,
  * never ask about a raw request path). */
 bool policy_git_api_path_allowed(const struct policy *p, const char *path);
 
-/* Does git have a token to inject (git.credential or git.github_app)? */
+/* The project git.project_ids maps numeric id @id to
+ * ("group/sub/project"), or NULL. */
+const char *policy_git_project_path(const struct policy *p, uint64_t id);
+
+/* Does git have a token to inject (git.credential, git.github_app or
+ * git.gitlab_mint)? */
 bool policy_git_has_token(const struct policy *p);
 
 /* The spend provider that meters @host (a normalised name), or NULL. */

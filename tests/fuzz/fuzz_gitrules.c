@@ -38,7 +38,7 @@
 #include "policy.h"
 #include "util.h"
 
-static struct policy *policy;
+static struct policy *policy, *gitlab;
 
 static const char *const POLICY_JSON =
 	"{\"version\":1,\"session\":{\"repo\":\"git.test/acme/api\"},"
@@ -48,6 +48,13 @@ static const char *const POLICY_JSON =
 	"\"acme/drop\":[\"push\"],\"ghe.test/acme/ghe\":[\"fetch\"]},"
 	"\"api_allow\":[\"/graphql\",\"/api/graphql\"]}}";
 
+/* git.provider "gitlab": nested groups, the encoded-path API. */
+static const char *const GITLAB_JSON =
+	"{\"version\":1,\"session\":{\"repo\":\"gitlab.test/acme/platform/api\"},"
+	"\"git\":{\"provider\":\"gitlab\",\"hosts\":[\"gitlab.test\"],"
+	"\"api_hosts\":[\"gitlab.test\"],\"repos\":{\"acme/platform/lib\":[\"fetch\"],"
+	"\"acme/tools\":[\"fetch\",\"push\"]},\"project_ids\":{\"123\":\"acme/platform/api\"}}}";
+
 static void init(void)
 {
 	struct policy_errors errs = { 0 };
@@ -56,6 +63,9 @@ static void init(void)
 		return;
 	policy = policy_parse(POLICY_JSON, strlen(POLICY_JSON), NULL, &errs);
 	CHECK(policy);
+	policy_errors_free(&errs);
+	gitlab = policy_parse(GITLAB_JSON, strlen(GITLAB_JSON), NULL, &errs);
+	CHECK(gitlab);
 	policy_errors_free(&errs);
 }
 
@@ -114,8 +124,9 @@ static bool has_ci(const char *p, size_t n, const char *needle)
 	return false;
 }
 
-static void check_scm(const char *host, const struct gitrules_request *r,
-		      const struct gitrules_verdict *v, const char *body, size_t blen)
+static void check_scm(const struct policy *pol, const char *host,
+		      const struct gitrules_request *r, const struct gitrules_verdict *v,
+		      const char *body, size_t blen)
 {
 	struct gitrules_request again;
 	struct gitrules_verdict v2;
@@ -146,11 +157,12 @@ static void check_scm(const char *host, const struct gitrules_request *r,
 	CHECK(!has_dot_segment(v->target, plen));
 
 	/* The rights are the policy's. */
-	slash = strchr(v->repo, '/');
+	slash = strrchr(v->repo, '/'); /* GitLab: groups nest */
 	CHECK(slash && (size_t)(slash - v->repo) <= GITRULES_NAME_MAX);
 	memcpy(owner, v->repo, (size_t)(slash - v->repo));
 	owner[slash - v->repo] = '\0';
-	CHECK(policy_git_repo_ops(policy, host, owner, slash + 1) == v->allowed);
+	CHECK(policy_git_repo_ops(pol, host, owner, slash + 1) == v->allowed);
+	CHECK(!memmem(v->target, plen, "/-/", 3)); /* GitLab's routes; the query may say anything */
 
 	/* A fixed point. */
 	again = *r;
@@ -159,7 +171,7 @@ static void check_scm(const char *host, const struct gitrules_request *r,
 	again.has_query = q != NULL;
 	again.query.ptr = q ? q + 1 : NULL;
 	again.query.len = q ? strlen(q + 1) : 0;
-	gitrules_decide_scm(policy, host, &again, &v2);
+	gitrules_decide_scm(pol, host, &again, &v2);
 	CHECK(same(v, &v2));
 
 	if (v->decision == GITRULES_NEED_BODY) {
@@ -286,6 +298,58 @@ static void check_api(const struct gitrules_request *r, const struct gitrules_ve
 	CHECK(!admin_path(p + rest, n - rest, r->method));
 }
 
+/* GitLab's API: an allowed project request names, in its one ID
+ * segment, the verdict's project -- its path with only %2F escapes,
+ * decoded once, or the one mapped id -- and never an admin endpoint. */
+static void check_gitlab_api(const struct gitrules_request *r, const struct gitrules_verdict *v)
+{
+	static const char pre[] = "/api/v4/projects/";
+	const char *p = r->path.ptr, *id, *e;
+	size_t n = r->path.len, idn, i, at = 0, pl = sizeof(pre) - 1;
+	char dec[GITRULES_API_PATH_MAX + 1];
+	bool digits = true;
+
+	CHECK(v->target[0] == '\0');
+	if (v->decision != GITRULES_ALLOW)
+		return;
+	CHECK(n > pl && memcmp(p, pre, pl) == 0);
+	CHECK(!has_dot_segment(p, n) && !has_dots_only_segment(p, n));
+	CHECK(!has_ci(p, n, "%25") && !has_ci(p, n, "%2e") && !memchr(p, ';', n));
+	id = p + pl;
+	e = memchr(id, '/', n - pl);
+	idn = e ? (size_t)(e - id) : n - pl;
+	for (i = 0; i < idn; i++)
+		digits = digits && isdigit((unsigned char)id[i]);
+	if (digits) {
+		CHECK(idn == 3 && memcmp(id, "123", 3) == 0 &&
+		      strcmp(v->repo, "acme/platform/api") == 0);
+	} else {
+		for (i = 0; i < idn; i++) {
+			if (id[i] == '%') {
+				CHECK(i + 2 < idn && id[i + 1] == '2' && (id[i + 2] | 0x20) == 'f');
+				dec[at++] = '/';
+				i += 2;
+			} else {
+				dec[at++] = (char)tolower((unsigned char)id[i]);
+			}
+		}
+		dec[at] = '\0';
+		CHECK(strcmp(dec, v->repo) == 0);
+	}
+	if (e) {
+		char s0[64];
+
+		if (first_seg(e, n - (size_t)(e - p), 0, s0, sizeof(s0)))
+			CHECK(strcmp(s0, "access_tokens") && strcmp(s0, "deploy_tokens") &&
+			      strcmp(s0, "deploy_keys") && strcmp(s0, "variables") &&
+			      strcmp(s0, "hooks") && strcmp(s0, "members") && strcmp(s0, "share") &&
+			      strcmp(s0, "transfer") && strcmp(s0, "runners") &&
+			      strcmp(s0, "invitations"));
+	} else {
+		CHECK(!(r->method.len == 3 && memcmp(r->method.ptr, "PUT", 3) == 0));
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const hosts[] = { "git.test", "api.git.test", "ghe.test" };
@@ -320,14 +384,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_common(&a);
 		CHECK(same(&a, &b));
 		if (a.target[0] || a.decision == GITRULES_NEED_BODY)
-			check_scm(hosts[i], &r, &a, s, (size_t)(end - s));
+			check_scm(policy, hosts[i], &r, &a, s, (size_t)(end - s));
 		else if (kind & GITRULES_HOST_API)
 			check_api(&r, &a);
 
 		gitrules_decide_scm(policy, hosts[i], &r, &a);
 		check_common(&a);
 		if (kind & GITRULES_HOST_SCM)
-			check_scm(hosts[i], &r, &a, s, (size_t)(end - s));
+			check_scm(policy, hosts[i], &r, &a, s, (size_t)(end - s));
 		else
 			CHECK(a.decision == GITRULES_DENY && a.rule == GITRULES_RULE_HOST);
 		gitrules_decide_api(policy, hosts[i], &r, &a);
@@ -336,6 +400,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_api(&r, &a);
 		else
 			CHECK(a.decision == GITRULES_DENY && a.rule == GITRULES_RULE_HOST);
+	}
+	{
+		struct gitrules_verdict a, b;
+
+		gitrules_decide_http(gitlab, "gitlab.test", &r, &a);
+		gitrules_decide_http(gitlab, "gitlab.test", &r, &b);
+		check_common(&a);
+		CHECK(same(&a, &b));
+		if (r.path.len >= 5 && memcmp(r.path.ptr, "/api/", 5) == 0)
+			check_gitlab_api(&r, &a);
+		else
+			check_scm(gitlab, "gitlab.test", &r, &a, s, (size_t)(end - s));
 	}
 	return 0;
 }

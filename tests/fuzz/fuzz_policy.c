@@ -73,9 +73,9 @@ static void check_policy(const struct policy *p)
 	if (p->session_repo) {
 		char buf[600];
 		const char *o = strchr(p->session_repo, '/');
-		const char *r = strchr(o + 1, '/');
+		const char *r = strrchr(p->session_repo, '/'); /* GitLab: groups nest */
 
-		CHECK((size_t)(o - p->session_repo) < 300);
+		CHECK((size_t)(o - p->session_repo) < 300 && (size_t)(r - o - 1) < 300);
 		memcpy(buf, p->session_repo, (size_t)(o - p->session_repo));
 		buf[o - p->session_repo] = '\0';
 		{

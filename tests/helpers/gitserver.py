@@ -20,13 +20,41 @@ the config). Keys:
     "listen": ["198.18.0.21:443"],
     "tls": {"dir": "/tmp/x/git-tls", "names": ["git.test"]},
     "root": "/tmp/x/repos",         bare repositories: ROOT/OWNER/REPO.git
-    "tokens": ["ghs_..."]           the tokens that authorise a request
+                                    (GitLab: ROOT/GROUP/SUB/PROJECT.git)
+    "tokens": ["ghs_..."],          the tokens that authorise a request
+    "user": "x-access-token",       the Basic user name the tokens come
+                                    with (GitLab "oauth2", Bitbucket
+                                    "x-token-auth")
+    "api": "/api/",                 optional: paths under it are a
+                                    stand-in REST API (below), not git
+    "mint": {"admin_token": "...",  optional: GitLab's project access
+             "projects": {"acme/platform/api": 123},   tokens (below);
+             "extra_scopes": [], "access_level": 40}   an over-grant
   }
 
 A request is authorised only when its Authorization header is exactly
-"Basic " + base64("x-access-token:" + TOKEN) for one of "tokens";
-otherwise it gets 401 with WWW-Authenticate: Basic and never reaches the
-backend. Authorised requests run `git http-backend` with
+"Basic " + base64(USER + ":" + TOKEN) for one of "tokens" (or a minted
+token of the repository's project, below); otherwise it gets 401 with
+WWW-Authenticate: Basic and never reaches the backend.
+
+The stand-in REST API ("api"): a request is authorised by a token in
+"Authorization: Bearer TOKEN", in "PRIVATE-TOKEN: TOKEN" (GitLab) or as
+the Basic password; it is answered 200 with {"ok": true, "path": PATH}
+when authorised, 401 otherwise, and logged as {"event": "api", "method",
+"path", "query", "auth" ("none", "wrong", "ok"), "via" (which header),
+"status"}. A minted token authorises only its project's paths (GitLab:
+/api/v4/projects/ENCODED-PATH-OR-ID/...).
+
+GitLab's project access tokens ("mint"): POST
+/api/v4/projects/ID/access_tokens (ID the %2F-encoded path or the
+number "projects" gives) with "PRIVATE-TOKEN: ADMIN_TOKEN" and a JSON body
+{"name", "scopes", "access_level", "expires_at"} answers 201 with a new
+token (id, name, scopes, access_level, expires_at, token, active) valid for
+that project only, and logs {"event": "mint", "project", "scopes",
+"access_level", "expires_at", "name", "admin" (bool), "token_id"}.
+DELETE /api/v4/projects/ID/access_tokens/TOKEN_ID with the admin token
+revokes it (204) and logs {"event": "revoke", "project", "token_id",
+"admin", "status"}; a revoked token authorises nothing. Authorised requests run `git http-backend` with
 GIT_PROJECT_ROOT=root, GIT_HTTP_EXPORT_ALL, REMOTE_USER=x-access-token (so
 receive-pack, push, is enabled), the request's method, path (decoded, as a
 web server gives PATH_INFO), query, Content-Type, Content-Encoding and
@@ -77,8 +105,40 @@ def load_config():
         return json.load(f)
 
 
-def basic(token):
-    return "Basic " + base64.b64encode(("x-access-token:" + token).encode()).decode()
+def basic(token, user="x-access-token"):
+    return "Basic " + base64.b64encode((user + ":" + token).encode()).decode()
+
+
+# Minted project tokens: token -> {"project", "id"}; revoked ones removed.
+MINTED = {}
+_minted_lock = threading.Lock()
+_next_id = [100]
+
+
+def minted_project(token):
+    with _minted_lock:
+        m = MINTED.get(token)
+        return m["project"] if m else None
+
+
+def git_project(path):
+    """The project a smart-HTTP path names: everything before NAME.git."""
+    i = path.find(".git/")
+    return path[1:i].lower() if i > 0 else None
+
+
+def api_project(cfg, path):
+    """The project an /api/v4/projects/ID/... path names, lowercase."""
+    pre = "/api/v4/projects/"
+    if not path.startswith(pre):
+        return None
+    pid = path[len(pre):].split("/")[0]
+    if pid.isdigit():
+        for name, num in cfg.get("mint", {}).get("projects", {}).items():
+            if str(num) == pid:
+                return name.lower()
+        return None
+    return urllib.parse.unquote(pid).lower()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -119,11 +179,101 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def api(self, cfg, path, query):
+        try:
+            body = self.read_body()
+        except ValueError:
+            body = b""
+        mint = cfg.get("mint")
+        if mint and path.startswith("/api/v4/projects/") and "/access_tokens" in path:
+            return self.mint(cfg, mint, path, body)
+        auth = self.headers.get("Authorization")
+        ptok = self.headers.get("PRIVATE-TOKEN")
+        cands = []
+        if ptok is not None:
+            cands.append(("private-token", ptok))
+        if auth is not None:
+            if auth.startswith("Bearer "):
+                cands.append(("bearer", auth[7:]))
+            elif auth.startswith("Basic "):
+                try:
+                    cands.append(("basic", base64.b64decode(auth[6:]).decode().partition(":")[2]))
+                except (ValueError, UnicodeDecodeError):
+                    pass
+        ok, via = False, None
+        for how, tok in cands:
+            proj = minted_project(tok)
+            if tok in cfg.get("tokens", []) or (proj and proj == api_project(cfg, path)):
+                ok, via = True, how
+        status = 200 if ok else 401
+        log(cfg["log"], event="api", method=self.command, path=path,
+            query=query, auth="ok" if ok else ("wrong" if cands else "none"), via=via,
+            status=status, host=self.headers.get("Host"))
+        out = json.dumps({"ok": ok, "path": path}).encode()
+        self.answer(status, [("Content-Type", "application/json")], out)
+
+    def mint(self, cfg, mint, path, body):
+        admin = self.headers.get("PRIVATE-TOKEN") == mint.get("admin_token")
+        proj = api_project(cfg, path)
+        rest = path.split("/access_tokens", 1)[1]
+        if self.command == "POST" and rest == "":
+            try:
+                req = json.loads(body or b"{}")
+            except ValueError:
+                req = {}
+            ev = dict(event="mint", project=proj, admin=admin,
+                      scopes=req.get("scopes"), access_level=req.get("access_level"),
+                      expires_at=req.get("expires_at"), name=req.get("name"))
+            if not admin or proj not in mint.get("projects", {}):
+                ev["status"] = 401 if not admin else 404
+                log(cfg["log"], **ev)
+                self.answer(ev["status"], [("Content-Type", "application/json")],
+                            b'{"message": "401 Unauthorized"}')
+                return
+            with _minted_lock:
+                _next_id[0] += 1
+                tid = _next_id[0]
+                tok = "glpat-" + base64.b32encode(os.urandom(15)).decode().lower()
+                MINTED[tok] = {"project": proj, "id": tid}
+            ev.update(status=201, token_id=tid)
+            log(cfg["log"], **ev)
+            out = json.dumps({"id": tid, "name": req.get("name"),
+                              "scopes": (req.get("scopes") or []) + mint.get("extra_scopes", []),
+                              "access_level": mint.get("access_level", req.get("access_level")),
+                              "expires_at": req.get("expires_at"), "token": tok,
+                              "active": True, "revoked": False,
+                              "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "user_id": 9000 + tid}).encode()
+            self.answer(201, [("Content-Type", "application/json")], out)
+            return
+        if self.command == "DELETE" and rest[1:].isdigit():
+            tid = int(rest[1:])
+            status = 401
+            if admin:
+                status = 404
+                with _minted_lock:
+                    for k, m in list(MINTED.items()):
+                        if m["id"] == tid and m["project"] == proj:
+                            del MINTED[k]
+                            status = 204
+            log(cfg["log"], event="revoke", project=proj, token_id=tid, admin=admin, status=status)
+            self.answer(status, [], b"")
+            return
+        log(cfg["log"], event="api", method=self.command, path=path, auth="none", status=404)
+        self.answer(404, [("Content-Type", "application/json")], b'{"message": "404"}')
+
     def handle_any(self):
         cfg = load_config()
         path, q, query = self.path.partition("?")
+        if cfg.get("api") and path.startswith(cfg["api"]):
+            return self.api(cfg, path, query if q else None)
         auth = self.headers.get("Authorization")
-        ok = auth is not None and any(auth == basic(t) for t in cfg.get("tokens", []))
+        user = cfg.get("user", "x-access-token")
+        ok = auth is not None and any(auth == basic(t, user) for t in cfg.get("tokens", []))
+        if not ok and auth is not None and auth.startswith("Basic "):
+            with _minted_lock:
+                scoped = [(t, m["project"]) for t, m in MINTED.items()]
+            ok = any(auth == basic(t, user) and pr == git_project(path) for t, pr in scoped)
         ev = dict(event="request", method=self.command, path=path,
                   query=query if q else None, authorised=ok,
                   auth="ok" if ok else ("none" if auth is None else "wrong"),

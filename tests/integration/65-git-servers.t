@@ -18,54 +18,13 @@
 #   169.254.169.254:443  a sink            meta.git.test (must never be reached)
 #   127.0.0.1:5353    DNS (testnet.py)
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/gitlib.sh"
 
-if [ "${AIRLOCK_TEST_NETNS:-}" != 1 ] || [ "$(ip -o link show | wc -l)" -ne 1 ]; then
-	echo "Bail out! run through tests/netns-exec (make check): this test adds addresses to lo"
-	exit 1
-fi
 HELPERS=${AIRLOCK_HELPERS:-$AIRLOCK_SRC/build/release/tests/helpers}
 GHMINT=$HELPERS/ghmint
-H=$AIRLOCK_SRC/tests/helpers
 [ -x "$GHMINT" ] || { echo "Bail out! $GHMINT is not built (make check builds it)"; exit 1; }
 
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
-	done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-# Debian's interpreter starts in a fraction of the time of a pyenv shim;
-# the servers need the standard library only.
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-
-# jf JSON PATH...: members by dotted path, joined by spaces; strings raw,
-# other values as compact JSON, absent: empty.
-jf() {
-	"$PY" - "$@" <<'PY'
-import json, sys
-out = []
-for path in sys.argv[2:]:
-    try:
-        v = json.loads(sys.argv[1])
-        for k in path.split("."):
-            v = v[int(k)] if isinstance(v, list) else v[k]
-        out.append(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))
-    except (ValueError, KeyError, IndexError, TypeError):
-        out.append("")
-print(" ".join(out))
-PY
-}
-
-for a in 198.18.0.20 198.18.0.21 169.254.169.254; do
-	ip addr add "$a/32" dev lo || { echo "Bail out! ip addr add $a"; exit 1; }
-done
+lo_addrs 198.18.0.20 198.18.0.21 169.254.169.254
 
 # --- servers ---------------------------------------------------------------
 

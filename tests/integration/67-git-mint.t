@@ -18,46 +18,9 @@
 #   198.18.0.21:443   gitserver.py         git.test (real git http-backend)
 #   127.0.0.1:5353    DNS (testnet.py)
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/gitlib.sh"
 
-if [ "${AIRLOCK_TEST_NETNS:-}" != 1 ] || [ "$(ip -o link show | wc -l)" -ne 1 ]; then
-	echo "Bail out! run through tests/netns-exec (make check): this test adds addresses to lo"
-	exit 1
-fi
-H=$AIRLOCK_SRC/tests/helpers
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-
-PIDS=""
-cleanup() {
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do
-		i=0
-		while kill -0 "$p" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
-	done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-jf() {
-	"$PY" - "$@" <<'PY'
-import json, sys
-out = []
-for path in sys.argv[2:]:
-    try:
-        v = json.loads(sys.argv[1])
-        for k in path.split("."):
-            v = v[int(k)] if isinstance(v, list) else v[k]
-        out.append(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))
-    except (ValueError, KeyError, IndexError, TypeError):
-        out.append("")
-print(" ".join(out))
-PY
-}
-
-for a in 198.18.0.20 198.18.0.21; do
-	ip addr add "$a/32" dev lo || { echo "Bail out! ip addr add $a"; exit 1; }
-done
+lo_addrs 198.18.0.20 198.18.0.21
 cat > "$T/net.json" <<EOF2
 {"log": "$T/net.log", "ready": "$T/net.ready", "lifetime": 600,
  "dns": {"listen": ["127.0.0.1:5353"], "zone": {"api.git.test": ["198.18.0.20"], "git.test": ["198.18.0.21"]}}}

@@ -275,6 +275,10 @@ static bool verdict_is(const struct gitrules_verdict *v, const char *decision,
 		  strcmp(gitrules_op_to_string(v->op), op) == 0 &&
 		  strcmp(v->repo, repo) == 0 && strcmp(v->target, target) == 0 &&
 		  v->reason[0] != '\0';
+	size_t i;
+
+	for (i = 0; v->reason[i]; i++)
+		ok = ok && v->reason[i] >= 0x20 && v->reason[i] < 0x7f; /* one printable line */
 
 	if (!ok)
 		tap_diag("got %s %s %s repo '%s' target '%s' (%s)",
@@ -284,22 +288,31 @@ static bool verdict_is(const struct gitrules_verdict *v, const char *decision,
 	return ok;
 }
 
-static void test_scm(void)
+/* Each case of @cases decided by @decide under the policy @policy. */
+static void run_scm_cases(const char *policy, const char *name,
+			  void (*decide)(const struct policy *, const char *,
+					 const struct gitrules_request *, struct gitrules_verdict *),
+			  const struct scm_case *cases, size_t n)
 {
-	struct policy *p = load(POLICY);
+	struct policy *p = load(policy);
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(scm_cases); i++) {
-		const struct scm_case *c = &scm_cases[i];
+	for (i = 0; i < n; i++) {
+		const struct scm_case *c = &cases[i];
 		struct gitrules_request r = mkreq(c->method, c->path, c->len, c->query);
 		struct gitrules_verdict v;
 
-		gitrules_decide_scm(p, c->host, &r, &v);
+		decide(p, c->host, &r, &v);
 		tap_ok(verdict_is(&v, c->decision, c->rule, c->op, c->repo, c->target),
-		       "scm %s %s %s%s%s -> %s %s", c->host, c->method, c->path,
+		       "%s %s %s %s%s%s -> %s %s", name, c->host, c->method, c->path,
 		       c->query ? "?" : "", c->query ? c->query : "", c->decision, c->rule);
 	}
 	policy_free(p);
+}
+
+static void test_scm(void)
+{
+	run_scm_cases(POLICY, "scm", gitrules_decide_scm, scm_cases, ARRAY_SIZE(scm_cases));
 }
 
 /* Paths at and over the limits. */
@@ -791,15 +804,270 @@ static void test_credential(void)
 {
 	char tok[GITRULES_TOKEN_MAX + 1], *h;
 
-	h = gitrules_credential_header("ghs_abc", 7);
+	h = gitrules_credential_header("x-access-token", "ghs_abc", 7);
 	tap_is_str(h, "Basic eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==", "credential header: Basic x-access-token:TOKEN");
 	free(h);
 	memset(tok, 'A', GITRULES_TOKEN_MAX);
-	h = gitrules_credential_header(tok, GITRULES_TOKEN_MAX);
+	h = gitrules_credential_header("x-access-token", tok, GITRULES_TOKEN_MAX);
 	tap_ok(strlen(h) == 6 + 4 * ((15 + GITRULES_TOKEN_MAX + 2) / 3) &&
 		       strcmp(h + strlen(h) - 8, "QUFBQUE=") == 0,
 	       "credential header: a token of %d bytes", GITRULES_TOKEN_MAX);
 	free(h);
+}
+
+/* ---- providers (gitprov.h) ---------------------------------------------- */
+
+static const char *const GITLAB =
+	"{\"version\":1,\"session\":{\"repo\":\"gitlab.test/acme/platform/api\"},"
+	"\"git\":{\"provider\":\"gitlab\",\"hosts\":[\"gitlab.test\"],\"api_hosts\":[\"gitlab.test\"],"
+	"\"repos\":{\"acme/platform/lib\":[\"fetch\"],\"acme/tools\":[\"fetch\",\"push\"]},"
+	"\"project_ids\":{\"123\":\"acme/platform/api\",\"77\":\"acme/platform/lib\","
+	"\"99\":\"acme/platform/secret\"},"
+	"\"api_allow\":[\"/api/v4/graphql\",\"/api/v4/projects/acme/platform/api/hooks\"]}}";
+
+static const char *const BITBUCKET =
+	"{\"version\":1,\"session\":{\"repo\":\"bitbucket.test/ws/api\"},"
+	"\"git\":{\"provider\":\"bitbucket\",\"hosts\":[\"bitbucket.test\"],"
+	"\"api_hosts\":[\"api.bitbucket.test\"],\"repos\":{\"ws/lib\":[\"fetch\"]}}}";
+
+#define GL "gitlab.test"
+#define BB "bitbucket.test"
+#define BA "api.bitbucket.test"
+#define GLAPI "/api/v4/projects/acme%2Fplatform%2Fapi"
+
+static const struct scm_case gitlab_cases[] = {
+	/* nested groups, .git optional, case folded, "//" dropped */
+	{ GL, "GET", "/acme/platform/api.git/info/refs", 0, "service=git-upload-pack",
+	  "allow", "session.repo", "fetch", "acme/platform/api",
+	  "/acme/platform/api.git/info/refs?service=git-upload-pack" },
+	{ GL, "GET", "/Acme/Platform/API/info/refs", 0, "service=git-receive-pack",
+	  "allow", "session.repo", "push", "acme/platform/api",
+	  "/acme/platform/api.git/info/refs?service=git-receive-pack" },
+	{ GL, "POST", "//acme//platform/api.git/git-receive-pack/", 0, NULL,
+	  "allow", "session.repo", "push", "acme/platform/api",
+	  "/acme/platform/api.git/git-receive-pack" },
+	{ GL, "POST", "/acme/platform/lib.git/git-upload-pack", 0, NULL,
+	  "allow", "git.repos", "fetch", "acme/platform/lib", "/acme/platform/lib.git/git-upload-pack" },
+	{ GL, "POST", "/acme/platform/lib.git/git-receive-pack", 0, NULL,
+	  "deny", "git.operation", "push", "acme/platform/lib", "" },
+	{ GL, "POST", "/acme/tools/git-receive-pack", 0, NULL,
+	  "allow", "git.repos", "push", "acme/tools", "/acme/tools.git/git-receive-pack" },
+	{ GL, "POST", "/acme/platform/api.git/info/lfs/objects/batch", 0, NULL,
+	  "need-body", "session.repo", "lfs-batch", "acme/platform/api",
+	  "/acme/platform/api.git/info/lfs/objects/batch" },
+	/* other projects: a prefix, a suffix, a sub-project, a wiki */
+	{ GL, "POST", "/acme/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "acme/api", "" },
+	{ GL, "POST", "/platform/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "platform/api", "" },
+	{ GL, "POST", "/acme/platform/api/x.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "acme/platform/api/x", "" },
+	{ GL, "POST", "/acme/platform/api.wiki.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "acme/platform/api.wiki", "" },
+	{ GL, "POST", "/acme/platform/secret.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "acme/platform/secret", "" },
+	/* /-/ routes, dots, escapes, reserved shapes */
+	{ GL, "POST", "/acme/platform/api/-/snippets/1.git/git-upload-pack", 0, NULL,
+	  "deny", "git.endpoint", "none", "", "" },
+	{ GL, "GET", "/acme/platform/api/-/archive/main/api-main.zip", 0, NULL,
+	  "deny", "git.endpoint", "none", "", "" },
+	{ GL, "POST", "/acme/platform/api/-/../../secret.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/acme/platform/%2e%2e/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/acme/platform%2Fapi.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/acme/platform/./api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/acme.git/platform/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/-acme/platform/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/acme/platform/api.git.git/git-upload-pack", 0, NULL,
+	  "deny", "git.path", "none", "", "" },
+	{ GL, "POST", "/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.endpoint", "none", "", "" },
+	{ GL, "GET", "/acme/platform/api.git/info/refs", 0, NULL,
+	  "deny", "git.endpoint", "none", "acme/platform/api", "" },
+};
+
+static const struct scm_case bitbucket_cases[] = {
+	{ BB, "POST", "/ws/api.git/git-receive-pack", 0, NULL,
+	  "allow", "session.repo", "push", "ws/api", "/ws/api.git/git-receive-pack" },
+	{ BB, "GET", "/WS/Api/info/refs", 0, "service=git-upload-pack",
+	  "allow", "session.repo", "fetch", "ws/api", "/ws/api.git/info/refs?service=git-upload-pack" },
+	{ BB, "POST", "/ws/lib.git/git-upload-pack", 0, NULL,
+	  "allow", "git.repos", "fetch", "ws/lib", "/ws/lib.git/git-upload-pack" },
+	{ BB, "POST", "/ws/lib.git/git-receive-pack", 0, NULL,
+	  "deny", "git.operation", "push", "ws/lib", "" },
+	{ BB, "POST", "/ws/sub/api.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "none", "", "" },
+	{ BB, "POST", "/ws/other.git/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "fetch", "ws/other", "" },
+	{ BB, "POST", "/ws/api/-/x/git-upload-pack", 0, NULL,
+	  "deny", "git.repo", "none", "", "" },
+};
+
+struct api_pcase {
+	const char *host, *method, *path;
+	const char *decision, *rule, *op, *repo;
+};
+
+static const struct api_pcase gitlab_api_cases[] = {
+	{ GL, "GET", GLAPI "/merge_requests", "allow", "session.repo", "fetch", "acme/platform/api" },
+	{ GL, "GET", "/api/v4/projects/ACME%2fPlatform%2fAPI", "allow", "session.repo", "fetch",
+	  "acme/platform/api" },
+	{ GL, "POST", GLAPI "/merge_requests", "allow", "session.repo", "push", "acme/platform/api" },
+	{ GL, "DELETE", GLAPI, "allow", "session.repo", "push", "acme/platform/api" },
+	{ GL, "GET", GLAPI "/repository/files/README.md/raw", "allow", "session.repo", "fetch",
+	  "acme/platform/api" },
+	{ GL, "GET", "/api/v4/projects/123/repository/tree", "allow", "session.repo", "fetch",
+	  "acme/platform/api" },
+	{ GL, "GET", "/api/v4/projects/77/repository/tree", "allow", "git.repos", "fetch",
+	  "acme/platform/lib" },
+	{ GL, "POST", "/api/v4/projects/77/merge_requests", "deny", "git.operation", "push",
+	  "acme/platform/lib" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Flib", "allow", "git.repos", "fetch",
+	  "acme/platform/lib" },
+	/* other projects: mapped out of scope, unmapped, a shorter path */
+	{ GL, "GET", "/api/v4/projects/99", "deny", "git.repo", "fetch", "acme/platform/secret" },
+	{ GL, "GET", "/api/v4/projects/124", "deny", "git.repo", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform", "deny", "git.repo", "fetch",
+	  "acme/platform" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fsecret/repository/tree", "deny", "git.repo",
+	  "fetch", "acme/platform/secret" },
+	/* spellings: decoded exactly once, nothing ambiguous */
+	{ GL, "GET", "/api/v4/projects/0123", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%252Fplatform%252Fapi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2F..%2Fsecret", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2F%2Eapi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2F%61pi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi%2F", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2F%2Fplatform%2Fapi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi.git", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme/platform/api", "deny", "git.path", "none", "" },
+	{ GL, "GET", GLAPI "/../../99", "deny", "git.path", "none", "acme/platform/api" },
+	{ GL, "GET", GLAPI "/%2e%2e/x", "deny", "git.path", "none", "acme/platform/api" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi;x", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fpl\xce\x91tform%2Fapi", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4/projects/acme%2Fplatform%2Fapi\x01", "deny", "git.path", "none", "" },
+	{ GL, "GET", "/api/v4//projects/" "acme%2Fplatform%2Fapi", "deny", "git.path", "none", "" },
+	/* outside the binding */
+	{ GL, "GET", "/api/v4/projects", "deny", "git.api", "none", "" },
+	{ GL, "GET", "/api/v4/user", "deny", "git.api", "none", "" },
+	{ GL, "GET", "/api/v4/groups/acme/variables", "deny", "git.api", "none", "" },
+	{ GL, "POST", "/api/v4/graphql", "allow", "git.api_allow", "api", "" },
+	{ GL, "POST", "/api/graphql", "deny", "git.api", "none", "" },
+	/* admin endpoints */
+	{ GL, "POST", GLAPI "/access_tokens", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "POST", "/api/v4/projects/123/access_tokens", "deny", "git.api_admin", "push",
+	  "acme/platform/api" },
+	{ GL, "GET", GLAPI "/deploy_tokens", "deny", "git.api_admin", "fetch", "acme/platform/api" },
+	{ GL, "POST", GLAPI "/deploy_keys", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "GET", GLAPI "/variables/AWS_KEY", "deny", "git.api_admin", "fetch", "acme/platform/api" },
+	{ GL, "GET", GLAPI "/%76ariables", "deny", "git.api_admin", "fetch", "acme/platform/api" },
+	{ GL, "POST", GLAPI "/MEMBERS", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "POST", GLAPI "/share", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "PUT", GLAPI "/transfer", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "POST", GLAPI "/runners", "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "PUT", GLAPI, "deny", "git.api_admin", "push", "acme/platform/api" },
+	{ GL, "GET", GLAPI "/hooks", "allow", "git.api_allow", "api", "acme/platform/api" },
+	{ GL, "POST", "/api/v4/projects/123/hooks", "allow", "git.api_allow", "api",
+	  "acme/platform/api" },
+};
+
+static const struct api_pcase bitbucket_api_cases[] = {
+	{ BA, "GET", "/2.0/repositories/ws/api/pullrequests", "allow", "session.repo", "fetch", "ws/api" },
+	{ BA, "POST", "/2.0/repositories/ws/api/pullrequests", "allow", "session.repo", "push", "ws/api" },
+	{ BA, "GET", "/2.0/repositories/WS/API/src/main/README.md", "allow", "session.repo", "fetch",
+	  "ws/api" },
+	{ BA, "GET", "/2.0/repositories/ws/lib/src", "allow", "git.repos", "fetch", "ws/lib" },
+	{ BA, "POST", "/2.0/repositories/ws/lib/pullrequests", "deny", "git.operation", "push", "ws/lib" },
+	{ BA, "GET", "/2.0/repositories/ws/other", "deny", "git.repo", "fetch", "ws/other" },
+	{ BA, "POST", "/2.0/repositories/ws/api/deploy-keys", "deny", "git.api_admin", "push", "ws/api" },
+	{ BA, "GET", "/2.0/repositories/ws/api/hooks", "deny", "git.api_admin", "fetch", "ws/api" },
+	{ BA, "PUT", "/2.0/repositories/ws/api/permissions-config/users/x", "deny", "git.api_admin",
+	  "push", "ws/api" },
+	{ BA, "POST", "/2.0/repositories/ws/api/pipelines_config/variables/", "deny", "git.api_admin",
+	  "push", "ws/api" },
+	{ BA, "PUT", "/2.0/repositories/ws/api", "deny", "git.api_admin", "push", "ws/api" },
+	{ BA, "GET", "/2.0/repositories/%7Bws-uuid%7D/api", "deny", "git.path", "fetch", "" },
+	{ BA, "GET", "/2.0/repositories/ws/api%2Fx", "deny", "git.path", "none", "" },
+	{ BA, "GET", "/2.0/repositories/ws/../ws/api", "deny", "git.path", "none", "" },
+	{ BA, "GET", "/repos/ws/api", "deny", "git.api", "none", "" },
+	{ BA, "GET", "/2.0/user", "deny", "git.api", "none", "" },
+};
+
+static void run_api_cases(const char *policy, const char *name, const struct api_pcase *cases,
+			  size_t n)
+{
+	struct policy *p = load(policy);
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct api_pcase *c = &cases[i];
+		struct gitrules_request r = mkreq(c->method, c->path, 0, NULL);
+		struct gitrules_verdict v;
+
+		gitrules_decide_http(p, c->host, &r, &v);
+		tap_ok(verdict_is(&v, c->decision, c->rule, c->op, c->repo, ""),
+		       "%s api %s %s -> %s %s", name, c->method, c->path, c->decision, c->rule);
+	}
+	policy_free(p);
+}
+
+static void test_providers(void)
+{
+	struct policy *p;
+	struct gitrules_request r;
+	struct gitrules_verdict v;
+	char path[GITRULES_PATH_MAX];
+	size_t at = 0;
+	int i;
+	char *h;
+
+	run_scm_cases(GITLAB, "gitlab", gitrules_decide_http, gitlab_cases,
+		      ARRAY_SIZE(gitlab_cases));
+	run_scm_cases(BITBUCKET, "bitbucket", gitrules_decide_http, bitbucket_cases,
+		      ARRAY_SIZE(bitbucket_cases));
+	run_api_cases(GITLAB, "gitlab", gitlab_api_cases, ARRAY_SIZE(gitlab_api_cases));
+	run_api_cases(BITBUCKET, "bitbucket", bitbucket_api_cases, ARRAY_SIZE(bitbucket_api_cases));
+
+	/* GitLab: 20 subgroups under a top group are read, 21 are not */
+	p = load(GITLAB);
+	for (i = 0; i < GITPROV_DEPTH_MAX; i++)
+		at += (size_t)snprintf(path + at, sizeof(path) - at, "/g%d", i);
+	snprintf(path + at, sizeof(path) - at, "/git-upload-pack");
+	r = mkreq("POST", path, 0, NULL);
+	gitrules_decide_http(p, GL, &r, &v);
+	tap_ok(v.decision == GITRULES_DENY && v.rule == GITRULES_RULE_REPO,
+	       "gitlab: a project %d segments deep is read (and out of scope)", GITPROV_DEPTH_MAX);
+	snprintf(path + at, sizeof(path) - at, "/p/git-upload-pack");
+	r = mkreq("POST", path, 0, NULL);
+	gitrules_decide_http(p, GL, &r, &v);
+	tap_ok(v.decision == GITRULES_DENY && v.rule == GITRULES_RULE_PATH,
+	       "gitlab: %d segments deep is refused", GITPROV_DEPTH_MAX + 1);
+	/* The same request on the GitHub policy: nested paths stay refused */
+	policy_free(p);
+	p = load(POLICY);
+	r = mkreq("POST", "/acme/platform/api.git/git-upload-pack", 0, NULL);
+	gitrules_decide_http(p, "git.test", &r, &v);
+	tap_ok(verdict_is(&v, "deny", "git.repo", "none", "", ""),
+	       "github: GROUP/SUB/REPO is still refused");
+	r = mkreq("GET", "/api/v4/projects/acme%2Fapi", 0, NULL);
+	gitrules_decide_api(p, "api.git.test", &r, &v);
+	tap_ok(verdict_is(&v, "deny", "git.path", "none", "", ""),
+	       "github: GitLab's API shape is not bound");
+	policy_free(p);
+
+	h = gitrules_credential_header(gitprov_get(GITPROV_GITLAB)->git_user, "glpat-x", 7);
+	tap_is_str(h, "Basic b2F1dGgyOmdscGF0LXg=", "gitlab: Basic oauth2:TOKEN");
+	free(h);
+	h = gitrules_credential_header(gitprov_get(GITPROV_BITBUCKET)->git_user, "bbt", 3);
+	tap_is_str(h, "Basic eC10b2tlbi1hdXRoOmJidA==", "bitbucket: Basic x-token-auth:TOKEN");
+	free(h);
+	tap_is_str(gitprov_get(GITPROV_GITLAB)->api_token_header, "PRIVATE-TOKEN",
+		   "gitlab: the API's token header");
 }
 
 int main(void)
@@ -814,5 +1082,6 @@ int main(void)
 	test_ssh();
 	test_names();
 	test_credential();
+	test_providers();
 	return tap_done();
 }

@@ -380,7 +380,7 @@ static const struct err_case err_cases[] = {
 	  "git.github_app: needs session.repo: the token is minted for the session's repository\n", NULL },
 	{ "{" V APP_REPO "'secrets': {'gh': {'from_env': 'T', 'hosts': ['github.com']}},"
 	  " 'git': {'credential': 'gh', 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
-	  "git: give one of credential and github_app, not both\n", NULL },
+	  "git: give one of credential, github_app and gitlab_mint\n", NULL },
 	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 0, 'installation_id': 7, 'private_key_file': '/k'}}}",
 	  "git.github_app.app_id: expected the App's client id (1 to 128 characters of A-Z a-z 0-9 . _ -) "
 	  "or its numeric id (a positive integer)\n", NULL },
@@ -604,6 +604,57 @@ static const struct err_case err_cases[] = {
 	  "git.repos[\"a/b\"][0]: expected \"fetch\" or \"push\"\n"
 	  "git.repos[\"x.example/a/b\"]: host \"x.example\" is neither in git.hosts nor the host of session.repo\n"
 	  "egress.allow[2]: duplicate of egress.allow[0]\n", NULL },
+	/* git.provider, git.project_ids and the provider's repository shape */
+	{ "{" V "'git': {'provider': 'gitea'}}",
+	  "git.provider: expected \"github\", \"gitlab\" or \"bitbucket\"\n", NULL },
+	{ "{" V "'git': {'provider': 'GitLab'}}",
+	  "git.provider: expected \"github\", \"gitlab\" or \"bitbucket\"\n", NULL },
+	{ "{" V "'git': {'project_ids': {'1': 'a/b'}}}",
+	  "git.project_ids: only for git.provider \"gitlab\" (numeric project ids)\n", NULL },
+	{ "{" V "'git': {'provider': 'gitlab', 'project_ids': {'01': 'a/b', 'x': 'a/b', '0': 'a/b',"
+	  " '5': 'a', '6': 7, '7': 'a//b', '8': 'a/-b/c', '9': 'a.git/b/c', '12345678901234567890': 'a/b'}}}",
+	  "git.project_ids[\"01\"]: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids.x: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids[\"0\"]: a project id is a decimal number >= 1 without leading zeros\n"
+	  "git.project_ids[\"5\"]: expected \"GROUP/.../PROJECT\" or \"HOST/GROUP/.../PROJECT\"\n"
+	  "git.project_ids[\"6\"]: expected \"GROUP/.../PROJECT\"\n"
+	  "git.project_ids[\"7\"]: a GROUP must be 1 to 255 characters\n"
+	  "git.project_ids[\"8\"]: a GitLab path segment does not start with '-'\n"
+	  "git.project_ids[\"9\"]: a GROUP does not end in \".git\"\n"
+	  "git.project_ids[\"12345678901234567890\"]: a project id is a decimal number >= 1 without leading zeros\n",
+	  NULL },
+	{ "{" V "'session': {'repo': 'github.com/acme/sub/api'}}",
+	  "session.repo: expected \"HOST/OWNER/REPO\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/api'}, 'git': {'provider': 'gitlab'}}",
+	  "session.repo: expected \"HOST/GROUP/.../PROJECT\"\n", NULL },
+	{ "{" V "'session': {'repo': 'bitbucket.org/ws/sub/api'}, 'git': {'provider': 'bitbucket'}}",
+	  "session.repo: expected \"HOST/OWNER/REPO\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b'}, 'git': {'provider': 'gitlab', 'github_app': {'app_id': 'Iv1.x',"
+	  " 'installation_id': 7, 'private_key_file': '/etc/app.pem'}}}",
+	  "git: github_app mints GitHub tokens: git.provider is \"gitlab\"\n", NULL },
+	/* git.gitlab_mint */
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {}}}",
+	  "git.gitlab_mint: give one of token_env and token_file (the group or instance token the supervisor mints with)\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'A',"
+	  " 'token_file': '/x'}}}",
+	  "git.gitlab_mint: give one of token_env and token_file (the group or instance token the supervisor mints with)\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': '1A',"
+	  " 'expires_minutes': 0, 'api': 'http://gitlab.com', 'ca': '', 'x': 1}}}",
+	  "git.gitlab_mint.token_env: expected the name of the supervisor's environment variable that holds the group or instance token\n"
+	  "git.gitlab_mint.expires_minutes: expected minutes, 1 to 525600\n"
+	  "git.gitlab_mint.api: expected an https URL such as \"https://gitlab.com\": *\n"
+	  "git.gitlab_mint.ca: expected a non-empty path or null\n"
+	  "git.gitlab_mint.x: unknown key*\n", NULL },
+	{ "{" V "'session': {'repo': 'github.com/a/b'}, 'git': {'gitlab_mint': {'token_env': 'A'}}}",
+	  "git.gitlab_mint: mints GitLab project access tokens: needs git.provider \"gitlab\"\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'env': {'pass': ['PATH', 'GL_*']},"
+	  " 'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'GL_ADMIN'}}}",
+	  "git.gitlab_mint.token_env: GL_ADMIN is passed by env.pass: the agent would hold the group token\n", NULL },
+	{ "{" V "'git': {'provider': 'gitlab', 'gitlab_mint': {'token_env': 'A'}}}",
+	  "git.gitlab_mint: needs session.repo: the token is minted for the session's project\n", NULL },
+	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'secrets': {'s': {'from_env': 'X', 'hosts': ['x.com']}},"
+	  " 'git': {'provider': 'gitlab', 'credential': 's', 'gitlab_mint': {'token_env': 'A'}}}",
+	  "git: give one of credential, github_app and gitlab_mint\n", NULL },
 	/* a control character in a key stays escaped: one error, one line */
 	{ "{" V "'a\\nb': 1}", "$[\"a\\nb\"]: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': ['a\\nb']}}", "egress.allow[0]: %R\n", "a\nb" },
@@ -700,6 +751,17 @@ static const char *const valid_docs[] = {
 	" 'providers': [{'api': 'openai', 'hosts': ['api.openai.com']}, {'api': 'openai', 'hosts': ['llm.example']}],"
 	" 'prices': {'*': {'input': 0, 'output': 0}, 'gpt-4o': {'input': 2.5, 'output': 10, 'cache_write': null,"
 	" 'cache_read': 1.25}}, 'on_exhausted': 'stop', 'max_body_bytes': 1, 'default_max_output_tokens': 10000000}}",
+	/* GitLab: nested groups, a host-qualified key, numeric ids */
+	"{'version': 1, 'session': {'repo': 'gitlab.example/acme/platform/api'}, 'git': {'provider': 'gitlab',"
+	" 'hosts': ['gitlab.example', 'gitlab.other'], 'repos': {'acme/platform/lib': ['fetch'],"
+	" 'gitlab.other/a/b/c/d': ['push'], 'acme/tools.git': ['fetch']},"
+	" 'project_ids': {'123': 'acme/platform/api', '9007199254740993': 'Acme/Lib.git'}}}",
+	"{'version': 1, 'session': {'repo': 'bitbucket.org/ws/api'}, 'git': {'provider': 'bitbucket',"
+	" 'hosts': ['bitbucket.org'], 'api_hosts': ['api.bitbucket.org'], 'repos': {'ws/lib': ['fetch']}}}",
+	"{'version': 1, 'git': {'provider': 'github', 'project_ids': {}}}",
+	"{'version': 1, 'session': {'repo': 'gitlab.example/acme/api'}, 'git': {'provider': 'gitlab',"
+	" 'gitlab_mint': {'api': 'https://gitlab.example:8443/', 'token_file': '/etc/airlock/gl.token',"
+	" 'expires_minutes': 525600, 'ca': '/etc/gl-ca.pem'}, 'token_env': ['GITLAB_TOKEN']}}",
 	"{'version': 1, 'spend': {'cap_usd': null, 'ledger': 'postgres://'}}",
 	/* the largest prices, whose default cache_write is 1.25 x input */
 	"{'version': 1, 'spend': {'cap_usd': 1e300, 'prices': {'m': {'input': 1000000, 'output': 1000000}},"
