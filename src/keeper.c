@@ -74,6 +74,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -222,6 +223,10 @@ struct kstate {
 	char app_key_warn[PATH_MAX + 64]; /* a warning about its file, or "" */
 	struct tls_ca *ca;         /* the session CA, or NULL */
 	const struct policy *ca_policy; /* what a leaf may be issued for */
+	bool sign_checkpoint;      /* receipts.sign "checkpoint" */
+	int64_t checkpoint_ms;
+	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
+				      get their checkpoint; 0: none pending */
 };
 
 /* What a handler says about the request it was given. */
@@ -253,6 +258,45 @@ static void write_failed(struct kstate *ks)
 {
 	keeper_fatal(ks, "--events %s: cannot write a receipt: %s", ks->events,
 		     strerror(receipt_error(ks->w)));
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Checkpoint mode: signs the lines written unsigned so far. */
+static void checkpoint_now(struct kstate *ks)
+{
+	if (!ks->sign_checkpoint || !receipt_unsigned_pending(ks->w))
+		return;
+	if (receipt_checkpoint(ks->w) < 0)
+		write_failed(ks);
+	ks->checkpoint_due = 0;
+}
+
+/* After requests were handled: unsigned lines get a deadline, the first
+ * time they are seen, and a checkpoint once it has passed. Returns the
+ * poll timeout until then (-1: none). */
+static int checkpoint_timer(struct kstate *ks)
+{
+	int64_t now;
+
+	if (!ks->sign_checkpoint || !ks->started || !receipt_unsigned_pending(ks->w)) {
+		ks->checkpoint_due = 0;
+		return -1;
+	}
+	now = now_ms();
+	if (!ks->checkpoint_due)
+		ks->checkpoint_due = now + ks->checkpoint_ms;
+	if (now >= ks->checkpoint_due) {
+		checkpoint_now(ks);
+		return -1;
+	}
+	return (int)(ks->checkpoint_due - now);
 }
 
 static enum verdict on_record(struct kstate *ks, struct chan *c,
@@ -290,6 +334,9 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	json_decref(req.subject);
 	if (seq < 0 && receipt_error(ks->w))
 		write_failed(ks);
+	/* A block is covered at once: the agent may be handed its seq. */
+	if (seq >= 0 && req.decision == RECEIPT_BLOCK)
+		checkpoint_now(ks);
 	if (seq >= 0)
 		ks->started = true;
 	if (!req.want_seq)
@@ -584,7 +631,7 @@ static void serve_until_end(struct kstate *ks)
 			pfd[i].events = POLLIN;
 			pfd[i].revents = 0;
 		}
-		r = poll(pfd, n, -1);
+		r = poll(pfd, n, checkpoint_timer(ks));
 		if (r < 0 && errno != EINTR)
 			keeper_fatal(ks, "poll: %s", strerror(errno));
 		if (r <= 0)
@@ -596,6 +643,7 @@ static void serve_until_end(struct kstate *ks)
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)
 				(void)serve(ks, &ks->chans[i], KEEPER_BATCH);
+		(void)checkpoint_timer(ks);
 	}
 	free(pfd);
 }
@@ -707,6 +755,12 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	EVP_PKEY_free(key);
 	if (!ks.w)
 		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+	if (cfg->sign_checkpoint &&
+	    receipt_set_sign_mode(ks.w, RECEIPT_SIGN_CHECKPOINT) < 0)
+		keeper_fatal(&ks, "receipts.sign checkpoint: the session id %s is not "
+			     "a note key name (no spaces or '+')", cfg->session);
+	ks.sign_checkpoint = cfg->sign_checkpoint;
+	ks.checkpoint_ms = cfg->checkpoint_ms ? cfg->checkpoint_ms : 250;
 	if (cfg->ca)
 		make_ca(&ks, cfg);
 	/* gmtime_r loads the time zone once: before the filter, not after. */

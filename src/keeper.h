@@ -34,6 +34,11 @@ struct keeper_config {
 	const char *ca_key;        /* --ca-key FILE, or NULL */
 	long ca_lifetime;          /* a fresh CA's validity; 0: TLS_CA_LIFETIME */
 	const struct policy *ca_policy;
+	/* receipts.sign "checkpoint": lines go unsigned, and a signed
+	 * receipt.checkpoint follows within @checkpoint_ms, after every
+	 * block, and before session.end. */
+	bool sign_checkpoint;
+	unsigned checkpoint_ms;
 };
 
 /* One end of a channel to the key holder. */

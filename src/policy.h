@@ -248,6 +248,10 @@ struct policy {
 			       the agent */
 	size_t nfs_protect;
 
+	/* receipts */
+	bool receipts_checkpoint; /* receipts.sign "checkpoint" (else "line") */
+	uint64_t receipts_checkpoint_ms; /* default 250 */
+
 	char *canonical;    /* canonical JSON of the effective policy */
 	char digest[7 + 64 + 1]; /* "sha256:" + hex */
 };

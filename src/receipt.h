@@ -117,6 +117,30 @@ int receipt_error(const struct receipt_writer *w);
 /* Frees @w without writing session.end (for a stream that is abandoned). */
 void receipt_abort(struct receipt_writer *w);
 
+/* How lines are signed (receipts.sign): each line, or only checkpoints
+ * (receipt.checkpoint lines, whose subject holds a signed C2SP checkpoint
+ * of the Merkle tree over the lines before it) and session.end. */
+enum receipt_sign {
+	RECEIPT_SIGN_LINE = 0,
+	RECEIPT_SIGN_CHECKPOINT,
+};
+
+#define RECEIPT_CHECKPOINT_TYPE "receipt.checkpoint"
+
+/* Before the first append: the signing mode. Checkpoint mode needs a
+ * session id that is a note key name (no spaces, no '+'); -1 otherwise. */
+int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode);
+
+/* Has a line without "sig" been written since the last signed one? */
+bool receipt_unsigned_pending(const struct receipt_writer *w);
+
+/* Writes a receipt.checkpoint line (signed) for the lines before it:
+ * subject {"size": N, "root": base64, "note": the checkpoint as a signed
+ * note by the session key, key name and origin "airlock/SESSION"}.
+ * receipt_close() writes one before session.end in checkpoint mode.
+ * Returns its seq, or -1 (see receipt_append()). */
+int64_t receipt_checkpoint(struct receipt_writer *w);
+
 /* Result of verifying one stream file. */
 struct receipt_verify_result {
 	bool ok;

@@ -29,7 +29,9 @@
 
 #include <openssl/err.h>
 
+#include "merkle.h"
 #include "receipt_line.h"
+#include "tlog.h"
 #include "util.h"
 
 static bool sig_valid(EVP_PKEY *key, const void *msg, size_t len,
@@ -66,6 +68,10 @@ struct verifier {
 	int64_t next_seq;
 	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
+	uint8_t key_raw[RECEIPT_ED25519_KEY_LEN];
+	struct merkle_tree tree;        /* over the stream's lines so far */
+	size_t uncovered;               /* first line without sig not yet
+					   covered by a later signature, or 0 */
 };
 
 __attribute__((format(printf, 2, 3))) static bool
@@ -120,6 +126,11 @@ static void verifier_finish(struct verifier *v)
 		if (v->lineno == 0) {
 			v->lineno = 1;
 			fail(v, "empty stream (no session.start)");
+		} else if (v->in_stream && v->uncovered) {
+			fail(v, "the stream that began at line %zu ends without "
+			     "session.end (truncated), and lines %zu-%zu are not "
+			     "covered by a signature", v->start_line, v->uncovered,
+			     v->lineno);
 		} else if (v->in_stream) {
 			fail(v, "the stream that began at line %zu ends without "
 			     "session.end (truncated)", v->start_line);
@@ -152,6 +163,9 @@ static bool stream_begin(struct verifier *v, json_t **val)
 	if (v->pin && memcmp(raw, v->pin_raw, sizeof(raw)) != 0)
 		return fail(v, "session.start pubkey is not the --pubkey key "
 			    "(signed by another key)");
+	memcpy(v->key_raw, raw, sizeof(raw));
+	merkle_init(&v->tree);
+	v->uncovered = 0;
 	v->key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, sizeof(raw));
 	if (!v->key) {
 		ERR_clear_error();
@@ -238,7 +252,8 @@ static bool stream_end(struct verifier *v, json_t *subject)
 	return true;
 }
 
-/* Checks member order, types and formats; fills @val. */
+/* Checks member order, types and formats; fills @val. A line without
+ * "sig" (receipts.sign "checkpoint") leaves val[RECEIPT_MEMBER_SIG] NULL. */
 static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 			  uint8_t sig[RECEIPT_ED25519_SIG_LEN])
 {
@@ -262,14 +277,16 @@ static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 				    i + 1, receipt_member_to_string((enum receipt_member)i));
 		val[i++] = json_object_iter_value(it);
 	}
-	if (i != RECEIPT_MEMBER_COUNT)
+	if (i == RECEIPT_MEMBER_SIG)
+		val[RECEIPT_MEMBER_SIG] = NULL; /* unsigned: covered by a later line */
+	else if (i != RECEIPT_MEMBER_COUNT)
 		return fail(v, "member \"%s\" is missing", receipt_member_to_string((enum receipt_member)i));
 	if (!json_is_integer(val[RECEIPT_MEMBER_V]) || json_integer_value(val[RECEIPT_MEMBER_V]) != 1)
 		return fail(v, "\"v\" is not 1");
 	if (!json_is_integer(val[RECEIPT_MEMBER_SEQ]) || json_integer_value(val[RECEIPT_MEMBER_SEQ]) < 0)
 		return fail(v, "\"seq\" is not a non-negative integer");
 	for (i = 0; i < ARRAY_SIZE(strings); i++)
-		if (!json_is_string(val[strings[i]]))
+		if (val[strings[i]] && !json_is_string(val[strings[i]]))
 			return fail(v, "\"%s\" is not a string", receipt_member_to_string(strings[i]));
 	if (!json_is_object(val[RECEIPT_MEMBER_SUBJECT]))
 		return fail(v, "\"subject\" is not an object");
@@ -290,7 +307,8 @@ static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 		return fail(v, "\"policy\" is not sha256:<64 hex digits>");
 	if (!receipt_hex64_valid(STR(RECEIPT_MEMBER_PREV)))
 		return fail(v, "\"prev\" is not 64 lowercase hex digits");
-	if (!receipt_b64_decode_exact(STR(RECEIPT_MEMBER_SIG), sig, RECEIPT_ED25519_SIG_LEN))
+	if (val[RECEIPT_MEMBER_SIG] &&
+	    !receipt_b64_decode_exact(STR(RECEIPT_MEMBER_SIG), sig, RECEIPT_ED25519_SIG_LEN))
 		return fail(v, "\"sig\" is not base64 of 64 bytes");
 #undef STR
 	return true;
@@ -317,6 +335,51 @@ static size_t signed_bytes(struct verifier *v, const char *line, size_t len,
 	memcpy(v->msg, line, cut);
 	v->msg[cut] = '}';
 	return cut + 1;
+}
+
+/* A receipt.checkpoint's subject: {"size", "root", "note"}, the note a
+ * C2SP checkpoint of origin "airlock/SESSION" and of exactly the lines
+ * before this one (size = seq, root = the Merkle tree's), signed by the
+ * stream's key under the origin's name. */
+static bool check_checkpoint(struct verifier *v, json_t *subject, int64_t seq)
+{
+	json_t *size = json_object_get(subject, "size");
+	json_t *root = json_object_get(subject, "root");
+	json_t *note = json_object_get(subject, "note");
+	struct tlog_checkpoint c;
+	merkle_hash want;
+	char why[128], *origin, *b64;
+	bool ok = false;
+
+	if (!json_is_integer(size) || !json_is_string(root) || !json_is_string(note) ||
+	    json_object_size(subject) != 3)
+		return fail(v, "receipt.checkpoint subject is not {\"size\", \"root\", "
+			    "\"note\"}");
+	if (!tlog_checkpoint_parse(json_string_value(note), json_string_length(note), &c,
+				   why, sizeof(why)))
+		return fail(v, "receipt.checkpoint note: %s", why);
+	origin = util_xasprintf(TLOG_ORIGIN_PREFIX "%s", v->session);
+	merkle_root(&v->tree, want);
+	b64 = tlog_b64(c.root, MERKLE_HASH_LEN);
+	if (strcmp(c.origin, origin) != 0)
+		fail(v, "receipt.checkpoint origin is not %.64s (a checkpoint of "
+		     "another stream)", origin);
+	else if (c.size != (uint64_t)seq || json_integer_value(size) != seq)
+		fail(v, "receipt.checkpoint of %llu lines at seq %lld (a replayed or "
+		     "moved checkpoint)", (unsigned long long)c.size, (long long)seq);
+	else if (strcmp(b64, json_string_value(root)) != 0)
+		fail(v, "receipt.checkpoint root differs from its note's");
+	else if (memcmp(c.root, want, MERKLE_HASH_LEN) != 0)
+		fail(v, "receipt.checkpoint root is not the Merkle tree hash of the "
+		     "%lld lines before it", (long long)seq);
+	else if (!tlog_note_verify(&c, origin, v->key_raw))
+		fail(v, "receipt.checkpoint note is not signed by the stream's key");
+	else
+		ok = true;
+	free(b64);
+	free(origin);
+	tlog_checkpoint_free(&c);
+	return ok;
 }
 
 static bool verify_line(struct verifier *v, const char *line, size_t len)
@@ -350,13 +413,23 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	}
 	if (!check_members(v, obj, val, sig))
 		goto out;
-	msg_len = signed_bytes(v, line, len, json_string_value(val[RECEIPT_MEMBER_SIG]));
-	if (msg_len == 0) {
-		fail(v, "line does not end with the \"sig\" member in compact form");
-		goto out;
-	}
 	seq = json_integer_value(val[RECEIPT_MEMBER_SEQ]);
 	type = json_string_value(val[RECEIPT_MEMBER_TYPE]);
+	if (!val[RECEIPT_MEMBER_SIG]) {
+		msg_len = 0;
+		if (strcmp(type, "session.end") == 0 ||
+		    strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0) {
+			fail(v, "%s without \"sig\" (it is always signed)", type);
+			goto out;
+		}
+	} else {
+		msg_len = signed_bytes(v, line, len,
+				       json_string_value(val[RECEIPT_MEMBER_SIG]));
+		if (msg_len == 0) {
+			fail(v, "line does not end with the \"sig\" member in compact form");
+			goto out;
+		}
+	}
 	start = receipt_type_opens_stream(type);
 	if (!v->in_stream) {
 		if (seq != 0 || !start) {
@@ -371,13 +444,22 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	} else if (!stream_continue(v, val, seq, start)) {
 		goto out;
 	}
-	if (!sig_valid(v->key, v->msg, msg_len, sig)) {
+	if (msg_len && !sig_valid(v->key, v->msg, msg_len, sig)) {
 		fail(v, "bad signature (line altered, or signed by another key)");
 		goto out;
 	}
+	if (strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0 &&
+	    !check_checkpoint(v, val[RECEIPT_MEMBER_SUBJECT], seq))
+		goto out;
+	/* A signature covers its line and, through prev, every line before. */
+	if (msg_len)
+		v->uncovered = 0;
+	else if (!v->uncovered)
+		v->uncovered = v->lineno;
 	receipt_count_add(v->counts, type, 1);
 	v->next_seq = seq < INT64_MAX ? seq + 1 : -1;
 	receipt_sha256_hex(line, len, v->prev);
+	merkle_append(&v->tree, line, len);
 	if (strcmp(type, "session.end") == 0 && !stream_end(v, val[RECEIPT_MEMBER_SUBJECT]))
 		goto out;
 	ok = true;

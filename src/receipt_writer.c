@@ -30,7 +30,9 @@
 
 #include <openssl/err.h>
 
+#include "merkle.h"
 #include "receipt_line.h"
+#include "tlog.h"
 #include "util.h"
 
 struct receipt_writer {
@@ -46,6 +48,11 @@ struct receipt_writer {
 	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
 	int64_t spend_nano;    /* session.end's spend_usd; -1: not metered */
+	enum receipt_sign mode;
+	struct merkle_tree tree; /* over every line written, beside prev */
+	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
+	bool unsigned_pending; /* a line without sig since the last signed one */
+	bool last_checkpoint;  /* the last line written is a checkpoint */
 };
 
 static bool fd_writable(int fd)
@@ -104,6 +111,7 @@ static void writer_free(struct receipt_writer *w)
 	EVP_PKEY_free(w->key);
 	free(w->session);
 	free(w->policy);
+	free(w->origin);
 	json_decref(w->counts);
 	free(w);
 }
@@ -156,6 +164,9 @@ struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 	w->counts = json_object();
 	w->spend_nano = -1;
 	ASSERT(w->counts);
+	w->mode = RECEIPT_SIGN_LINE;
+	merkle_init(&w->tree);
+	w->origin = util_xasprintf(TLOG_ORIGIN_PREFIX "%s", session);
 out:
 	return w;
 }
@@ -207,10 +218,15 @@ static void set_member(json_t *obj, const char *name, json_t *val)
 	ASSERT(json_object_set_new(obj, name, val) == 0);
 }
 
+/* Writes one line; it carries "sig" in mode line, and always when it is
+ * a checkpoint or session.end. */
 static int64_t emit(struct receipt_writer *w, const char *type,
 		    enum receipt_decision decision, enum receipt_point point,
 		    const char *rule, json_t *subject, const char *reason)
 {
+	bool sign_it = w->mode == RECEIPT_SIGN_LINE ||
+		       strcmp(type, "session.end") == 0 ||
+		       strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0;
 	/* The signature's closing quote and the object's brace, then the
 	 * newline; not a C string. */
 	static const char line_end[3] = { '"', '}', '\n' };
@@ -245,19 +261,33 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	ASSERT(body);
 	body_len = strlen(body);
 	ASSERT(body_len > 2 && body[body_len - 1] == '}');
-	line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
-	if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
-		goto out;
-	EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
-	line = util_xmalloc(line_len + 1);
-	memcpy(line, body, body_len - 1);
-	memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
-	memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64, RECEIPT_SIG_B64_LEN);
-	memcpy(line + line_len - 2, line_end, sizeof(line_end));
+	if (!sign_it) {
+		/* the body as it is, and the newline in its NUL's place */
+		if (body_len > RECEIPT_LINE_MAX)
+			goto out;
+		line_len = body_len;
+		line = body;
+		body = NULL;
+		line[line_len] = '\n';
+	} else {
+		line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
+		if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
+			goto out;
+		EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
+		line = util_xmalloc(line_len + 1);
+		memcpy(line, body, body_len - 1);
+		memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
+		memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64,
+		       RECEIPT_SIG_B64_LEN);
+		memcpy(line + line_len - 2, line_end, sizeof(line_end));
+	}
 	w->error = -write_line(w->fd, line, line_len + 1);
 	if (w->error)
 		goto out;
 	receipt_sha256_hex(line, line_len, w->prev);
+	merkle_append(&w->tree, line, line_len);
+	w->unsigned_pending = !sign_it;
+	w->last_checkpoint = strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0;
 	receipt_count_add(w->counts, type, 1);
 	rc = w->seq++;
 out:
@@ -331,6 +361,12 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 		goto out;
 	}
 	ASSERT(w->seq > 0);
+	/* checkpoint mode: the line before session.end is a checkpoint */
+	if (w->mode == RECEIPT_SIGN_CHECKPOINT && !w->last_checkpoint &&
+	    receipt_checkpoint(w) < 0) {
+		rc = w->error ? -w->error : -EIO;
+		goto out;
+	}
 	recount = json_copy(w->counts);
 	ASSERT(recount);
 	receipt_count_add(recount, "session.end", 1);
@@ -361,6 +397,52 @@ out:
 		return -1;
 	}
 	return 0;
+}
+
+int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode)
+{
+	ASSERT(w && w->seq == 0);
+	if (mode == RECEIPT_SIGN_CHECKPOINT && !tlog_key_name_valid(w->origin))
+		return -1;
+	w->mode = mode;
+	return 0;
+}
+
+bool receipt_unsigned_pending(const struct receipt_writer *w)
+{
+	return w->unsigned_pending;
+}
+
+int64_t receipt_checkpoint(struct receipt_writer *w)
+{
+	merkle_hash root;
+	char *body, *note, *b64, *reason;
+	json_t *subject;
+	int64_t rc;
+
+	ASSERT(w && w->seq > 0 && (uint64_t)w->seq == w->tree.size);
+	if (w->error)
+		return -1;
+	merkle_root(&w->tree, root);
+	body = tlog_checkpoint_body(w->origin, w->tree.size, root);
+	note = tlog_note_sign(w->key, w->origin, body);
+	free(body);
+	if (!note) {
+		w->error = EIO;
+		return -1;
+	}
+	b64 = tlog_b64(root, MERKLE_HASH_LEN);
+	subject = json_pack("{s:I, s:s, s:s}", "size", (json_int_t)w->tree.size, "root",
+			    b64, "note", note);
+	ASSERT(subject);
+	reason = util_xasprintf("checkpoint of the first %lld lines", (long long)w->seq);
+	rc = emit(w, RECEIPT_CHECKPOINT_TYPE, RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		  "receipts.sign", subject, reason);
+	free(reason);
+	json_decref(subject);
+	free(b64);
+	free(note);
+	return rc;
 }
 
 int receipt_error(const struct receipt_writer *w)

@@ -65,6 +65,8 @@ void session_open_ca(struct session *s, const char *events, const char *signing_
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		kc.sign_checkpoint = p->receipts_checkpoint;
+		kc.checkpoint_ms = (unsigned)p->receipts_checkpoint_ms;
 		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
 					    ? p->git_github_app->private_key_file
 					    : NULL;
