@@ -13,6 +13,9 @@
  *       egress.allow records as a proxy worker does, ends the session and
  *       prints the key holder's CPU time: "cpu_us_per_receipt X user_us U
  *       sys_us S receipts N"
+ *   tlog_tool cosign KEYFILE NAME TIME
+ *       reads a checkpoint note on stdin and prints it with a C2SP
+ *       cosignature/v1 line by witness NAME (key KEYFILE) at TIME added
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include "keeper.h"
+#include "tlog.h"
 #include "policy.h"
 #include "receipt.h"
 #include "util.h"
@@ -160,8 +164,36 @@ static int bench(int argc, char **argv)
 	return 0;
 }
 
+static int cosign(int argc, char **argv)
+{
+	char err[256], note[8192], *line;
+	struct tlog_checkpoint c;
+	EVP_PKEY *key;
+	size_t n;
+
+	if (argc < 5)
+		return 2;
+	key = receipt_key_load(argv[2], err, sizeof(err));
+	n = fread(note, 1, sizeof(note) - 1, stdin);
+	note[n] = '\0';
+	if (!key || !tlog_checkpoint_parse(note, n, &c, err, sizeof(err))) {
+		fprintf(stderr, "tlog_tool: %s\n", err);
+		return 1;
+	}
+	line = tlog_cosign(key, argv[3], c.body, strtoull(argv[4], NULL, 10));
+	if (!line)
+		return 1;
+	printf("%s%s", note, line);
+	free(line);
+	tlog_checkpoint_free(&c);
+	EVP_PKEY_free(key);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "cosign") == 0)
+		return cosign(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "stream") == 0)
 		return stream(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "bench") == 0)
