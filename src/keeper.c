@@ -285,6 +285,8 @@ static int checkpoint_timer(struct kstate *ks)
 {
 	int64_t now;
 
+	if (ks->started && receipt_flush(ks->w) < 0)
+		write_failed(ks);
 	if (!ks->sign_checkpoint || !ks->started || !receipt_unsigned_pending(ks->w)) {
 		ks->checkpoint_due = 0;
 		return -1;
@@ -337,6 +339,8 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	/* A block is covered at once: the agent may be handed its seq. */
 	if (seq >= 0 && req.decision == RECEIPT_BLOCK)
 		checkpoint_now(ks);
+	if (req.want_seq && receipt_flush(ks->w) < 0)
+		write_failed(ks);
 	if (seq >= 0)
 		ks->started = true;
 	if (!req.want_seq)

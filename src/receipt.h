@@ -131,6 +131,12 @@ enum receipt_sign {
  * session id that is a note key name (no spaces, no '+'); -1 otherwise. */
 int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode);
 
+/* Checkpoint mode keeps unsigned lines in memory (up to 64 KiB) until a
+ * signed line or this call writes them, in one write(): the caller flushes
+ * before it waits, and before it tells anyone a seq. Returns 0, or -1 on
+ * an I/O failure (see receipt_error()). */
+int receipt_flush(struct receipt_writer *w);
+
 /* Has a line without "sig" been written since the last signed one? */
 bool receipt_unsigned_pending(const struct receipt_writer *w);
 

@@ -53,7 +53,15 @@ struct receipt_writer {
 	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
 	bool unsigned_pending; /* a line without sig since the last signed one */
 	bool last_checkpoint;  /* the last line written is a checkpoint */
+	/* checkpoint mode: unsigned lines wait here for receipt_flush() (or
+	 * the next signed line), so that lines handled together go out in
+	 * one write() */
+	char *pend;
+	size_t pend_len, pend_cap;
 };
+
+/* Lines kept before a write even without a flush. */
+#define PENDING_MAX ((size_t)64 * 1024)
 
 static bool fd_writable(int fd)
 {
@@ -112,6 +120,7 @@ static void writer_free(struct receipt_writer *w)
 	free(w->session);
 	free(w->policy);
 	free(w->origin);
+	free(w->pend);
 	json_decref(w->counts);
 	free(w);
 }
@@ -218,6 +227,19 @@ static void set_member(json_t *obj, const char *name, json_t *val)
 	ASSERT(json_object_set_new(obj, name, val) == 0);
 }
 
+/* Appends the C string @s to the line being built. */
+static void append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (*len + n + 1 > *cap) {
+		*cap = *len + n + 1 > 2 * *cap ? *len + n + 1 : 2 * *cap;
+		*buf = util_xrealloc(*buf, *cap);
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+}
+
 /* Writes one line; it carries "sig" in mode line, and always when it is
  * a checkpoint or session.end. */
 static int64_t emit(struct receipt_writer *w, const char *type,
@@ -231,35 +253,48 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	 * newline; not a C string. */
 	static const char line_end[3] = { '"', '}', '\n' };
 	char ts[25], sig_b64[RECEIPT_SIG_B64_LEN + 1];
-	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL;
+	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL, *subj;
 	uint8_t sig[RECEIPT_ED25519_SIG_LEN];
-	size_t body_len, line_len;
-	json_t *obj = NULL;
+	size_t body_len = 0, body_cap = 512, line_len;
 	int64_t rc = -1;
+	char num[96];
 
 	rule_c = receipt_utf8_clean(rule ? rule : "", RECEIPT_TEXT_MAX);
 	reason_c = receipt_utf8_clean(reason ? reason : "", RECEIPT_TEXT_MAX);
 	util_rfc3339_now(ts);
-	obj = json_object();
-	ASSERT(obj);
-	set_member(obj, "v", json_integer(1));
-	set_member(obj, "seq", json_integer(w->seq));
-	set_member(obj, "ts", json_string(ts));
-	set_member(obj, "session", json_string(w->session));
-	set_member(obj, "type", json_string(type));
-	set_member(obj, "decision", json_string(receipt_decision_to_string(decision)));
-	set_member(obj, "point", json_string(receipt_point_to_string(point)));
-	set_member(obj, "rule", json_string(rule_c));
-	set_member(obj, "policy", json_string(w->policy));
-	set_member(obj, "subject", subject ? json_incref(subject) : json_object());
-	set_member(obj, "reason", json_string(reason_c));
-	set_member(obj, "prev", json_string(w->prev));
+	/* Built by hand in the one order of receipt_line.h, compact, with
+	 * jansson's escaping (receipt_json_str()): the bytes json_dumps()
+	 * of the object made of these members would give, without making
+	 * the object. Only the subject goes through jansson. */
+	body = util_xmalloc(body_cap);
+	snprintf(num, sizeof(num), "{\"v\":1,\"seq\":%lld,\"ts\":\"%s\",\"session\":",
+		 (long long)w->seq, ts);
+	append(&body, &body_len, &body_cap, num);
+	receipt_json_str(&body, &body_len, &body_cap, w->session);
+	append(&body, &body_len, &body_cap, ",\"type\":");
+	receipt_json_str(&body, &body_len, &body_cap, type);
+	append(&body, &body_len, &body_cap, ",\"decision\":\"");
+	append(&body, &body_len, &body_cap, receipt_decision_to_string(decision));
+	append(&body, &body_len, &body_cap, "\",\"point\":\"");
+	append(&body, &body_len, &body_cap, receipt_point_to_string(point));
+	append(&body, &body_len, &body_cap, "\",\"rule\":");
+	receipt_json_str(&body, &body_len, &body_cap, rule_c);
+	append(&body, &body_len, &body_cap, ",\"policy\":");
+	receipt_json_str(&body, &body_len, &body_cap, w->policy);
+	append(&body, &body_len, &body_cap, ",\"subject\":");
+	subj = subject ? json_dumps(subject, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
 	/* 15 significant digits: dollar amounts of whole nano-dollars
 	 * (below a million dollars) print exactly, 0.000735 and not
 	 * 0.00073499999999999998. */
-	body = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
-	ASSERT(body);
-	body_len = strlen(body);
+	ASSERT(!subject || subj);
+	append(&body, &body_len, &body_cap, subj ? subj : "{}");
+	free(subj);
+	append(&body, &body_len, &body_cap, ",\"reason\":");
+	receipt_json_str(&body, &body_len, &body_cap, reason_c);
+	append(&body, &body_len, &body_cap, ",\"prev\":\"");
+	append(&body, &body_len, &body_cap, w->prev);
+	append(&body, &body_len, &body_cap, "\"}");
+	ASSERT(body_len == strlen(body));
 	ASSERT(body_len > 2 && body[body_len - 1] == '}');
 	if (!sign_it) {
 		/* the body as it is, and the newline in its NUL's place */
@@ -281,9 +316,21 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 		       RECEIPT_SIG_B64_LEN);
 		memcpy(line + line_len - 2, line_end, sizeof(line_end));
 	}
-	w->error = -write_line(w->fd, line, line_len + 1);
-	if (w->error)
-		goto out;
+	if (w->mode == RECEIPT_SIGN_CHECKPOINT) {
+		if (w->pend_len + line_len + 1 > w->pend_cap) {
+			w->pend_cap = w->pend_len + line_len + 1 > 2 * w->pend_cap
+					      ? w->pend_len + line_len + 1 : 2 * w->pend_cap;
+			w->pend = util_xrealloc(w->pend, w->pend_cap);
+		}
+		memcpy(w->pend + w->pend_len, line, line_len + 1);
+		w->pend_len += line_len + 1;
+		if ((sign_it || w->pend_len >= PENDING_MAX) && receipt_flush(w) < 0)
+			goto out;
+	} else {
+		w->error = -write_line(w->fd, line, line_len + 1);
+		if (w->error)
+			goto out;
+	}
 	receipt_sha256_hex(line, line_len, w->prev);
 	merkle_append(&w->tree, line, line_len);
 	w->unsigned_pending = !sign_it;
@@ -293,7 +340,6 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 out:
 	free(line);
 	free(body);
-	json_decref(obj);
 	free(reason_c);
 	free(rule_c);
 	return rc;
@@ -445,6 +491,17 @@ int64_t receipt_checkpoint(struct receipt_writer *w)
 	return rc;
 }
 
+int receipt_flush(struct receipt_writer *w)
+{
+	if (w->error)
+		return -1;
+	if (!w->pend_len)
+		return 0;
+	w->error = -write_line(w->fd, w->pend, w->pend_len);
+	w->pend_len = 0;
+	return w->error ? -1 : 0;
+}
+
 int receipt_error(const struct receipt_writer *w)
 {
 	return w->error;
@@ -452,6 +509,8 @@ int receipt_error(const struct receipt_writer *w)
 
 void receipt_abort(struct receipt_writer *w)
 {
-	if (w)
+	if (w) {
+		(void)receipt_flush(w); /* what was recorded stays recorded */
 		writer_free(w);
+	}
 }
