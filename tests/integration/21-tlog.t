@@ -195,4 +195,30 @@ assert (t(L[-1]) - t(L[first])).total_seconds() >= 0.3, (L[first]["ts"], L[-1]["
 PY
 ok $? "a checkpoint follows the unsigned lines within receipts.checkpoint_ms"
 
+# --- the standalone proxy: a block is covered before the agent is answered ---
+cat >px-policy.json <<'JSON'
+{"version": 1, "mode": "enforce", "egress": {"allow": ["allowed.invalid"]},
+ "receipts": {"sign": "checkpoint", "checkpoint_ms": 60000}}
+JSON
+"$AIRLOCK" proxy --policy px-policy.json --listen 127.0.0.1:18471 --events "$T/px.jsonl" \
+	2>px.err &
+px=$!
+wait_grep px.err "listening on" 10
+ok $? "airlock proxy runs with receipts.sign checkpoint"
+hdr=$(curl -s -i -x http://127.0.0.1:18471 http://blocked.invalid/x | tr -d '\r' |
+	sed -n 's/^X-Airlock-Receipt: //p')
+cp px.jsonl px-at-answer.jsonl
+kill "$px"
+wait "$px"
+python3 - px-at-answer.jsonl "$hdr" <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+seq = int(sys.argv[2])
+assert L[seq]["type"] == "egress.block" and "sig" not in L[seq], L[seq]
+c = L[seq + 1]
+assert c["type"] == "receipt.checkpoint" and c["subject"]["size"] == seq + 1 and "sig" in c, c
+PY
+ok $? "the receipt the 403 names is in a checkpoint written before the answer"
+verifies px.jsonl "the proxy's stream verifies"
+
 done_testing
