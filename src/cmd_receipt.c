@@ -24,7 +24,7 @@
 #define EXIT_USAGE 2
 
 const char cmd_verify_help[] =
-	"usage: airlock verify [--pubkey FILE] [--json] EVENTS\n"
+	"usage: airlock verify [--pubkey FILE] [--witness FILE] [--json] EVENTS\n"
 	"       airlock verify --line SEQ|all EVENTS\n"
 	"       airlock verify [--pubkey FILE] --proof FILE\n"
 	"\n"
@@ -47,6 +47,9 @@ const char cmd_verify_help[] =
 	"  --json         print one JSON object instead of text:\n"
 	"                 {\"ok\":true,\"lines\":N,\"sessions\":N,\"counts\":{...}} or\n"
 	"                 {\"ok\":false,\"line\":N,\"reason\":\"...\"}\n"
+	"  --witness FILE a witness's public key (SPKI PEM): each session.end must\n"
+	"                 carry its cosignature (C2SP cosignature/v1) on the\n"
+	"                 checkpoint just before it (airlock run --witness)\n"
 	"  --line SEQ     print the inclusion proof (one JSON line) of the line with\n"
 	"                 seq SEQ of the last session in EVENTS against its last\n"
 	"                 receipt.checkpoint (receipts.sign \"checkpoint\"); \"all\":\n"
@@ -246,12 +249,15 @@ int cmd_verify(int argc, char **argv)
 		{"pubkey", required_argument, NULL, 'k'},
 		{"json", no_argument, NULL, 'j'},
 		{"line", required_argument, NULL, 'l'},
+		{"witness", required_argument, NULL, 'w'},
 		{"proof", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct receipt_verify_result res = {0};
 	const char *pubkey_path = NULL, *events, *line_arg = NULL, *proof_path = NULL;
+	const char *witness_path = NULL;
+	EVP_PKEY *witness = NULL;
 	char err[256], opt[3];
 	EVP_PKEY *pin = NULL;
 	bool json = false;
@@ -270,6 +276,9 @@ int cmd_verify(int argc, char **argv)
 			break;
 		case 'l':
 			line_arg = optarg;
+			break;
+		case 'w':
+			witness_path = optarg;
 			break;
 		case 'p':
 			proof_path = optarg;
@@ -313,6 +322,14 @@ int cmd_verify(int argc, char **argv)
 		rc = proofs(events, line_arg, pin);
 		goto out;
 	}
+	if (witness_path) {
+		witness = receipt_pubkey_load(witness_path, err, sizeof(err));
+		if (!witness) {
+			fprintf(stderr, "airlock: verify: --witness %s: %s\n", witness_path, err);
+			goto out;
+		}
+		receipt_verify_set_witness(witness);
+	}
 	in = strcmp(events, "-") == 0 ? stdin : fopen(events, "re");
 	if (!in) {
 		fprintf(stderr, "airlock: verify: %s: %s\n", events, strerror(errno));
@@ -327,6 +344,9 @@ int cmd_verify(int argc, char **argv)
 		print_json(&res);
 	else if (res.ok) {
 		print_text(&res, pubkey_path);
+		if (witness_path)
+			printf("witnessed: each session.end carries a cosignature by the "
+			       "key of %s\n", witness_path);
 		print_key(in, pubkey_path);
 	} else
 		printf("%s:%zu: %s\n", events, res.bad_line, res.reason);
@@ -340,6 +360,8 @@ out:
 	if (in && in != stdin)
 		fclose(in);
 	receipt_verify_result_free(&res);
+	receipt_verify_set_witness(NULL);
+	EVP_PKEY_free(witness);
 	EVP_PKEY_free(pin);
 	return rc;
 }

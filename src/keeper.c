@@ -84,6 +84,7 @@
 #include "receipt_line.h"
 #include "tls_ca.h"
 #include "util.h"
+#include "witness_client.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -227,6 +228,8 @@ struct kstate {
 	int64_t checkpoint_ms;
 	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
 				      get their checkpoint; 0: none pending */
+	bool witness;              /* run --witness: ask the supervisor for a
+				      cosignature of the last checkpoint */
 };
 
 /* What a handler says about the request it was given. */
@@ -652,6 +655,32 @@ static void serve_until_end(struct kstate *ks)
 	free(pfd);
 }
 
+/* run --witness: the last checkpoint goes to the supervisor, which asks
+ * the witness (this process may not open sockets) and answers with the
+ * cosignature lines ("" when the witness failed; it said why). */
+static void ask_witness(struct kstate *ks)
+{
+	struct msg_reader r;
+	const char *lines;
+	char *note = receipt_final_checkpoint(ks->w);
+	ssize_t n;
+	int fd = -1;
+
+	if (!note || receipt_flush(ks->w) < 0)
+		write_failed(ks);
+	msg_start(&ks->reply, MSG_WITNESS_NOTE);
+	msg_put_cstr(&ks->reply, note);
+	free(note);
+	if (msg_send(ks->chans[0].fd, &ks->reply, -1, 0) < 0)
+		return;
+	n = msg_recv(ks->chans[0].fd, ks->in, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0 && msg_reader_init(&r, ks->in, (size_t)n) && r.type == MSG_WITNESS_COSIG &&
+	    msg_get_str(&r, 16384, &lines, NULL) && msg_end(&r))
+		receipt_set_cosignatures(ks->w, lines);
+}
+
 /* Drains the workers' channels, writes session.end and exits. */
 __attribute__((noreturn)) static void finish(struct kstate *ks)
 {
@@ -671,6 +700,8 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
 	}
 	tls_ca_free(ks->ca);
 	ks->ca = NULL;
+	if (ks->witness)
+		ask_witness(ks);
 	if (receipt_close(ks->w, ks->end_status) < 0)
 		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
 			     strerror(errno));
@@ -764,6 +795,7 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 		keeper_fatal(&ks, "receipts.sign checkpoint: the session id %s is not "
 			     "a note key name (no spaces or '+')", cfg->session);
 	ks.sign_checkpoint = cfg->sign_checkpoint;
+	ks.witness = cfg->witness_url != NULL;
 	ks.checkpoint_ms = cfg->checkpoint_ms ? cfg->checkpoint_ms : 250;
 	if (cfg->ca)
 		make_ca(&ks, cfg);
@@ -832,6 +864,8 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	close(sv[1]);
 	k->pid = pid;
 	k->link.fd = sv[0];
+	k->witness_url = cfg->witness_url;
+	k->witness_key = cfg->witness_key;
 	return 0;
 }
 
@@ -1157,6 +1191,27 @@ int keeper_set_spend(struct keeper *k, int64_t nano)
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 
+/* run --witness: the key holder's last checkpoint to the witness, and
+ * its cosignature back ("" and a warning when the witness failed: the
+ * session still ends, and `verify --witness` will say it is missing). */
+static void cosign_last(struct keeper *k)
+{
+	struct msg_reader r;
+	const char *note;
+	char why[512], *lines = NULL;
+
+	if (await_answer(&k->link, &r, MSG_WITNESS_NOTE) < 0 ||
+	    !msg_get_str(&r, MSG_MAX, &note, NULL) || !msg_end(&r))
+		return;
+	lines = witness_cosign(k->witness_url, k->witness_key, note, why, sizeof(why));
+	if (!lines)
+		util_warn("--witness %s", why);
+	msg_start(&k->link.out, MSG_WITNESS_COSIG);
+	msg_put_cstr(&k->link.out, lines ? lines : "");
+	(void)msg_send(k->link.fd, &k->link.out, -1, 0);
+	free(lines);
+}
+
 int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 {
 	int r;
@@ -1168,6 +1223,8 @@ int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 	msg_start(&k->link.out, MSG_END);
 	msg_put_u32(&k->link.out, (uint32_t)exit_status & 0xff);
 	r = msg_send(k->link.fd, &k->link.out, -1, 0);
+	if (r == 0 && k->witness_url)
+		cosign_last(k);
 	reap(k);
 	if (r == 0 && WIFEXITED(k->wstatus) && WEXITSTATUS(k->wstatus) == 0)
 		return 0;

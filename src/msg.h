@@ -85,6 +85,9 @@ enum msg_type {
 				 under on_exhausted "stop" */
 	/* spend: supervisor -> key holder */
 	MSG_SPEND_USD,        /* u64 nano-dollars: session.end's spend_usd */
+	/* witness (run --witness): key holder <-> supervisor, at the end */
+	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
+	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
 	MSG_TYPE_COUNT
 };
 

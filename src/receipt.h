@@ -147,6 +147,15 @@ bool receipt_unsigned_pending(const struct receipt_writer *w);
  * Returns its seq, or -1 (see receipt_append()). */
 int64_t receipt_checkpoint(struct receipt_writer *w);
 
+/* For a witness (run --witness): writes a checkpoint unless the last line
+ * is one, in either mode, and returns a copy of its note (the caller
+ * frees it); NULL on an I/O failure. */
+char *receipt_final_checkpoint(struct receipt_writer *w);
+
+/* session.end will carry "cosignatures": the C2SP cosignature lines of
+ * @lines (each with its newline) on the checkpoint just before it. */
+void receipt_set_cosignatures(struct receipt_writer *w, const char *lines);
+
 /* Result of verifying one stream file. */
 struct receipt_verify_result {
 	bool ok;
@@ -157,6 +166,11 @@ struct receipt_verify_result {
 	json_t *counts;        /* type -> number over all complete sessions,
 				  keys sorted (owned) */
 };
+
+/* `verify --witness`: from now on (until called with NULL) each stream's
+ * session.end must carry a cosignature by @witness on the checkpoint just
+ * before it. The key is borrowed. */
+void receipt_verify_set_witness(EVP_PKEY *witness);
 
 /* Verifies a stream (docs/RECEIPTS.md). A file may hold several session streams one
  * after the other (the events path is appended to); each must be complete:

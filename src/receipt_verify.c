@@ -72,7 +72,13 @@ struct verifier {
 	struct merkle_tree tree;        /* over the stream's lines so far */
 	size_t uncovered;               /* first line without sig not yet
 					   covered by a later signature, or 0 */
+	bool have_witness;              /* --witness: session.end must carry */
+	uint8_t witness_raw[32];        /* a cosignature by this key */
+	char *cp_body;                  /* the last checkpoint's body */
+	size_t cp_line;                 /* and its line */
 };
+
+static EVP_PKEY *verify_witness; /* receipt_verify_set_witness() */
 
 __attribute__((format(printf, 2, 3))) static bool
 fail(struct verifier *v, const char *fmt, ...)
@@ -116,6 +122,8 @@ static void verifier_init(struct verifier *v, EVP_PKEY *pin,
 	v->pin = pin;
 	if (pin)
 		ASSERT(receipt_key_raw_public(pin, v->pin_raw));
+	if (verify_witness)
+		v->have_witness = receipt_key_raw_public(verify_witness, v->witness_raw);
 }
 
 static void verifier_finish(struct verifier *v)
@@ -143,6 +151,7 @@ static void verifier_finish(struct verifier *v)
 	v->res->counts = sorted;
 	stream_reset(v);
 	free(v->msg);
+	free(v->cp_body);
 }
 
 /* A seq 0 session.start opens a stream: its key, session and policy bind
@@ -376,10 +385,50 @@ static bool check_checkpoint(struct verifier *v, json_t *subject, int64_t seq)
 		fail(v, "receipt.checkpoint note is not signed by the stream's key");
 	else
 		ok = true;
+	if (ok) {
+		free(v->cp_body);
+		v->cp_body = util_xstrdup(c.body);
+		v->cp_line = v->lineno;
+	}
 	free(b64);
 	free(origin);
 	tlog_checkpoint_free(&c);
 	return ok;
+}
+
+/* --witness: session.end's "cosignatures" hold a C2SP cosignature/v1 by
+ * the witness key on the checkpoint of the line just before it. */
+static bool check_cosignature(struct verifier *v, json_t *subject)
+{
+	json_t *arr = json_object_get(subject, "cosignatures"), *el;
+	struct tlog_checkpoint c;
+	bool ok = false;
+	size_t i;
+
+	if (!v->cp_body || v->cp_line + 1 != v->lineno)
+		return fail(v, "--witness: the line before session.end is not a "
+			    "receipt.checkpoint to be cosigned");
+	json_array_foreach(arr, i, el) {
+		const char *s = json_string_value(el), *sp;
+		char name[256];
+
+		if (!s || strncmp(s, "\xe2\x80\x94 ", 4) != 0 || !(sp = strchr(s + 4, ' ')) ||
+		    (size_t)(sp - s - 4) >= sizeof(name))
+			continue;
+		memcpy(name, s + 4, (size_t)(sp - s - 4));
+		name[sp - s - 4] = '\0';
+		memset(&c, 0, sizeof(c));
+		c.body = v->cp_body;
+		c.body_len = strlen(v->cp_body);
+		c.sigs = (char *)s;
+		ok = tlog_cosig_verify(&c, name, v->witness_raw, NULL);
+		if (ok)
+			break;
+	}
+	if (!ok)
+		return fail(v, "session.end has no cosignature by the --witness key on "
+			    "the checkpoint before it");
+	return true;
 }
 
 static bool verify_line(struct verifier *v, const char *line, size_t len)
@@ -460,6 +509,9 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	v->next_seq = seq < INT64_MAX ? seq + 1 : -1;
 	receipt_sha256_hex(line, len, v->prev);
 	merkle_append(&v->tree, line, len);
+	if (strcmp(type, "session.end") == 0 && v->have_witness &&
+	    !check_cosignature(v, val[RECEIPT_MEMBER_SUBJECT]))
+		goto out;
 	if (strcmp(type, "session.end") == 0 && !stream_end(v, val[RECEIPT_MEMBER_SUBJECT]))
 		goto out;
 	ok = true;
@@ -483,6 +535,11 @@ void receipt_verify_buffer(const char *text, size_t len, EVP_PKEY *pubkey,
 		p += n + (nl ? 1 : 0);
 	}
 	verifier_finish(&v);
+}
+
+void receipt_verify_set_witness(EVP_PKEY *witness)
+{
+	verify_witness = witness;
 }
 
 int receipt_verify_file(FILE *in, EVP_PKEY *pubkey,

@@ -53,6 +53,8 @@ struct receipt_writer {
 	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
 	bool unsigned_pending; /* a line without sig since the last signed one */
 	bool last_checkpoint;  /* the last line written is a checkpoint */
+	char *last_note;       /* the last checkpoint's note, or NULL */
+	json_t *cosignatures;  /* session.end's, or NULL */
 	/* checkpoint mode: unsigned lines wait here for receipt_flush() (or
 	 * the next signed line), so that lines handled together go out in
 	 * one write() */
@@ -121,6 +123,8 @@ static void writer_free(struct receipt_writer *w)
 	free(w->policy);
 	free(w->origin);
 	free(w->pend);
+	free(w->last_note);
+	json_decref(w->cosignatures);
 	json_decref(w->counts);
 	free(w);
 }
@@ -422,6 +426,8 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 	if (w->spend_nano >= 0)
 		set_member(subject, "spend_usd",
 			   json_real((double)w->spend_nano / 1e9));
+	if (w->cosignatures)
+		set_member(subject, "cosignatures", json_incref(w->cosignatures));
 	reason = util_xasprintf("session ended, exit status %d", exit_status);
 	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
 		 "session", subject, reason) < 0) {
@@ -484,6 +490,10 @@ int64_t receipt_checkpoint(struct receipt_writer *w)
 	reason = util_xasprintf("checkpoint of the first %lld lines", (long long)w->seq);
 	rc = emit(w, RECEIPT_CHECKPOINT_TYPE, RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
 		  "receipts.sign", subject, reason);
+	if (rc >= 0) {
+		free(w->last_note);
+		w->last_note = util_xstrdup(note);
+	}
 	free(reason);
 	json_decref(subject);
 	free(b64);
@@ -500,6 +510,31 @@ int receipt_flush(struct receipt_writer *w)
 	w->error = -write_line(w->fd, w->pend, w->pend_len);
 	w->pend_len = 0;
 	return w->error ? -1 : 0;
+}
+
+char *receipt_final_checkpoint(struct receipt_writer *w)
+{
+	ASSERT(w && w->seq > 0);
+	if (!w->last_checkpoint && receipt_checkpoint(w) < 0)
+		return NULL;
+	return util_xstrdup(w->last_note);
+}
+
+void receipt_set_cosignatures(struct receipt_writer *w, const char *lines)
+{
+	const char *p = lines;
+
+	json_decref(w->cosignatures);
+	w->cosignatures = NULL;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+
+		if (!w->cosignatures)
+			w->cosignatures = json_array();
+		json_array_append_new(w->cosignatures, json_stringn(p, n));
+		p += n;
+	}
 }
 
 int receipt_error(const struct receipt_writer *w)

@@ -137,6 +137,55 @@ ok $? "a receipt.checkpoint as the key holder wrote it is cosigned (size $size)"
 kill "$wpid"; wait "$wpid"
 is "$?" 0 "the witness stops on SIGTERM with 0"
 
+# --- airlock run --witness, airlock verify --witness ---
+: >witness.err
+start_witness
+ok $? "the witness runs again"
+mkdir ws
+echo '{"version": 1, "receipts": {"sign": "checkpoint"}}' >cp.json
+echo '{"version": 1}' >line.json
+for m in cp line; do
+	"$AIRLOCK" run --policy $m.json --mode shadow --signing-key k.pem --session "run-$m" \
+		--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/run-$m.jsonl" \
+		--workspace "$T/ws" -- true 2>run.err
+	is "$?" 0 "$m mode: a session with --witness"
+	out=$("$AIRLOCK" verify --pubkey k.pub --witness w.pub run-$m.jsonl)
+	is "$?" 0 "$m mode: verify --witness accepts its stream"
+	like "$out" "witnessed: each session.end carries a cosignature by the key of w.pub" \
+		"$m mode: and says so"
+	python3 - run-$m.jsonl <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+assert L[-2]["type"] == "receipt.checkpoint" and L[-1]["subject"]["cosignatures"][0].startswith("\u2014 witness.test/w1 ")
+PY
+	ok $? "$m mode: session.end carries the cosignature of the checkpoint before it"
+	out=$("$AIRLOCK" verify --witness other.pub run-$m.jsonl)
+	is "$?" 1 "$m mode: verify --witness with another key fails"
+	like "$out" "session.end has no cosignature by the --witness key" "$m mode: and says why"
+done
+# the same session again (a rewritten history): the witness refuses it
+"$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-cp \
+	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/again.jsonl" \
+	--workspace "$T/ws" -- true 2>run.err
+is "$?" 0 "a second stream of the same session still runs"
+like "$(cat run.err)" "witness answered 409" "but the witness refuses to cosign it (409)"
+out=$("$AIRLOCK" verify --witness w.pub again.jsonl)
+is "$?" 1 "and verify --witness fails it"
+"$AIRLOCK" verify again.jsonl >/dev/null
+is "$?" 0 "while it verifies without --witness"
+"$AIRLOCK" verify --witness w.pub "$T/w.jsonl" >/dev/null
+is "$?" 1 "a stream without cosignatures fails verify --witness"
+kill "$wpid"; wait "$wpid"
+"$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-down \
+	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/down.jsonl" \
+	--workspace "$T/ws" -- true 2>run.err
+is "$?" 0 "with the witness down the session still ends normally"
+like "$(cat run.err)" "--witness .*127.0.0.1" "with a warning naming the witness"
+"$AIRLOCK" verify --witness w.pub down.jsonl >/dev/null
+is "$?" 1 "and verify --witness reports the missing cosignature"
+"$AIRLOCK" run --witness "http://127.0.0.1:18472=$T/nope.pub" -- true 2>run.err
+is "$?" 125 "run --witness with an unreadable key file: 125"
+
 "$AIRLOCK" witness --listen 127.0.0.1:18472 --key w.pem --name 'bad name' --state s \
 	--log-key k.pub 2>err
 is "$?" 2 "a key name with a space is refused"
