@@ -14,10 +14,20 @@
  * could never verify anyway. A line that would exceed RECEIPT_LINE_MAX is
  * not written and takes no seq, so the chain has no gap.
  *
- * The line is serialised once (jansson, compact, members in the order of
- * receipt_line.h), signed over exactly those bytes, and the signature
- * appended as the last member: the signed bytes are never re-serialised.
- * Signing copies a context initialised once per stream with the key.
+ * The line is serialised once (compact, members in the order of
+ * receipt_line.h, built by hand with jansson's escaping; only the subject
+ * goes through json_dumps()), signed over exactly those bytes, and the
+ * signature appended as the last member: the signed bytes are never
+ * re-serialised. Signing copies a context initialised once per stream
+ * with the key.
+ *
+ * Beside prev, the writer keeps the RFC 6962 Merkle tree's frontier over
+ * the lines (merkle.c). In checkpoint mode (receipts.sign) a line is
+ * signed only when it is a receipt.checkpoint (whose subject is a C2SP
+ * checkpoint of the tree, signed as a note: tlog.c) or session.end; the
+ * unsigned lines wait in memory (64 KiB at most) until a signed line or
+ * receipt_flush() writes them in one write(), whole lines, so a batch the
+ * key holder handles costs one system call.
  */
 #include "receipt.h"
 
