@@ -202,6 +202,7 @@ struct policy {
 				 sorted */
 	size_t ngit_api_allow;
 	bool git_ssh;
+	bool receipts_checkpoint; /* receipts.sign "checkpoint" (else "line") */
 
 	/* spend */
 	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
@@ -230,6 +231,7 @@ struct policy {
 	double spend_server_state_reserve_usd; /* >= 0; set (a number) when
 						  server_state is allow */
 	uint64_t spend_ledger_timeout_ms;      /* default 5000 */
+	uint64_t receipts_checkpoint_ms;       /* receipts.checkpoint_ms, default 250 */
 
 	char **env_pass;    /* names, sorted; a trailing '*' is a prefix match */
 	size_t nenv_pass;
@@ -247,10 +249,6 @@ struct policy {
 			       "." or ".."), cleaned, sorted: read-only to
 			       the agent */
 	size_t nfs_protect;
-
-	/* receipts */
-	bool receipts_checkpoint; /* receipts.sign "checkpoint" (else "line") */
-	uint64_t receipts_checkpoint_ms; /* default 250 */
 
 	char *canonical;    /* canonical JSON of the effective policy */
 	char digest[7 + 64 + 1]; /* "sha256:" + hex */

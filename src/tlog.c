@@ -279,14 +279,15 @@ static bool each_sig(const struct tlog_checkpoint *c, const char *name,
 	uint8_t blob[128];
 
 	while (*p) {
-		const char *nl = strchr(p, '\n'), *b64;
+		const char *nl = strchr(p, '\n');
 
 		if (!nl)
 			break;
 		if (strncmp(p, sig_dash, strlen(sig_dash)) == 0 &&
 		    strncmp(p + strlen(sig_dash), name, nlen) == 0 &&
 		    p[strlen(sig_dash) + nlen] == ' ') {
-			b64 = p + strlen(sig_dash) + nlen + 1;
+			const char *b64 = p + strlen(sig_dash) + nlen + 1;
+
 			if (tlog_unb64(b64, (size_t)(nl - b64), blob, sizeof(blob)) ==
 				    (int)blob_len &&
 			    memcmp(blob, id, 4) == 0 && fn(blob, arg))

@@ -121,7 +121,15 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 	while (have < cap && (n = read(fd, resp + have, cap - have)) > 0)
 		have += (size_t)n;
 	resp[have] = '\0';
-	if (sscanf(resp, "HTTP/1.%*c %d", &status) != 1 || !(body = strstr(resp, "\r\n\r\n"))) {
+	status = -1;
+	if (have > 12 && strncmp(resp, "HTTP/1.", 7) == 0 && resp[8] == ' ') {
+		char *e;
+		long st = strtol(resp + 9, &e, 10);
+
+		if (e == resp + 12 && st >= 100 && st <= 599)
+			status = (int)st;
+	}
+	if (status < 0 || !(body = strstr(resp, "\r\n\r\n"))) {
 		snprintf(err, errlen, "%s: not an HTTP answer", url);
 		goto out;
 	}
