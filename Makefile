@@ -103,9 +103,10 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c | deps
 # ghmint (the GitHub App mint of ghapp.c against the stand-in API),
 # spend_tool (ledger.c and meter.c for the spend tests and bench/spend),
 # transparent-parts (dnsstub.c and transparent.c for
-# tests/integration/75-transparent-parts.t).
+# tests/integration/75-transparent-parts.t), tlog_tool (the receipt writer and
+# the key holder for tests/integration/21-tlog.t and its benchmark).
 HELPER_LINKED := $(BUILD)/tests/helpers/ghmint $(BUILD)/tests/helpers/spend_tool \
-	$(BUILD)/tests/helpers/transparent-parts
+	$(BUILD)/tests/helpers/transparent-parts $(BUILD)/tests/helpers/tlog_tool
 $(HELPER_LINKED): $(BUILD)/tests/helpers/%: tests/helpers/%.c $(LIB_OBJ) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)

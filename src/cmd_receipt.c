@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "receipt.h"
+#include "receipt_proof.h"
 #include "runfiles.h"
 #include "util.h"
 
@@ -23,7 +24,9 @@
 #define EXIT_USAGE 2
 
 const char cmd_verify_help[] =
-	"usage: airlock verify [--pubkey FILE] [--json] EVENTS\n"
+	"usage: airlock verify [--pubkey FILE] [--witness FILE] [--json] EVENTS\n"
+	"       airlock verify --line SEQ|all EVENTS\n"
+	"       airlock verify [--pubkey FILE] --proof FILE\n"
 	"\n"
 	"Verifies a receipt stream: each line's members and formats, the seq\n"
 	"numbers, the SHA-256 chain (prev), every Ed25519 signature, and that\n"
@@ -44,6 +47,17 @@ const char cmd_verify_help[] =
 	"  --json         print one JSON object instead of text:\n"
 	"                 {\"ok\":true,\"lines\":N,\"sessions\":N,\"counts\":{...}} or\n"
 	"                 {\"ok\":false,\"line\":N,\"reason\":\"...\"}\n"
+	"  --witness FILE a witness's public key (SPKI PEM): each session.end must\n"
+	"                 carry its cosignature (C2SP cosignature/v1) on the\n"
+	"                 checkpoint just before it (airlock run --witness)\n"
+	"  --line SEQ     print the inclusion proof (one JSON line) of the line with\n"
+	"                 seq SEQ of the last session in EVENTS against its last\n"
+	"                 receipt.checkpoint (receipts.sign \"checkpoint\"); \"all\":\n"
+	"                 the proofs of every line that checkpoint covers, one a\n"
+	"                 line. EVENTS must verify first.\n"
+	"  --proof FILE   check proofs (as --line prints them) without the stream:\n"
+	"                 the checkpoint's signature, the line's seq and session,\n"
+	"                 and the Merkle path from the line to the checkpoint's root\n"
 	"  -h, --help     print this help\n"
 	"\n"
 	"Intact: prints \"ok: ...\", the number of lines of each type and whether\n"
@@ -197,16 +211,53 @@ static void print_json(const struct receipt_verify_result *res)
 	json_decref(out);
 }
 
+/* --line SEQ|all EVENTS, or --proof FILE (@line NULL). */
+static int proofs(const char *path, const char *line, EVP_PKEY *pin)
+{
+	char err[512], *text;
+	unsigned long seq = 0;
+	size_t len, bad_line;
+	int rc;
+
+	if (line && strcmp(line, "all") != 0 &&
+	    !util_parse_uint(line, 0, (unsigned long)INT64_MAX, &seq))
+		return usage("verify", "--line needs a seq number or \"all\"");
+	text = util_read_file(path, (size_t)1 << 34, &len);
+	if (!text) {
+		fprintf(stderr, "airlock: verify: %s: %s\n", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (line) {
+		rc = receipt_proof_make(text, len, strcmp(line, "all") == 0 ? -1 : (int64_t)seq,
+					stdout, err, sizeof(err));
+		if (rc < 0)
+			printf("%s: %s\n", path, err);
+	} else {
+		rc = receipt_proof_check(text, len, pin, stdout, &bad_line, err, sizeof(err));
+		if (rc < 0)
+			printf("%s:%zu: %s\n", path, bad_line, err);
+	}
+	free(text);
+	if (fflush(stdout) != 0)
+		return EXIT_USAGE;
+	return rc < 0 ? EXIT_NOT_INTACT : 0;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"pubkey", required_argument, NULL, 'k'},
 		{"json", no_argument, NULL, 'j'},
+		{"line", required_argument, NULL, 'l'},
+		{"witness", required_argument, NULL, 'w'},
+		{"proof", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct receipt_verify_result res = {0};
-	const char *pubkey_path = NULL, *events;
+	const char *pubkey_path = NULL, *events, *line_arg = NULL, *proof_path = NULL;
+	const char *witness_path = NULL;
+	EVP_PKEY *witness = NULL;
 	char err[256], opt[3];
 	EVP_PKEY *pin = NULL;
 	bool json = false;
@@ -223,12 +274,21 @@ int cmd_verify(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'l':
+			line_arg = optarg;
+			break;
+		case 'w':
+			witness_path = optarg;
+			break;
+		case 'p':
+			proof_path = optarg;
+			break;
 		case 'h':
 			fputs(cmd_verify_help, stdout);
 			rc = 0;
 			goto out;
 		case ':':
-			rc = usage("verify", "--pubkey needs a FILE");
+			rc = usage("verify", "%s needs an argument", argv[optind - 1]);
 			goto out;
 		default:
 			rc = usage("verify", "unknown option '%s'",
@@ -236,11 +296,20 @@ int cmd_verify(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (argc - optind != 1) {
+	if (proof_path) {
+		if (argc != optind || line_arg || json) {
+			rc = usage("verify", "--proof FILE takes no EVENTS, --line or --json");
+			goto out;
+		}
+	} else if (argc - optind != 1) {
 		rc = usage("verify", "expected one EVENTS file (or - for stdin)");
 		goto out;
 	}
-	events = argv[optind];
+	if (line_arg && (json || pubkey_path)) {
+		rc = usage("verify", "--line takes no --json or --pubkey");
+		goto out;
+	}
+	events = proof_path ? proof_path : argv[optind];
 	if (pubkey_path) {
 		pin = receipt_pubkey_load(pubkey_path, err, sizeof(err));
 		if (!pin) {
@@ -248,6 +317,18 @@ int cmd_verify(int argc, char **argv)
 				pubkey_path, err);
 			goto out;
 		}
+	}
+	if (line_arg || proof_path) {
+		rc = proofs(events, line_arg, pin);
+		goto out;
+	}
+	if (witness_path) {
+		witness = receipt_pubkey_load(witness_path, err, sizeof(err));
+		if (!witness) {
+			fprintf(stderr, "airlock: verify: --witness %s: %s\n", witness_path, err);
+			goto out;
+		}
+		receipt_verify_set_witness(witness);
 	}
 	in = strcmp(events, "-") == 0 ? stdin : fopen(events, "re");
 	if (!in) {
@@ -263,6 +344,9 @@ int cmd_verify(int argc, char **argv)
 		print_json(&res);
 	else if (res.ok) {
 		print_text(&res, pubkey_path);
+		if (witness_path)
+			printf("witnessed: each session.end carries a cosignature by the "
+			       "key of %s\n", witness_path);
 		print_key(in, pubkey_path);
 	} else
 		printf("%s:%zu: %s\n", events, res.bad_line, res.reason);
@@ -276,6 +360,8 @@ out:
 	if (in && in != stdin)
 		fclose(in);
 	receipt_verify_result_free(&res);
+	receipt_verify_set_witness(NULL);
+	EVP_PKEY_free(witness);
 	EVP_PKEY_free(pin);
 	return rc;
 }

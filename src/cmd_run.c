@@ -92,6 +92,10 @@ const char cmd_run_help[] =
 	"  --signing-key FILE  sign receipts with this Ed25519 key (PKCS#8 PEM,\n"
 	"                      from 'airlock keygen'); default: a fresh key per\n"
 	"                      session, whose public key is in session.start\n"
+	"  --witness URL=KEYFILE  at the end, have the C2SP witness at URL (airlock\n"
+	"                      witness) cosign the last checkpoint; KEYFILE is its\n"
+	"                      public key (SPKI PEM); the cosignature goes into\n"
+	"                      session.end (see airlock verify --witness)\n"
 	"  --session ID        the session id (default: the policy's session.id,\n"
 	"                      else a random one)\n"
 	"  --workspace DIR     the agent's working directory (default: the\n"
@@ -141,7 +145,8 @@ struct run_opts {
 static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
-	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT, OPT_QUIET };
+	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT, OPT_QUIET,
+	       OPT_WITNESS };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -153,6 +158,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "workers", required_argument, NULL, OPT_WORKERS },
 		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "witness", required_argument, NULL, OPT_WITNESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -186,6 +192,9 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_KEY:
 			o->signing_key = optarg;
+			break;
+		case OPT_WITNESS:
+			session_set_witness(optarg);
 			break;
 		case OPT_SESSION:
 			if (!policy_session_id_valid(optarg))

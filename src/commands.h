@@ -16,6 +16,7 @@ int cmd_learn(int argc, char **argv);   /* cmd_learn.c */
 int cmd_report(int argc, char **argv);  /* cmd_report.c */
 int cmd_export(int argc, char **argv);  /* cmd_export.c */
 int cmd_spend(int argc, char **argv);   /* cmd_spend.c */
+int cmd_witness(int argc, char **argv); /* witness.c */
 
 /* Help texts, printed by `airlock CMD --help` and `airlock help CMD`. */
 extern const char cmd_run_help[];
@@ -28,5 +29,6 @@ extern const char cmd_learn_help[];
 extern const char cmd_report_help[];
 extern const char cmd_export_help[];
 extern const char cmd_spend_help[];
+extern const char cmd_witness_help[];
 
 #endif /* AIRLOCK_COMMANDS_H */

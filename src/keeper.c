@@ -74,6 +74,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -83,6 +84,7 @@
 #include "receipt_line.h"
 #include "tls_ca.h"
 #include "util.h"
+#include "witness_client.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -222,6 +224,12 @@ struct kstate {
 	char app_key_warn[PATH_MAX + 64]; /* a warning about its file, or "" */
 	struct tls_ca *ca;         /* the session CA, or NULL */
 	const struct policy *ca_policy; /* what a leaf may be issued for */
+	bool sign_checkpoint;      /* receipts.sign "checkpoint" */
+	int64_t checkpoint_ms;
+	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
+				      get their checkpoint; 0: none pending */
+	bool witness;              /* run --witness: ask the supervisor for a
+				      cosignature of the last checkpoint */
 };
 
 /* What a handler says about the request it was given. */
@@ -253,6 +261,47 @@ static void write_failed(struct kstate *ks)
 {
 	keeper_fatal(ks, "--events %s: cannot write a receipt: %s", ks->events,
 		     strerror(receipt_error(ks->w)));
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Checkpoint mode: signs the lines written unsigned so far. */
+static void checkpoint_now(struct kstate *ks)
+{
+	if (!ks->sign_checkpoint || !receipt_unsigned_pending(ks->w))
+		return;
+	if (receipt_checkpoint(ks->w) < 0)
+		write_failed(ks);
+	ks->checkpoint_due = 0;
+}
+
+/* After requests were handled: unsigned lines get a deadline, the first
+ * time they are seen, and a checkpoint once it has passed. Returns the
+ * poll timeout until then (-1: none). */
+static int checkpoint_timer(struct kstate *ks)
+{
+	int64_t now;
+
+	if (ks->started && receipt_flush(ks->w) < 0)
+		write_failed(ks);
+	if (!ks->sign_checkpoint || !ks->started || !receipt_unsigned_pending(ks->w)) {
+		ks->checkpoint_due = 0;
+		return -1;
+	}
+	now = now_ms();
+	if (!ks->checkpoint_due)
+		ks->checkpoint_due = now + ks->checkpoint_ms;
+	if (now >= ks->checkpoint_due) {
+		checkpoint_now(ks);
+		return -1;
+	}
+	return (int)(ks->checkpoint_due - now);
 }
 
 static enum verdict on_record(struct kstate *ks, struct chan *c,
@@ -289,6 +338,11 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 			     req.subject, req.reason);
 	json_decref(req.subject);
 	if (seq < 0 && receipt_error(ks->w))
+		write_failed(ks);
+	/* A block is covered at once: the agent may be handed its seq. */
+	if (seq >= 0 && req.decision == RECEIPT_BLOCK)
+		checkpoint_now(ks);
+	if (req.want_seq && receipt_flush(ks->w) < 0)
 		write_failed(ks);
 	if (seq >= 0)
 		ks->started = true;
@@ -584,7 +638,7 @@ static void serve_until_end(struct kstate *ks)
 			pfd[i].events = POLLIN;
 			pfd[i].revents = 0;
 		}
-		r = poll(pfd, n, -1);
+		r = poll(pfd, n, checkpoint_timer(ks));
 		if (r < 0 && errno != EINTR)
 			keeper_fatal(ks, "poll: %s", strerror(errno));
 		if (r <= 0)
@@ -596,8 +650,35 @@ static void serve_until_end(struct kstate *ks)
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)
 				(void)serve(ks, &ks->chans[i], KEEPER_BATCH);
+		(void)checkpoint_timer(ks);
 	}
 	free(pfd);
+}
+
+/* run --witness: the last checkpoint goes to the supervisor, which asks
+ * the witness (this process may not open sockets) and answers with the
+ * cosignature lines ("" when the witness failed; it said why). */
+static void ask_witness(struct kstate *ks)
+{
+	struct msg_reader r;
+	const char *lines;
+	char *note = receipt_final_checkpoint(ks->w);
+	ssize_t n;
+	int fd = -1;
+
+	if (!note || receipt_flush(ks->w) < 0)
+		write_failed(ks);
+	msg_start(&ks->reply, MSG_WITNESS_NOTE);
+	msg_put_cstr(&ks->reply, note);
+	free(note);
+	if (msg_send(ks->chans[0].fd, &ks->reply, -1, 0) < 0)
+		return;
+	n = msg_recv(ks->chans[0].fd, ks->in, MSG_MAX, &fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0 && msg_reader_init(&r, ks->in, (size_t)n) && r.type == MSG_WITNESS_COSIG &&
+	    msg_get_str(&r, 16384, &lines, NULL) && msg_end(&r))
+		receipt_set_cosignatures(ks->w, lines);
 }
 
 /* Drains the workers' channels, writes session.end and exits. */
@@ -619,6 +700,8 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
 	}
 	tls_ca_free(ks->ca);
 	ks->ca = NULL;
+	if (ks->witness)
+		ask_witness(ks);
 	if (receipt_close(ks->w, ks->end_status) < 0)
 		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
 			     strerror(errno));
@@ -707,6 +790,13 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	EVP_PKEY_free(key);
 	if (!ks.w)
 		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+	if (cfg->sign_checkpoint &&
+	    receipt_set_sign_mode(ks.w, RECEIPT_SIGN_CHECKPOINT) < 0)
+		keeper_fatal(&ks, "receipts.sign checkpoint: the session id %s is not "
+			     "a note key name (no spaces or '+')", cfg->session);
+	ks.sign_checkpoint = cfg->sign_checkpoint;
+	ks.witness = cfg->witness_url != NULL;
+	ks.checkpoint_ms = cfg->checkpoint_ms ? cfg->checkpoint_ms : 250;
 	if (cfg->ca)
 		make_ca(&ks, cfg);
 	/* gmtime_r loads the time zone once: before the filter, not after. */
@@ -774,6 +864,8 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	close(sv[1]);
 	k->pid = pid;
 	k->link.fd = sv[0];
+	k->witness_url = cfg->witness_url;
+	k->witness_key = cfg->witness_key;
 	return 0;
 }
 
@@ -1099,6 +1191,27 @@ int keeper_set_spend(struct keeper *k, int64_t nano)
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 
+/* run --witness: the key holder's last checkpoint to the witness, and
+ * its cosignature back ("" and a warning when the witness failed: the
+ * session still ends, and `verify --witness` will say it is missing). */
+static void cosign_last(struct keeper *k)
+{
+	struct msg_reader r;
+	const char *note;
+	char why[512], *lines = NULL;
+
+	if (await_answer(&k->link, &r, MSG_WITNESS_NOTE) < 0 ||
+	    !msg_get_str(&r, MSG_MAX, &note, NULL) || !msg_end(&r))
+		return;
+	lines = witness_cosign(k->witness_url, k->witness_key, note, why, sizeof(why));
+	if (!lines)
+		util_warn("--witness %s", why);
+	msg_start(&k->link.out, MSG_WITNESS_COSIG);
+	msg_put_cstr(&k->link.out, lines ? lines : "");
+	(void)msg_send(k->link.fd, &k->link.out, -1, 0);
+	free(lines);
+}
+
 int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 {
 	int r;
@@ -1110,6 +1223,8 @@ int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 	msg_start(&k->link.out, MSG_END);
 	msg_put_u32(&k->link.out, (uint32_t)exit_status & 0xff);
 	r = msg_send(k->link.fd, &k->link.out, -1, 0);
+	if (r == 0 && k->witness_url)
+		cosign_last(k);
 	reap(k);
 	if (r == 0 && WIFEXITED(k->wstatus) && WEXITSTATUS(k->wstatus) == 0)
 		return 0;

@@ -34,6 +34,17 @@ struct keeper_config {
 	const char *ca_key;        /* --ca-key FILE, or NULL */
 	long ca_lifetime;          /* a fresh CA's validity; 0: TLS_CA_LIFETIME */
 	const struct policy *ca_policy;
+	/* receipts.sign "checkpoint": lines go unsigned, and a signed
+	 * receipt.checkpoint follows within @checkpoint_ms, after every
+	 * block, and before session.end. */
+	bool sign_checkpoint;
+	unsigned checkpoint_ms;
+	/* run --witness: the last checkpoint (written before session.end in
+	 * either mode) is cosigned by the witness at @witness_url, whose
+	 * public key is @witness_key; its cosignature goes into session.end.
+	 * NULL: none. */
+	const char *witness_url;
+	EVP_PKEY *witness_key;
 };
 
 /* One end of a channel to the key holder. */
@@ -50,6 +61,8 @@ struct keeper {
 	int wstatus;               /* its wait status, once reaped */
 	struct keeper_link link;   /* the supervisor's channel */
 	char pubkey[64];           /* base64 of the 32 raw public key bytes */
+	const char *witness_url;   /* keeper_config's */
+	EVP_PKEY *witness_key;
 };
 
 /* Forks the key holder, which loads (or makes) the signing key and opens

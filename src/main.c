@@ -43,6 +43,8 @@ static const struct command commands[] = {
 	  "convert receipts to OCSF JSON Lines for a SIEM" },
 	{ "spend", cmd_spend, cmd_spend_help,
 	  "show the spend ledger, change a session's cap, audit charges" },
+	{ "witness", cmd_witness, cmd_witness_help,
+	  "cosign receipt checkpoints that extend the last one (C2SP)" },
 };
 
 static void usage(FILE *out)

@@ -92,6 +92,9 @@ enum msg_type {
 				 bytes value */
 	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
 				 fields: every other worker has it queued */
+	/* witness (run --witness): key holder <-> supervisor, at the end */
+	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
+	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
 	MSG_TYPE_COUNT
 };
 

@@ -90,6 +90,8 @@
 #define POLICY_OUTPUT_TOKENS_DEFAULT 8192
 #define POLICY_LEDGER_TIMEOUT_MAX 600000
 #define POLICY_LEDGER_TIMEOUT_DEFAULT 5000
+#define POLICY_CHECKPOINT_MS_MAX 60000
+#define POLICY_CHECKPOINT_MS_DEFAULT 250
 /* Significant digits of every number in the canonical form. */
 #define POLICY_REAL_DIGITS 15
 /* Longest canonical text of a list element (a path), for duplicates. */
@@ -3189,6 +3191,35 @@ static void parse_fs(struct ctx *c, json_t *v, const char *path)
 	walk_object(c, v, path, fs_fields, ARRAY_SIZE(fs_fields));
 }
 
+/* receipts: how lines are signed (docs/RECEIPTS.md, "Checkpoints"). */
+static void parse_receipts_sign(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	if (s && strcmp(s, "line") == 0)
+		c->p->receipts_checkpoint = false;
+	else if (s && strcmp(s, "checkpoint") == 0)
+		c->p->receipts_checkpoint = true;
+	else
+		err_add(c, path, "expected \"line\" or \"checkpoint\"");
+}
+
+static void parse_receipts_checkpoint_ms(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_range(c, v, path, POLICY_CHECKPOINT_MS_MAX,
+			 &c->p->receipts_checkpoint_ms);
+}
+
+static const struct field receipts_fields[] = {
+	{ "sign", parse_receipts_sign },
+	{ "checkpoint_ms", parse_receipts_checkpoint_ms },
+};
+
+static void parse_receipts(struct ctx *c, json_t *v, const char *path)
+{
+	walk_object(c, v, path, receipts_fields, ARRAY_SIZE(receipts_fields));
+}
+
 static const struct field root_fields[] = {
 	{ "version", parse_version },
 	{ "mode", parse_mode },
@@ -3199,6 +3230,7 @@ static const struct field root_fields[] = {
 	{ "spend", parse_spend },
 	{ "env", parse_env },
 	{ "fs", parse_fs },
+	{ "receipts", parse_receipts },
 };
 
 /* ---- pre-scan and defaults -------------------------------------------- */
@@ -3323,6 +3355,7 @@ static void set_defaults(struct policy *p)
 	p->nspend_pass = ARRAY_SIZE(default_spend_pass);
 	p->spend_server_state = POLICY_SERVER_STATE_REFUSE;
 	p->spend_ledger_timeout_ms = POLICY_LEDGER_TIMEOUT_DEFAULT;
+	p->receipts_checkpoint_ms = POLICY_CHECKPOINT_MS_DEFAULT;
 }
 
 /* ---- canonical form --------------------------------------------------- */
@@ -3597,6 +3630,11 @@ static json_t *policy_to_json(const struct policy *p)
 		      "hide", jstrv(p->fs_hide, p->nfs_hide, false),
 		      "protect", jstrv(p->fs_protect, p->nfs_protect, false));
 	ASSERT(j);
+	ASSERT(json_object_set_new(j, "receipts",
+				   json_pack("{s:s, s:I}", "sign",
+					     p->receipts_checkpoint ? "checkpoint" : "line",
+					     "checkpoint_ms",
+					     (json_int_t)p->receipts_checkpoint_ms)) == 0);
 	return j;
 }
 

@@ -258,6 +258,7 @@ struct policy {
 						       git_github_app */
 	enum gitprov_id git_provider; /* git.provider; default GitHub */
 	bool git_ssh;
+	bool receipts_checkpoint; /* receipts.sign "checkpoint" (else "line") */
 
 	/* spend */
 	bool spend_has_cap;    /* false: cap_usd null (no cap of its own) */
@@ -286,6 +287,7 @@ struct policy {
 	double spend_server_state_reserve_usd; /* >= 0; set (a number) when
 						  server_state is allow */
 	uint64_t spend_ledger_timeout_ms;      /* default 5000 */
+	uint64_t receipts_checkpoint_ms;       /* receipts.checkpoint_ms, default 250 */
 
 	char **env_pass;    /* names, sorted; a trailing '*' is a prefix match */
 	size_t nenv_pass;

@@ -117,6 +117,45 @@ int receipt_error(const struct receipt_writer *w);
 /* Frees @w without writing session.end (for a stream that is abandoned). */
 void receipt_abort(struct receipt_writer *w);
 
+/* How lines are signed (receipts.sign): each line, or only checkpoints
+ * (receipt.checkpoint lines, whose subject holds a signed C2SP checkpoint
+ * of the Merkle tree over the lines before it) and session.end. */
+enum receipt_sign {
+	RECEIPT_SIGN_LINE = 0,
+	RECEIPT_SIGN_CHECKPOINT,
+};
+
+#define RECEIPT_CHECKPOINT_TYPE "receipt.checkpoint"
+
+/* Before the first append: the signing mode. Checkpoint mode needs a
+ * session id that is a note key name (no spaces, no '+'); -1 otherwise. */
+int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode);
+
+/* Checkpoint mode keeps unsigned lines in memory (up to 64 KiB) until a
+ * signed line or this call writes them, in one write(): the caller flushes
+ * before it waits, and before it tells anyone a seq. Returns 0, or -1 on
+ * an I/O failure (see receipt_error()). */
+int receipt_flush(struct receipt_writer *w);
+
+/* Has a line without "sig" been written since the last signed one? */
+bool receipt_unsigned_pending(const struct receipt_writer *w);
+
+/* Writes a receipt.checkpoint line (signed) for the lines before it:
+ * subject {"size": N, "root": base64, "note": the checkpoint as a signed
+ * note by the session key, key name and origin "airlock/SESSION"}.
+ * receipt_close() writes one before session.end in checkpoint mode.
+ * Returns its seq, or -1 (see receipt_append()). */
+int64_t receipt_checkpoint(struct receipt_writer *w);
+
+/* For a witness (run --witness): writes a checkpoint unless the last line
+ * is one, in either mode, and returns a copy of its note (the caller
+ * frees it); NULL on an I/O failure. */
+char *receipt_final_checkpoint(struct receipt_writer *w);
+
+/* session.end will carry "cosignatures": the C2SP cosignature lines of
+ * @lines (each with its newline) on the checkpoint just before it. */
+void receipt_set_cosignatures(struct receipt_writer *w, const char *lines);
+
 /* Result of verifying one stream file. */
 struct receipt_verify_result {
 	bool ok;
@@ -127,6 +166,11 @@ struct receipt_verify_result {
 	json_t *counts;        /* type -> number over all complete sessions,
 				  keys sorted (owned) */
 };
+
+/* `verify --witness`: from now on (until called with NULL) each stream's
+ * session.end must carry a cosignature by @witness on the checkpoint just
+ * before it. The key is borrowed. */
+void receipt_verify_set_witness(EVP_PKEY *witness);
 
 /* Verifies a stream (docs/RECEIPTS.md). A file may hold several session streams one
  * after the other (the events path is appended to); each must be complete:

@@ -396,3 +396,45 @@ bool receipt_key_raw_public(EVP_PKEY *key, uint8_t out[RECEIPT_ED25519_KEY_LEN])
 	       EVP_PKEY_get_raw_public_key(key, out, &len) == 1 &&
 	       len == RECEIPT_ED25519_KEY_LEN;
 }
+
+static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		*cap = *len + n + 1 > 2 * *cap ? *len + n + 1 : 2 * *cap;
+		*buf = util_xrealloc(*buf, *cap);
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
+void receipt_json_str(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	const char *run = s;
+	char esc[7];
+
+	put(buf, len, cap, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c != '"' && c != '\\' && c >= 0x20)
+			continue;
+		put(buf, len, cap, run, (size_t)(s - run));
+		switch (c) {
+		case '"': put(buf, len, cap, "\\\"", 2); break;
+		case '\\': put(buf, len, cap, "\\\\", 2); break;
+		case '\b': put(buf, len, cap, "\\b", 2); break;
+		case '\f': put(buf, len, cap, "\\f", 2); break;
+		case '\n': put(buf, len, cap, "\\n", 2); break;
+		case '\r': put(buf, len, cap, "\\r", 2); break;
+		case '\t': put(buf, len, cap, "\\t", 2); break;
+		default:
+			snprintf(esc, sizeof(esc), "\\u%04X", c);
+			put(buf, len, cap, esc, 6);
+			break;
+		}
+		run = s + 1;
+	}
+	put(buf, len, cap, run, (size_t)(s - run));
+	put(buf, len, cap, "\"", 1);
+}

@@ -104,6 +104,13 @@ void receipt_count_add(json_t *counts, const char *type, json_int_t n);
 bool receipt_key_is_ed25519(EVP_PKEY *key);
 bool receipt_key_raw_public(EVP_PKEY *key, uint8_t out[RECEIPT_ED25519_KEY_LEN]);
 
+/* Appends to @buf (*@len bytes used of *@cap, grown with realloc) the JSON
+ * string of the UTF-8 text @s, escaped byte for byte as jansson's
+ * json_dumps() escapes it without flags: '"', '\\' and the control
+ * characters, those with a short form as \b \f \n \r \t, the others as
+ * \u00XX (uppercase hex); everything else as it is. */
+void receipt_json_str(char **buf, size_t *len, size_t *cap, const char *s);
+
 /* snprintf into @err when it is not NULL. */
 __attribute__((format(printf, 3, 4))) void
 receipt_set_err(char *err, size_t errlen, const char *fmt, ...);

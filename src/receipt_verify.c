@@ -29,7 +29,9 @@
 
 #include <openssl/err.h>
 
+#include "merkle.h"
 #include "receipt_line.h"
+#include "tlog.h"
 #include "util.h"
 
 static bool sig_valid(EVP_PKEY *key, const void *msg, size_t len,
@@ -66,7 +68,17 @@ struct verifier {
 	int64_t next_seq;
 	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
+	uint8_t key_raw[RECEIPT_ED25519_KEY_LEN];
+	struct merkle_tree tree;        /* over the stream's lines so far */
+	size_t uncovered;               /* first line without sig not yet
+					   covered by a later signature, or 0 */
+	bool have_witness;              /* --witness: session.end must carry */
+	uint8_t witness_raw[32];        /* a cosignature by this key */
+	char *cp_body;                  /* the last checkpoint's body */
+	size_t cp_line;                 /* and its line */
 };
+
+static EVP_PKEY *verify_witness; /* receipt_verify_set_witness() */
 
 __attribute__((format(printf, 2, 3))) static bool
 fail(struct verifier *v, const char *fmt, ...)
@@ -110,6 +122,8 @@ static void verifier_init(struct verifier *v, EVP_PKEY *pin,
 	v->pin = pin;
 	if (pin)
 		ASSERT(receipt_key_raw_public(pin, v->pin_raw));
+	if (verify_witness)
+		v->have_witness = receipt_key_raw_public(verify_witness, v->witness_raw);
 }
 
 static void verifier_finish(struct verifier *v)
@@ -120,6 +134,11 @@ static void verifier_finish(struct verifier *v)
 		if (v->lineno == 0) {
 			v->lineno = 1;
 			fail(v, "empty stream (no session.start)");
+		} else if (v->in_stream && v->uncovered) {
+			fail(v, "the stream that began at line %zu ends without "
+			     "session.end (truncated), and lines %zu-%zu are not "
+			     "covered by a signature", v->start_line, v->uncovered,
+			     v->lineno);
 		} else if (v->in_stream) {
 			fail(v, "the stream that began at line %zu ends without "
 			     "session.end (truncated)", v->start_line);
@@ -132,6 +151,7 @@ static void verifier_finish(struct verifier *v)
 	v->res->counts = sorted;
 	stream_reset(v);
 	free(v->msg);
+	free(v->cp_body);
 }
 
 /* A seq 0 session.start opens a stream: its key, session and policy bind
@@ -152,6 +172,9 @@ static bool stream_begin(struct verifier *v, json_t **val)
 	if (v->pin && memcmp(raw, v->pin_raw, sizeof(raw)) != 0)
 		return fail(v, "session.start pubkey is not the --pubkey key "
 			    "(signed by another key)");
+	memcpy(v->key_raw, raw, sizeof(raw));
+	merkle_init(&v->tree);
+	v->uncovered = 0;
 	v->key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, sizeof(raw));
 	if (!v->key) {
 		ERR_clear_error();
@@ -238,7 +261,8 @@ static bool stream_end(struct verifier *v, json_t *subject)
 	return true;
 }
 
-/* Checks member order, types and formats; fills @val. */
+/* Checks member order, types and formats; fills @val. A line without
+ * "sig" (receipts.sign "checkpoint") leaves val[RECEIPT_MEMBER_SIG] NULL. */
 static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 			  uint8_t sig[RECEIPT_ED25519_SIG_LEN])
 {
@@ -262,14 +286,16 @@ static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 				    i + 1, receipt_member_to_string((enum receipt_member)i));
 		val[i++] = json_object_iter_value(it);
 	}
-	if (i != RECEIPT_MEMBER_COUNT)
+	if (i == RECEIPT_MEMBER_SIG)
+		val[RECEIPT_MEMBER_SIG] = NULL; /* unsigned: covered by a later line */
+	else if (i != RECEIPT_MEMBER_COUNT)
 		return fail(v, "member \"%s\" is missing", receipt_member_to_string((enum receipt_member)i));
 	if (!json_is_integer(val[RECEIPT_MEMBER_V]) || json_integer_value(val[RECEIPT_MEMBER_V]) != 1)
 		return fail(v, "\"v\" is not 1");
 	if (!json_is_integer(val[RECEIPT_MEMBER_SEQ]) || json_integer_value(val[RECEIPT_MEMBER_SEQ]) < 0)
 		return fail(v, "\"seq\" is not a non-negative integer");
 	for (i = 0; i < ARRAY_SIZE(strings); i++)
-		if (!json_is_string(val[strings[i]]))
+		if (val[strings[i]] && !json_is_string(val[strings[i]]))
 			return fail(v, "\"%s\" is not a string", receipt_member_to_string(strings[i]));
 	if (!json_is_object(val[RECEIPT_MEMBER_SUBJECT]))
 		return fail(v, "\"subject\" is not an object");
@@ -290,7 +316,8 @@ static bool check_members(struct verifier *v, json_t *obj, json_t **val,
 		return fail(v, "\"policy\" is not sha256:<64 hex digits>");
 	if (!receipt_hex64_valid(STR(RECEIPT_MEMBER_PREV)))
 		return fail(v, "\"prev\" is not 64 lowercase hex digits");
-	if (!receipt_b64_decode_exact(STR(RECEIPT_MEMBER_SIG), sig, RECEIPT_ED25519_SIG_LEN))
+	if (val[RECEIPT_MEMBER_SIG] &&
+	    !receipt_b64_decode_exact(STR(RECEIPT_MEMBER_SIG), sig, RECEIPT_ED25519_SIG_LEN))
 		return fail(v, "\"sig\" is not base64 of 64 bytes");
 #undef STR
 	return true;
@@ -317,6 +344,91 @@ static size_t signed_bytes(struct verifier *v, const char *line, size_t len,
 	memcpy(v->msg, line, cut);
 	v->msg[cut] = '}';
 	return cut + 1;
+}
+
+/* A receipt.checkpoint's subject: {"size", "root", "note"}, the note a
+ * C2SP checkpoint of origin "airlock/SESSION" and of exactly the lines
+ * before this one (size = seq, root = the Merkle tree's), signed by the
+ * stream's key under the origin's name. */
+static bool check_checkpoint(struct verifier *v, json_t *subject, int64_t seq)
+{
+	json_t *size = json_object_get(subject, "size");
+	json_t *root = json_object_get(subject, "root");
+	json_t *note = json_object_get(subject, "note");
+	struct tlog_checkpoint c;
+	merkle_hash want;
+	char why[128], *origin, *b64;
+	bool ok = false;
+
+	if (!json_is_integer(size) || !json_is_string(root) || !json_is_string(note) ||
+	    json_object_size(subject) != 3)
+		return fail(v, "receipt.checkpoint subject is not {\"size\", \"root\", "
+			    "\"note\"}");
+	if (!tlog_checkpoint_parse(json_string_value(note), json_string_length(note), &c,
+				   why, sizeof(why)))
+		return fail(v, "receipt.checkpoint note: %s", why);
+	origin = util_xasprintf(TLOG_ORIGIN_PREFIX "%s", v->session);
+	merkle_root(&v->tree, want);
+	b64 = tlog_b64(c.root, MERKLE_HASH_LEN);
+	if (strcmp(c.origin, origin) != 0)
+		fail(v, "receipt.checkpoint origin is not %.64s (a checkpoint of "
+		     "another stream)", origin);
+	else if (c.size != (uint64_t)seq || json_integer_value(size) != seq)
+		fail(v, "receipt.checkpoint of %llu lines at seq %lld (a replayed or "
+		     "moved checkpoint)", (unsigned long long)c.size, (long long)seq);
+	else if (strcmp(b64, json_string_value(root)) != 0)
+		fail(v, "receipt.checkpoint root differs from its note's");
+	else if (memcmp(c.root, want, MERKLE_HASH_LEN) != 0)
+		fail(v, "receipt.checkpoint root is not the Merkle tree hash of the "
+		     "%lld lines before it", (long long)seq);
+	else if (!tlog_note_verify(&c, origin, v->key_raw))
+		fail(v, "receipt.checkpoint note is not signed by the stream's key");
+	else
+		ok = true;
+	if (ok) {
+		free(v->cp_body);
+		v->cp_body = util_xstrdup(c.body);
+		v->cp_line = v->lineno;
+	}
+	free(b64);
+	free(origin);
+	tlog_checkpoint_free(&c);
+	return ok;
+}
+
+/* --witness: session.end's "cosignatures" hold a C2SP cosignature/v1 by
+ * the witness key on the checkpoint of the line just before it. */
+static bool check_cosignature(struct verifier *v, json_t *subject)
+{
+	json_t *arr = json_object_get(subject, "cosignatures"), *el;
+	struct tlog_checkpoint c;
+	bool ok = false;
+	size_t i;
+
+	if (!v->cp_body || v->cp_line + 1 != v->lineno)
+		return fail(v, "--witness: the line before session.end is not a "
+			    "receipt.checkpoint to be cosigned");
+	json_array_foreach(arr, i, el) {
+		const char *s = json_string_value(el), *sp;
+		char name[256];
+
+		if (!s || strncmp(s, "\xe2\x80\x94 ", 4) != 0 || !(sp = strchr(s + 4, ' ')) ||
+		    (size_t)(sp - s - 4) >= sizeof(name))
+			continue;
+		memcpy(name, s + 4, (size_t)(sp - s - 4));
+		name[sp - s - 4] = '\0';
+		memset(&c, 0, sizeof(c));
+		c.body = v->cp_body;
+		c.body_len = strlen(v->cp_body);
+		c.sigs = (char *)s;
+		ok = tlog_cosig_verify(&c, name, v->witness_raw, NULL);
+		if (ok)
+			break;
+	}
+	if (!ok)
+		return fail(v, "session.end has no cosignature by the --witness key on "
+			    "the checkpoint before it");
+	return true;
 }
 
 static bool verify_line(struct verifier *v, const char *line, size_t len)
@@ -350,13 +462,23 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	}
 	if (!check_members(v, obj, val, sig))
 		goto out;
-	msg_len = signed_bytes(v, line, len, json_string_value(val[RECEIPT_MEMBER_SIG]));
-	if (msg_len == 0) {
-		fail(v, "line does not end with the \"sig\" member in compact form");
-		goto out;
-	}
 	seq = json_integer_value(val[RECEIPT_MEMBER_SEQ]);
 	type = json_string_value(val[RECEIPT_MEMBER_TYPE]);
+	if (!val[RECEIPT_MEMBER_SIG]) {
+		msg_len = 0;
+		if (strcmp(type, "session.end") == 0 ||
+		    strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0) {
+			fail(v, "%s without \"sig\" (it is always signed)", type);
+			goto out;
+		}
+	} else {
+		msg_len = signed_bytes(v, line, len,
+				       json_string_value(val[RECEIPT_MEMBER_SIG]));
+		if (msg_len == 0) {
+			fail(v, "line does not end with the \"sig\" member in compact form");
+			goto out;
+		}
+	}
 	start = receipt_type_opens_stream(type);
 	if (!v->in_stream) {
 		if (seq != 0 || !start) {
@@ -371,13 +493,25 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	} else if (!stream_continue(v, val, seq, start)) {
 		goto out;
 	}
-	if (!sig_valid(v->key, v->msg, msg_len, sig)) {
+	if (msg_len && !sig_valid(v->key, v->msg, msg_len, sig)) {
 		fail(v, "bad signature (line altered, or signed by another key)");
 		goto out;
 	}
+	if (strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0 &&
+	    !check_checkpoint(v, val[RECEIPT_MEMBER_SUBJECT], seq))
+		goto out;
+	/* A signature covers its line and, through prev, every line before. */
+	if (msg_len)
+		v->uncovered = 0;
+	else if (!v->uncovered)
+		v->uncovered = v->lineno;
 	receipt_count_add(v->counts, type, 1);
 	v->next_seq = seq < INT64_MAX ? seq + 1 : -1;
 	receipt_sha256_hex(line, len, v->prev);
+	merkle_append(&v->tree, line, len);
+	if (strcmp(type, "session.end") == 0 && v->have_witness &&
+	    !check_cosignature(v, val[RECEIPT_MEMBER_SUBJECT]))
+		goto out;
 	if (strcmp(type, "session.end") == 0 && !stream_end(v, val[RECEIPT_MEMBER_SUBJECT]))
 		goto out;
 	ok = true;
@@ -401,6 +535,11 @@ void receipt_verify_buffer(const char *text, size_t len, EVP_PKEY *pubkey,
 		p += n + (nl ? 1 : 0);
 	}
 	verifier_finish(&v);
+}
+
+void receipt_verify_set_witness(EVP_PKEY *witness)
+{
+	verify_witness = witness;
 }
 
 int receipt_verify_file(FILE *in, EVP_PKEY *pubkey,

@@ -14,10 +14,20 @@
  * could never verify anyway. A line that would exceed RECEIPT_LINE_MAX is
  * not written and takes no seq, so the chain has no gap.
  *
- * The line is serialised once (jansson, compact, members in the order of
- * receipt_line.h), signed over exactly those bytes, and the signature
- * appended as the last member: the signed bytes are never re-serialised.
- * Signing copies a context initialised once per stream with the key.
+ * The line is serialised once (compact, members in the order of
+ * receipt_line.h, built by hand with jansson's escaping; only the subject
+ * goes through json_dumps()), signed over exactly those bytes, and the
+ * signature appended as the last member: the signed bytes are never
+ * re-serialised. Signing copies a context initialised once per stream
+ * with the key.
+ *
+ * Beside prev, the writer keeps the RFC 6962 Merkle tree's frontier over
+ * the lines (merkle.c). In checkpoint mode (receipts.sign) a line is
+ * signed only when it is a receipt.checkpoint (whose subject is a C2SP
+ * checkpoint of the tree, signed as a note: tlog.c) or session.end; the
+ * unsigned lines wait in memory (64 KiB at most) until a signed line or
+ * receipt_flush() writes them in one write(), whole lines, so a batch the
+ * key holder handles costs one system call.
  */
 #include "receipt.h"
 
@@ -30,7 +40,9 @@
 
 #include <openssl/err.h>
 
+#include "merkle.h"
 #include "receipt_line.h"
+#include "tlog.h"
 #include "util.h"
 
 struct receipt_writer {
@@ -46,7 +58,22 @@ struct receipt_writer {
 	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
 	int64_t spend_nano;    /* session.end's spend_usd; -1: not metered */
+	enum receipt_sign mode;
+	struct merkle_tree tree; /* over every line written, beside prev */
+	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
+	bool unsigned_pending; /* a line without sig since the last signed one */
+	bool last_checkpoint;  /* the last line written is a checkpoint */
+	char *last_note;       /* the last checkpoint's note, or NULL */
+	json_t *cosignatures;  /* session.end's, or NULL */
+	/* checkpoint mode: unsigned lines wait here for receipt_flush() (or
+	 * the next signed line), so that lines handled together go out in
+	 * one write() */
+	char *pend;
+	size_t pend_len, pend_cap;
 };
+
+/* Lines kept before a write even without a flush. */
+#define PENDING_MAX ((size_t)64 * 1024)
 
 static bool fd_writable(int fd)
 {
@@ -104,6 +131,10 @@ static void writer_free(struct receipt_writer *w)
 	EVP_PKEY_free(w->key);
 	free(w->session);
 	free(w->policy);
+	free(w->origin);
+	free(w->pend);
+	free(w->last_note);
+	json_decref(w->cosignatures);
 	json_decref(w->counts);
 	free(w);
 }
@@ -156,6 +187,9 @@ struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 	w->counts = json_object();
 	w->spend_nano = -1;
 	ASSERT(w->counts);
+	w->mode = RECEIPT_SIGN_LINE;
+	merkle_init(&w->tree);
+	w->origin = util_xasprintf(TLOG_ORIGIN_PREFIX "%s", session);
 out:
 	return w;
 }
@@ -207,63 +241,119 @@ static void set_member(json_t *obj, const char *name, json_t *val)
 	ASSERT(json_object_set_new(obj, name, val) == 0);
 }
 
+/* Appends the C string @s to the line being built. */
+static void append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (*len + n + 1 > *cap) {
+		*cap = *len + n + 1 > 2 * *cap ? *len + n + 1 : 2 * *cap;
+		*buf = util_xrealloc(*buf, *cap);
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+}
+
+/* Writes one line; it carries "sig" in mode line, and always when it is
+ * a checkpoint or session.end. */
 static int64_t emit(struct receipt_writer *w, const char *type,
 		    enum receipt_decision decision, enum receipt_point point,
 		    const char *rule, json_t *subject, const char *reason)
 {
+	bool sign_it = w->mode == RECEIPT_SIGN_LINE ||
+		       strcmp(type, "session.end") == 0 ||
+		       strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0;
 	/* The signature's closing quote and the object's brace, then the
 	 * newline; not a C string. */
 	static const char line_end[3] = { '"', '}', '\n' };
 	char ts[25], sig_b64[RECEIPT_SIG_B64_LEN + 1];
-	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL;
+	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL, *subj;
 	uint8_t sig[RECEIPT_ED25519_SIG_LEN];
-	size_t body_len, line_len;
-	json_t *obj = NULL;
+	size_t body_len = 0, body_cap = 512, line_len;
 	int64_t rc = -1;
+	char num[96];
 
 	rule_c = receipt_utf8_clean(rule ? rule : "", RECEIPT_TEXT_MAX);
 	reason_c = receipt_utf8_clean(reason ? reason : "", RECEIPT_TEXT_MAX);
 	util_rfc3339_now(ts);
-	obj = json_object();
-	ASSERT(obj);
-	set_member(obj, "v", json_integer(1));
-	set_member(obj, "seq", json_integer(w->seq));
-	set_member(obj, "ts", json_string(ts));
-	set_member(obj, "session", json_string(w->session));
-	set_member(obj, "type", json_string(type));
-	set_member(obj, "decision", json_string(receipt_decision_to_string(decision)));
-	set_member(obj, "point", json_string(receipt_point_to_string(point)));
-	set_member(obj, "rule", json_string(rule_c));
-	set_member(obj, "policy", json_string(w->policy));
-	set_member(obj, "subject", subject ? json_incref(subject) : json_object());
-	set_member(obj, "reason", json_string(reason_c));
-	set_member(obj, "prev", json_string(w->prev));
+	/* Built by hand in the one order of receipt_line.h, compact, with
+	 * jansson's escaping (receipt_json_str()): the bytes json_dumps()
+	 * of the object made of these members would give, without making
+	 * the object. Only the subject goes through jansson. */
+	body = util_xmalloc(body_cap);
+	snprintf(num, sizeof(num), "{\"v\":1,\"seq\":%lld,\"ts\":\"%s\",\"session\":",
+		 (long long)w->seq, ts);
+	append(&body, &body_len, &body_cap, num);
+	receipt_json_str(&body, &body_len, &body_cap, w->session);
+	append(&body, &body_len, &body_cap, ",\"type\":");
+	receipt_json_str(&body, &body_len, &body_cap, type);
+	append(&body, &body_len, &body_cap, ",\"decision\":\"");
+	append(&body, &body_len, &body_cap, receipt_decision_to_string(decision));
+	append(&body, &body_len, &body_cap, "\",\"point\":\"");
+	append(&body, &body_len, &body_cap, receipt_point_to_string(point));
+	append(&body, &body_len, &body_cap, "\",\"rule\":");
+	receipt_json_str(&body, &body_len, &body_cap, rule_c);
+	append(&body, &body_len, &body_cap, ",\"policy\":");
+	receipt_json_str(&body, &body_len, &body_cap, w->policy);
+	append(&body, &body_len, &body_cap, ",\"subject\":");
+	subj = subject ? json_dumps(subject, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
 	/* 15 significant digits: dollar amounts of whole nano-dollars
 	 * (below a million dollars) print exactly, 0.000735 and not
 	 * 0.00073499999999999998. */
-	body = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
-	ASSERT(body);
-	body_len = strlen(body);
+	ASSERT(!subject || subj);
+	append(&body, &body_len, &body_cap, subj ? subj : "{}");
+	free(subj);
+	append(&body, &body_len, &body_cap, ",\"reason\":");
+	receipt_json_str(&body, &body_len, &body_cap, reason_c);
+	append(&body, &body_len, &body_cap, ",\"prev\":\"");
+	append(&body, &body_len, &body_cap, w->prev);
+	append(&body, &body_len, &body_cap, "\"}");
+	ASSERT(body_len == strlen(body));
 	ASSERT(body_len > 2 && body[body_len - 1] == '}');
-	line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
-	if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
-		goto out;
-	EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
-	line = util_xmalloc(line_len + 1);
-	memcpy(line, body, body_len - 1);
-	memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
-	memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64, RECEIPT_SIG_B64_LEN);
-	memcpy(line + line_len - 2, line_end, sizeof(line_end));
-	w->error = -write_line(w->fd, line, line_len + 1);
-	if (w->error)
-		goto out;
+	if (!sign_it) {
+		/* the body as it is, and the newline in its NUL's place */
+		if (body_len > RECEIPT_LINE_MAX)
+			goto out;
+		line_len = body_len;
+		line = body;
+		body = NULL;
+		line[line_len] = '\n';
+	} else {
+		line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
+		if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
+			goto out;
+		EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
+		line = util_xmalloc(line_len + 1);
+		memcpy(line, body, body_len - 1);
+		memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
+		memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64,
+		       RECEIPT_SIG_B64_LEN);
+		memcpy(line + line_len - 2, line_end, sizeof(line_end));
+	}
+	if (w->mode == RECEIPT_SIGN_CHECKPOINT) {
+		if (w->pend_len + line_len + 1 > w->pend_cap) {
+			w->pend_cap = w->pend_len + line_len + 1 > 2 * w->pend_cap
+					      ? w->pend_len + line_len + 1 : 2 * w->pend_cap;
+			w->pend = util_xrealloc(w->pend, w->pend_cap);
+		}
+		memcpy(w->pend + w->pend_len, line, line_len + 1);
+		w->pend_len += line_len + 1;
+		if ((sign_it || w->pend_len >= PENDING_MAX) && receipt_flush(w) < 0)
+			goto out;
+	} else {
+		w->error = -write_line(w->fd, line, line_len + 1);
+		if (w->error)
+			goto out;
+	}
 	receipt_sha256_hex(line, line_len, w->prev);
+	merkle_append(&w->tree, line, line_len);
+	w->unsigned_pending = !sign_it;
+	w->last_checkpoint = strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0;
 	receipt_count_add(w->counts, type, 1);
 	rc = w->seq++;
 out:
 	free(line);
 	free(body);
-	json_decref(obj);
 	free(reason_c);
 	free(rule_c);
 	return rc;
@@ -331,6 +421,12 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 		goto out;
 	}
 	ASSERT(w->seq > 0);
+	/* checkpoint mode: the line before session.end is a checkpoint */
+	if (w->mode == RECEIPT_SIGN_CHECKPOINT && !w->last_checkpoint &&
+	    receipt_checkpoint(w) < 0) {
+		rc = w->error ? -w->error : -EIO;
+		goto out;
+	}
 	recount = json_copy(w->counts);
 	ASSERT(recount);
 	receipt_count_add(recount, "session.end", 1);
@@ -340,6 +436,8 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 	if (w->spend_nano >= 0)
 		set_member(subject, "spend_usd",
 			   json_real((double)w->spend_nano / 1e9));
+	if (w->cosignatures)
+		set_member(subject, "cosignatures", json_incref(w->cosignatures));
 	reason = util_xasprintf("session ended, exit status %d", exit_status);
 	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
 		 "session", subject, reason) < 0) {
@@ -363,6 +461,92 @@ out:
 	return 0;
 }
 
+int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode)
+{
+	ASSERT(w && w->seq == 0);
+	if (mode == RECEIPT_SIGN_CHECKPOINT && !tlog_key_name_valid(w->origin))
+		return -1;
+	w->mode = mode;
+	return 0;
+}
+
+bool receipt_unsigned_pending(const struct receipt_writer *w)
+{
+	return w->unsigned_pending;
+}
+
+int64_t receipt_checkpoint(struct receipt_writer *w)
+{
+	merkle_hash root;
+	char *body, *note, *b64, *reason;
+	json_t *subject;
+	int64_t rc;
+
+	ASSERT(w && w->seq > 0 && (uint64_t)w->seq == w->tree.size);
+	if (w->error)
+		return -1;
+	merkle_root(&w->tree, root);
+	body = tlog_checkpoint_body(w->origin, w->tree.size, root);
+	note = tlog_note_sign(w->key, w->origin, body);
+	free(body);
+	if (!note) {
+		w->error = EIO;
+		return -1;
+	}
+	b64 = tlog_b64(root, MERKLE_HASH_LEN);
+	subject = json_pack("{s:I, s:s, s:s}", "size", (json_int_t)w->tree.size, "root",
+			    b64, "note", note);
+	ASSERT(subject);
+	reason = util_xasprintf("checkpoint of the first %lld lines", (long long)w->seq);
+	rc = emit(w, RECEIPT_CHECKPOINT_TYPE, RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		  "receipts.sign", subject, reason);
+	if (rc >= 0) {
+		free(w->last_note);
+		w->last_note = util_xstrdup(note);
+	}
+	free(reason);
+	json_decref(subject);
+	free(b64);
+	free(note);
+	return rc;
+}
+
+int receipt_flush(struct receipt_writer *w)
+{
+	if (w->error)
+		return -1;
+	if (!w->pend_len)
+		return 0;
+	w->error = -write_line(w->fd, w->pend, w->pend_len);
+	w->pend_len = 0;
+	return w->error ? -1 : 0;
+}
+
+char *receipt_final_checkpoint(struct receipt_writer *w)
+{
+	ASSERT(w && w->seq > 0);
+	if (!w->last_checkpoint && receipt_checkpoint(w) < 0)
+		return NULL;
+	return util_xstrdup(w->last_note);
+}
+
+void receipt_set_cosignatures(struct receipt_writer *w, const char *lines)
+{
+	const char *p = lines;
+
+	json_decref(w->cosignatures);
+	w->cosignatures = NULL;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+
+		if (!w->cosignatures)
+			w->cosignatures = json_array();
+		json_array_append_new(w->cosignatures, json_stringn(p, n));
+		p += n;
+	}
+}
+
 int receipt_error(const struct receipt_writer *w)
 {
 	return w->error;
@@ -370,6 +554,8 @@ int receipt_error(const struct receipt_writer *w)
 
 void receipt_abort(struct receipt_writer *w)
 {
-	if (w)
+	if (w) {
+		(void)receipt_flush(w); /* what was recorded stays recorded */
 		writer_free(w);
+	}
 }

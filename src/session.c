@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "util.h"
+#include "witness_client.h"
 
 char *session_choose_id(const char *given, const struct policy *p,
 			const char *prefix)
@@ -44,6 +45,20 @@ void session_open(struct session *s, const char *events, const char *signing_key
 	session_open_ca(s, events, signing_key, p, id, argv0, NULL);
 }
 
+static char *witness_url;
+static EVP_PKEY *witness_key;
+
+void session_set_witness(const char *spec)
+{
+	char err[512];
+
+	EVP_PKEY_free(witness_key);
+	free(witness_url);
+	witness_key = witness_spec_parse(spec, &witness_url, err, sizeof(err));
+	if (!witness_key)
+		util_die(EXIT_AIRLOCK_FAILURE, "run: %s", err);
+}
+
 void session_open_ca(struct session *s, const char *events, const char *signing_key,
 		     const struct policy *p, const char *id, const char *argv0,
 		     const struct session_ca *ca)
@@ -65,6 +80,10 @@ void session_open_ca(struct session *s, const char *events, const char *signing_
 		kc.signing_key = signing_key;
 		kc.session = id;
 		kc.policy_digest = p->digest;
+		kc.sign_checkpoint = p->receipts_checkpoint;
+		kc.witness_url = witness_url;
+		kc.witness_key = witness_key;
+		kc.checkpoint_ms = (unsigned)p->receipts_checkpoint_ms;
 		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
 					    ? p->git_github_app->private_key_file
 					    : NULL;

@@ -53,6 +53,10 @@ struct session_ca {
 
 /* session_open() with a session CA in the key holder (@ca NULL: none).
  * Leaves are issued for the hosts @p intercepts. */
+/* run --witness URL=KEYFILE: every session opened after this asks that
+ * witness to cosign its last checkpoint; exits 125 on a bad spec or key. */
+void session_set_witness(const char *spec);
+
 void session_open_ca(struct session *s, const char *events, const char *signing_key,
 		     const struct policy *p, const char *id, const char *argv0,
 		     const struct session_ca *ca);

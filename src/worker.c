@@ -367,6 +367,8 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_SPEND_SETTLE:
 	case MSG_SPEND_EXHAUSTED:
 	case MSG_SPEND_USD:
+	case MSG_WITNESS_NOTE:
+	case MSG_WITNESS_COSIG:
 	case MSG_LEAF:
 	case MSG_LEAF_ANSWER:
 	case MSG_CA_CERT:

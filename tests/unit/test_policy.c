@@ -556,6 +556,16 @@ static const struct err_case err_cases[] = {
 	  "spend.ledger_timeout_ms: expected an integer from 1 to 600000\n", NULL },
 	{ "{" V "'spend': {'ledger_timeout_ms': 600001}}",
 	  "spend.ledger_timeout_ms: expected an integer from 1 to 600000\n", NULL },
+	/* receipts */
+	{ "{" V "'receipts': {'sign': 'none'}}",
+	  "receipts.sign: expected \"line\" or \"checkpoint\"\n", NULL },
+	{ "{" V "'receipts': {'sign': 1, 'checkpoint_ms': 0}}",
+	  "receipts.sign: expected \"line\" or \"checkpoint\"\n"
+	  "receipts.checkpoint_ms: expected an integer from 1 to 60000\n", NULL },
+	{ "{" V "'receipts': {'checkpoint_ms': 60001, 'every': 3}}",
+	  "receipts.checkpoint_ms: expected an integer from 1 to 60000\n"
+	  "receipts.every: unknown key\n", NULL },
+	{ "{" V "'receipts': []}", "receipts: expected an object\n", NULL },
 	/* env: airlock's own variables, also in env.pass */
 	{ "{" V "'env': {'pass': ['PATH', 'https_proxy']}}",
 	  "env.pass[1]: \"https_proxy\" is one of airlock's own variables\n", NULL },
@@ -1205,6 +1215,7 @@ static void test_canonical(void)
 		"\"hosts\":[\"github.com\"],\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false,"
 		"\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]},"
 		"\"mode\":\"shadow\","
+		"\"receipts\":{\"checkpoint_ms\":250,\"sign\":\"line\"},"
 		"\"secrets\":{\"api\":{\"env\":\"API_KEY\",\"from_env\":\"API_KEY\",\"from_file\":null,"
 		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"],\"methods\":null,\"paths\":null,"
 		"\"prefix\":\"airlock-ph-api-\"},"

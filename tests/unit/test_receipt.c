@@ -18,6 +18,7 @@
 #include <openssl/pem.h>
 
 #include "receipt.h"
+#include "receipt_line.h"
 #include "tap.h"
 #include "util.h"
 
@@ -1213,6 +1214,86 @@ static void test_reload(void)
 	free(path);
 }
 
+/* The writer builds lines by hand: each must be byte for byte what
+ * jansson's json_dumps() makes of the same members (the format every line
+ * had when jansson made it), for every byte a string may hold. */
+static void test_hand_built(void)
+{
+	char *path = tmp_path("hand.jsonl"), err[256], *text, s[8], *buf = NULL;
+	struct receipt_writer *w;
+	json_t *subject;
+	size_t len, cap = 0, i, bad = 0, n = 0;
+	struct lines l;
+
+	for (i = 1; i < 256; i++) {
+		json_t *js;
+		char *dump;
+
+		s[0] = 'a';
+		s[1] = (char)i;
+		s[2] = i >= 0x80 ? '\x80' : 'z';
+		s[3] = '\0';
+		len = 0;
+		receipt_json_str(&buf, &len, &cap, s);
+		js = json_string(s);
+		if (!js)
+			continue; /* not UTF-8: the writer cleans such text first */
+		dump = json_dumps(js, JSON_ENCODE_ANY);
+		if (strcmp(dump, buf) != 0) {
+			tap_diag("byte 0x%02zx: %s, jansson %s", i, buf, dump);
+			bad++;
+		}
+		free(dump);
+		json_decref(js);
+	}
+	free(buf);
+	tap_ok(bad == 0, "JSON strings escaped as jansson escapes them, for every byte");
+	w = receipt_open(path, key_a, "sess-\"q\"\t\xc3\xa9\x7f/", POLICY, err, sizeof(err));
+	ASSERT(w);
+	subject = start_subject(key_a);
+	receipt_append(w, "session.start", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		       "session", subject, "\x01\x1f\\\"\b\f\n\r\t \xe2\x80\xa8 </script>");
+	json_decref(subject);
+	subject = json_pack("{s:f, s:s, s:[i, b, n], s:{}}", "usd", 0.000735, "q",
+			    "\"\n\x02", "a", 3, 1, "o");
+	receipt_append(w, "budget.charge", RECEIPT_ALLOW, RECEIPT_POINT_BROKER,
+		       "spend[\"x\"]", subject, "");
+	json_decref(subject);
+	receipt_append(w, "proxy.error", RECEIPT_BLOCK, RECEIPT_POINT_EGRESS_PROXY,
+		       NULL, NULL, NULL);
+	ASSERT(receipt_close(w, 3) == 0);
+	text = slurp(path, &len);
+	l = split(text);
+	for (i = 0; i < l.n; i++) {
+		const char *line = l.v[i];
+		char *cut = strstr(line, ",\"sig\":\""), *dump;
+		json_t *obj;
+
+		obj = json_loadb(line, cut ? (size_t)(cut - line) : strlen(line), 0, NULL);
+		if (cut) {
+			/* the signed body: the line without its sig member */
+			char *body = util_xasprintf("%.*s}", (int)(cut - line), line);
+
+			json_decref(obj);
+			obj = json_loads(body, 0, NULL);
+			dump = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
+			if (!dump || strcmp(dump, body) != 0)
+				bad++;
+			free(body);
+		} else {
+			bad++;
+			dump = NULL;
+		}
+		n++;
+		free(dump);
+		json_decref(obj);
+	}
+	tap_ok(bad == 0 && n == 4, "every line (%zu) is what json_dumps makes of it", n);
+	free_lines(&l);
+	free(text);
+	free(path);
+}
+
 int main(void)
 {
 	char *path;
@@ -1236,6 +1317,7 @@ int main(void)
 	test_reload();
 	test_destinations();
 	test_untrusted_text();
+	test_hand_built();
 	test_keys();
 
 	free_lines(&base);

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * witness_client.c - the client side of C2SP tlog-witness (see
+ * witness_client.h).
+ *
+ * DOC: Theory of Operation
+ *
+ * A session's origin (airlock/SESSION) is new to every witness, so the
+ * session's last checkpoint, written just before session.end, is sent
+ * with old size 0 and no proof; the witness then pins it, and a rewritten
+ * stream of that session can never be cosigned (409 or 422). The answer's
+ * cosignature lines are kept only when one verifies, appended to the
+ * note, with the witness key given on the command line: the key's name
+ * is the line's, bound to the key by the key ID. Plain HTTP, one request
+ * with a ten-second timeout; a witness that fails costs a warning, never
+ * the session.
+ */
+#include "witness_client.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "receipt.h"
+#include "receipt_line.h"
+#include "tlog.h"
+#include "util.h"
+
+EVP_PKEY *witness_spec_parse(const char *spec, char **url, char *err, size_t errlen)
+{
+	const char *eq = strrchr(spec, '=');
+	char kerr[256];
+	EVP_PKEY *k;
+
+	*url = NULL;
+	if (!eq || strncmp(spec, "http://", 7) != 0 || eq == spec + 7 || !eq[1]) {
+		snprintf(err, errlen, "--witness %s: expected http://HOST:PORT[/PATH]=KEYFILE",
+			 spec);
+		return NULL;
+	}
+	k = receipt_pubkey_load(eq + 1, kerr, sizeof(kerr));
+	if (!k) {
+		snprintf(err, errlen, "--witness %s: %s", eq + 1, kerr);
+		return NULL;
+	}
+	*url = util_xstrndup(spec, (size_t)(eq - spec));
+	return k;
+}
+
+static int connect_to(const char *host, const char *port, char *err, size_t errlen)
+{
+	struct addrinfo hints, *ai = NULL, *a;
+	struct timeval tv = { 10, 0 };
+	int fd = -1, r;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	r = getaddrinfo(host, port, &hints, &ai);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", host, gai_strerror(r));
+		return -1;
+	}
+	for (a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
+char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err,
+		     size_t errlen)
+{
+	char host[256], port[8] = "80", *req = NULL, *resp = NULL, *out = NULL;
+	const char *h = url + 7, *slash = strchr(h, '/'), *colon, *body, *p;
+	size_t hlen = slash ? (size_t)(slash - h) : strlen(h), have = 0, cap = 65536;
+	char path[512], why[128];
+	struct tlog_checkpoint c;
+	uint8_t raw[32];
+	int fd, status;
+	ssize_t n;
+
+	colon = memchr(h, ':', hlen);
+	if (hlen == 0 || hlen >= sizeof(host) || (colon && (size_t)(h + hlen - colon - 1) >= sizeof(port))) {
+		snprintf(err, errlen, "%s: bad URL", url);
+		return NULL;
+	}
+	memcpy(host, h, colon ? (size_t)(colon - h) : hlen);
+	host[colon ? (size_t)(colon - h) : hlen] = '\0';
+	if (colon) {
+		memcpy(port, colon + 1, (size_t)(h + hlen - colon - 1));
+		port[h + hlen - colon - 1] = '\0';
+	}
+	snprintf(path, sizeof(path), "%s", slash ? slash : "");
+	while (path[0] && path[strlen(path) - 1] == '/')
+		path[strlen(path) - 1] = '\0';
+	fd = connect_to(host, port, err, errlen);
+	if (fd < 0)
+		return NULL;
+	req = util_xasprintf("POST %s/add-checkpoint HTTP/1.1\r\nHost: %s\r\n"
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\nold 0\n\n%s",
+			     path, host, strlen("old 0\n\n") + strlen(note), note);
+	if (util_write_all(fd, req, strlen(req)) < 0) {
+		snprintf(err, errlen, "%s: %s", url, strerror(errno));
+		goto out;
+	}
+	resp = util_xmalloc(cap + 1);
+	while (have < cap && (n = read(fd, resp + have, cap - have)) > 0)
+		have += (size_t)n;
+	resp[have] = '\0';
+	status = -1;
+	if (have > 12 && strncmp(resp, "HTTP/1.", 7) == 0 && resp[8] == ' ') {
+		char *e;
+		long st = strtol(resp + 9, &e, 10);
+
+		if (e == resp + 12 && st >= 100 && st <= 599)
+			status = (int)st;
+	}
+	if (status < 0 || !(body = strstr(resp, "\r\n\r\n"))) {
+		snprintf(err, errlen, "%s: not an HTTP answer", url);
+		goto out;
+	}
+	body += 4;
+	if (status != 200) {
+		snprintf(err, errlen, "%s: the witness answered %d: %.*s", url, status,
+			 (int)strcspn(body, "\n"), body);
+		goto out;
+	}
+	/* keep the answer only if it verifies with the key we were given */
+	{
+		char *cosigned = util_xasprintf("%s%s", note, body);
+		char name[256];
+		size_t nl;
+
+		ASSERT(receipt_key_raw_public(pub, raw));
+		p = body;
+		if (strncmp(p, "\xe2\x80\x94 ", 4) != 0 || (nl = strcspn(p + 4, " ")) >= sizeof(name)) {
+			snprintf(err, errlen, "%s: the answer is not a cosignature line", url);
+			free(cosigned);
+			goto out;
+		}
+		memcpy(name, p + 4, nl);
+		name[nl] = '\0';
+		if (!tlog_checkpoint_parse(cosigned, strlen(cosigned), &c, why, sizeof(why))) {
+			snprintf(err, errlen, "%s: %s", url, why);
+			free(cosigned);
+			goto out;
+		}
+		if (tlog_cosig_verify(&c, name, raw, NULL))
+			out = util_xstrdup(body);
+		else
+			snprintf(err, errlen, "%s: the cosignature does not verify with the "
+				 "witness key", url);
+		tlog_checkpoint_free(&c);
+		free(cosigned);
+	}
+out:
+	close(fd);
+	free(req);
+	free(resp);
+	return out;
+}

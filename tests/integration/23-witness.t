@@ -1,0 +1,196 @@
+#!/bin/sh
+# airlock witness (C2SP tlog-witness, docs/RECEIPTS.md "Witnesses"): it
+# cosigns a receipt checkpoint only when a consistency proof shows the
+# tree extends the last one it cosigned for that origin; a forked log is
+# refused with 422, a wrong old size with 409 and the size it has, an
+# unknown signer with 403, another origin with 404; its state survives a
+# restart. The client here is Python (hashlib, cryptography), which
+# computes trees and proofs from the RFC's definitions and acts as a key
+# holder that forks its own stream.
+. "$(dirname "$0")/lib.sh"
+cd "$T" || exit 1
+: "${AIRLOCK_HELPERS:?AIRLOCK_HELPERS must name the built test helpers}"
+
+"$AIRLOCK" keygen --out k.pem >k.pub 2>/dev/null
+"$AIRLOCK" keygen --out other.pem >other.pub 2>/dev/null
+"$AIRLOCK" keygen --out w.pem >w.pub 2>/dev/null
+"$AIRLOCK_HELPERS/tlog_tool" stream checkpoint s-w 300 w.jsonl k.pem
+ok $? "a checkpoint-mode stream signed by k.pem"
+
+start_witness() {
+	"$AIRLOCK" witness --listen 127.0.0.1:18472 --key w.pem --name witness.test/w1 \
+		--state "$T/state.json" --log-key k.pub 2>>witness.err &
+	wpid=$!
+	wait_grep witness.err "listening on 127.0.0.1:18472" 10
+}
+: >witness.err
+start_witness
+ok $? "the witness listens"
+
+cat >client.py <<'PY'
+import base64, hashlib, http.client, json, sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+def H(b): return hashlib.sha256(b).digest()
+def k_of(n):
+    k = 1
+    while k * 2 < n: k *= 2
+    return k
+def mth(D):
+    if not D: return H(b"")
+    if len(D) == 1: return H(b"\x00" + D[0])
+    k = k_of(len(D)); return H(b"\x01" + mth(D[:k]) + mth(D[k:]))
+def subproof(m, D, b):
+    n = len(D)
+    if m == n: return [] if b else [mth(D)]
+    k = k_of(n)
+    if m <= k: return subproof(m, D[:k], b) + [mth(D[k:])]
+    return subproof(m - k, D[k:], False) + [mth(D[:k])]
+def proof(m, D): return [] if m == 0 else subproof(m, D, True)
+def key(path): return serialization.load_pem_private_key(open(path, "rb").read(), None)
+def raw(k): return k.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+def note(D, n, k=None, origin="airlock/s-w"):
+    k = k or key("k.pem")
+    body = "%s\n%d\n%s\n" % (origin, n, base64.b64encode(mth(D[:n])).decode())
+    kid = H(origin.encode() + b"\n\x01" + raw(k))[:4]
+    return body + "\n\u2014 %s %s\n" % (origin, base64.b64encode(kid + k.sign(body.encode())).decode())
+def post(old, prf, nt, method="POST", path="/add-checkpoint"):
+    body = ("old %d\n" % old + "".join(base64.b64encode(h).decode() + "\n" for h in prf) + "\n" + nt).encode()
+    c = http.client.HTTPConnection("127.0.0.1", 18472, timeout=10)
+    c.request(method, path, body=body)
+    r = c.getresponse()
+    return r.status, r.read().decode()
+def cosig_ok(text, nt):
+    # one line: "— witness.test/w1 BASE64(keyid || time || sig)"
+    name, b64 = text.rstrip("\n")[2:].split(" ")
+    blob = base64.b64decode(b64)
+    wpub = raw(key("w.pem"))
+    assert name == "witness.test/w1" and len(blob) == 76, text
+    assert blob[:4] == H(b"witness.test/w1\n\x04" + wpub)[:4]
+    t = int.from_bytes(blob[4:12], "big")
+    body = nt.partition("\n\n")[0] + "\n"
+    Ed25519PublicKey.from_public_bytes(wpub).verify(blob[12:], b"cosignature/v1\ntime %d\n" % t + body.encode())
+    return True
+L = open("w.jsonl", "rb").read().split(b"\n")[:-1]
+F = list(L)
+F[10] = F[10].replace(b"allowed", b"ALLOWED")   # the forked history
+def expect(got, status, body=None):
+    assert got[0] == status, got
+    if body is not None: assert got[1] == body, got
+step = sys.argv[1]
+if step == "first":
+    n = note(L, 50); got = post(0, [], n); expect(got, 200); cosig_ok(got[1], n)
+elif step == "stale-old":
+    expect(post(0, [], note(L, 100)), 409, "50\n")
+elif step == "extend":
+    n = note(L, 100); got = post(50, proof(50, L[:100]), n); expect(got, 200); cosig_ok(got[1], n)
+elif step == "fork":
+    expect(post(100, proof(100, F[:200]), note(F, 200)), 422)
+elif step == "fork-real-proof":
+    expect(post(100, proof(100, L[:200]), note(F, 200)), 422)
+elif step == "shrink":
+    expect(post(100, [], note(L, 60)), 400)
+elif step == "same-size-other-root":
+    expect(post(100, [], note(F, 100)), 422)
+elif step == "other-key":
+    expect(post(100, proof(100, L[:200]), note(L, 200, key("other.pem"))), 403)
+elif step == "other-origin":
+    expect(post(0, [], note(L, 5, None, "example.com/log")), 404)
+elif step == "malformed":
+    expect(post(0, [], "not a note"), 400)
+    c = http.client.HTTPConnection("127.0.0.1", 18472, timeout=10)
+    c.request("GET", "/add-checkpoint"); assert c.getresponse().status == 405
+elif step == "extend-200":
+    n = note(L, 200); got = post(100, proof(100, L[:200]), n); expect(got, 200); cosig_ok(got[1], n)
+elif step == "after-restart":
+    expect(post(0, [], note(L, 250)), 409, "200\n")
+elif step == "airlock-note":
+    # the stream's own last checkpoint, as the key holder wrote it
+    cps = [json.loads(l) for l in L if json.loads(l)["type"] == "receipt.checkpoint"]
+    last = cps[-1]["subject"]
+    got = post(200, proof(200, L[:last["size"]]), last["note"]); expect(got, 200)
+    cosig_ok(got[1], last["note"])
+    print(last["size"])
+PY
+
+w() { python3 client.py "$1" >/dev/null 2>client.err; r=$?; [ $r -eq 0 ] || diag_file client.err; return $r; }
+w first; ok $? "the first checkpoint of an origin (old 0) is cosigned (cosignature/v1 by the witness key)"
+w stale-old; ok $? "a request with a stale old size gets 409 and the size the witness has"
+w extend; ok $? "a checkpoint with a valid consistency proof is cosigned"
+w fork; ok $? "a forked log (one line rewritten, proof from the fork) is refused with 422"
+w fork-real-proof; ok $? "a forked root with the real tree's proof is refused with 422"
+w same-size-other-root; ok $? "another root at the same size is refused with 422"
+w shrink; ok $? "a smaller tree is refused"
+w other-key; ok $? "a checkpoint signed by another key gets 403"
+w other-origin; ok $? "an origin that is not airlock/SESSION gets 404"
+w malformed; ok $? "malformed requests get 400, other methods 405"
+w extend-200; ok $? "after the refusals the real log still extends (the state did not move)"
+python3 -c 'import json; d = json.load(open("state.json")); assert d["airlock/s-w"]["size"] == 200, d'
+ok $? "the state file holds the last cosigned size per origin"
+kill "$wpid"; wait "$wpid"
+start_witness
+ok $? "the witness restarts"
+w after-restart; ok $? "and remembers what it cosigned (409 with size 200)"
+size=$(python3 client.py airlock-note 2>client.err)
+ok $? "a receipt.checkpoint as the key holder wrote it is cosigned (size $size)"
+kill "$wpid"; wait "$wpid"
+is "$?" 0 "the witness stops on SIGTERM with 0"
+
+# --- airlock run --witness, airlock verify --witness ---
+: >witness.err
+start_witness
+ok $? "the witness runs again"
+mkdir ws
+echo '{"version": 1, "receipts": {"sign": "checkpoint"}}' >cp.json
+echo '{"version": 1}' >line.json
+for m in cp line; do
+	"$AIRLOCK" run --policy $m.json --mode shadow --signing-key k.pem --session "run-$m" \
+		--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/run-$m.jsonl" \
+		--workspace "$T/ws" -- true 2>run.err
+	is "$?" 0 "$m mode: a session with --witness"
+	out=$("$AIRLOCK" verify --pubkey k.pub --witness w.pub run-$m.jsonl)
+	is "$?" 0 "$m mode: verify --witness accepts its stream"
+	like "$out" "witnessed: each session.end carries a cosignature by the key of w.pub" \
+		"$m mode: and says so"
+	python3 - run-$m.jsonl <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+assert L[-2]["type"] == "receipt.checkpoint" and L[-1]["subject"]["cosignatures"][0].startswith("\u2014 witness.test/w1 ")
+PY
+	ok $? "$m mode: session.end carries the cosignature of the checkpoint before it"
+	out=$("$AIRLOCK" verify --witness other.pub run-$m.jsonl)
+	is "$?" 1 "$m mode: verify --witness with another key fails"
+	like "$out" "session.end has no cosignature by the --witness key" "$m mode: and says why"
+done
+# the same session again (a rewritten history): the witness refuses it
+"$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-cp \
+	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/again.jsonl" \
+	--workspace "$T/ws" -- true 2>run.err
+is "$?" 0 "a second stream of the same session still runs"
+like "$(cat run.err)" "witness answered 409" "but the witness refuses to cosign it (409)"
+out=$("$AIRLOCK" verify --witness w.pub again.jsonl)
+is "$?" 1 "and verify --witness fails it"
+"$AIRLOCK" verify again.jsonl >/dev/null
+is "$?" 0 "while it verifies without --witness"
+"$AIRLOCK" verify --witness w.pub "$T/w.jsonl" >/dev/null
+is "$?" 1 "a stream without cosignatures fails verify --witness"
+kill "$wpid"; wait "$wpid"
+"$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-down \
+	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/down.jsonl" \
+	--workspace "$T/ws" -- true 2>run.err
+is "$?" 0 "with the witness down the session still ends normally"
+like "$(cat run.err)" "--witness .*127.0.0.1" "with a warning naming the witness"
+"$AIRLOCK" verify --witness w.pub down.jsonl >/dev/null
+is "$?" 1 "and verify --witness reports the missing cosignature"
+"$AIRLOCK" run --witness "http://127.0.0.1:18472=$T/nope.pub" -- true 2>run.err
+is "$?" 125 "run --witness with an unreadable key file: 125"
+
+"$AIRLOCK" witness --listen 127.0.0.1:18472 --key w.pem --name 'bad name' --state s \
+	--log-key k.pub 2>err
+is "$?" 2 "a key name with a space is refused"
+"$AIRLOCK" witness --listen 127.0.0.1:18472 --key w.pem --name w --state s 2>err
+is "$?" 2 "--log-key is required"
+like "$(cat err)" "required" "and it says so"
+
+done_testing
