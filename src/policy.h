@@ -25,6 +25,17 @@ bool policy_mode_from_string(const char *s, enum policy_mode *out);
 
 #define POLICY_SECRET_ANY_HEADER NULL
 
+/* A secret of kind "aws" (SPEC §3.4) is read into one entry per
+ * credential, under the secret's name and in this order: the access key
+ * id, the secret access key, the session token (when given). Its requests
+ * are re-signed (sigv4.c, awsfilter.c), never substituted. */
+enum policy_aws_part {
+	POLICY_AWS_NONE = 0, /* another kind */
+	POLICY_AWS_KEY_ID,
+	POLICY_AWS_SECRET,
+	POLICY_AWS_TOKEN,
+};
+
 struct policy_secret {
 	char *name;        /* key in "secrets" */
 	char *from_env;    /* exactly one of from_env / from_file is set */
@@ -43,6 +54,7 @@ struct policy_secret {
 	size_t npaths;
 	char **methods;    /* upper-case method tokens, sorted; NULL = any */
 	size_t nmethods;
+	enum policy_aws_part aws; /* kind "aws": which credential */
 };
 
 #define POLICY_GIT_FETCH 1u

@@ -653,6 +653,7 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 		memcpy(rs->ph_prev, ph, sizeof(ph));
 		memcpy(rs->real_prev, real, sizeof(real));
 		memcpy(sigp, real, SIGV4_HEX_LEN);
+		rs->chunks++;
 		off = data + (size_t)size + 2;
 		if (size == 0)
 			/* the final chunk: "0;chunk-signature=S\r\n\r\n" */

@@ -139,6 +139,7 @@ struct sigv4_resign {
 	char scope[160];
 	uint8_t ph_key[32], real_key[32];
 	char ph_prev[SIGV4_HEX_LEN + 1], real_prev[SIGV4_HEX_LEN + 1];
+	size_t chunks;                  /* chunks re-signed so far */
 };
 
 /* Verifies @m, whose Authorization names @ph's key id, with @ph's secret,

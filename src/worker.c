@@ -63,6 +63,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "awsfilter.h"
 #include "broker.h"
 #include "confine.h"
 #include "dnsstub.h"
@@ -185,7 +186,8 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 	return r < 0 ? -1 : 0;
 }
 
-/* The filters every request runs through, in this order: secrets (the
+/* The filters every request runs through, in this order: aws (re-signs
+ * what the agent signed with placeholder credentials), secrets (the
  * placeholders), then git, then spend. Returns how many are in @reg. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 			    int ledger_fd, struct spendfilter **spend,
@@ -197,6 +199,11 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 
 	/* secrets: placeholders in requests, and every value the proxy
 	 * injects (the git token too) scrubbed from every answer */
+	/* aws: requests signed with placeholder credentials, re-signed */
+	reg[n].arg = awsfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
+				   worker_record, x);
+	if (reg[n].arg)
+		reg[n++].ops = &awsfilter_ops;
 	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
 	reg[n].ops = &secretfilter_ops;
 	reg[n].arg = sf;
