@@ -156,18 +156,26 @@ void sigv4_sign(const uint8_t key[32], const char *amz_date, const char *scope,
 	buf_free(&sts);
 }
 
+/* A chunk's signature from its data's hash @h (hex). */
+static void chunk_sign_hash(const uint8_t key[32], const char *amz_date, const char *scope,
+			    const char *prev, const char *h, char hex[SIGV4_HEX_LEN + 1])
+{
+	struct buf sts = { 0 };
+
+	buf_printf(&sts, ALGO "-PAYLOAD\n%s\n%s\n%s\n" EMPTY_SHA256 "\n%s", amz_date,
+		   scope, prev, h);
+	sign_string(key, sts.data, sts.len, hex);
+	buf_free(&sts);
+}
+
 void sigv4_chunk_sign(const uint8_t key[32], const char *amz_date, const char *scope,
 		      const char *prev, const void *data, size_t len,
 		      char hex[SIGV4_HEX_LEN + 1])
 {
 	char h[SIGV4_HEX_LEN + 1];
-	struct buf sts = { 0 };
 
 	sigv4_sha256_hex(data, len, h);
-	buf_printf(&sts, ALGO "-PAYLOAD\n%s\n%s\n%s\n" EMPTY_SHA256 "\n%s", amz_date,
-		   scope, prev, h);
-	sign_string(key, sts.data, sts.len, hex);
-	buf_free(&sts);
+	chunk_sign_hash(key, amz_date, scope, prev, h, hex);
 }
 
 /* ---- the Authorization ------------------------------------------------ */
@@ -623,7 +631,7 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 	size_t off = 0;
 
 	for (;;) {
-		char *sigp, ph[SIGV4_HEX_LEN + 1], real[SIGV4_HEX_LEN + 1];
+		char *sigp, ph[SIGV4_HEX_LEN + 1], real[SIGV4_HEX_LEN + 1], h[SIGV4_HEX_LEN + 1];
 		uint64_t size = 0;
 		size_t i = off, data;
 
@@ -644,12 +652,12 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 		if (size > len - data || len - data - size < 2 || body[data + size] != '\r' ||
 		    body[data + size + 1] != '\n')
 			return SIGV4_CHUNK;
-		sigv4_chunk_sign(rs->ph_key, rs->amz_date, rs->scope, rs->ph_prev, body + data,
-				 (size_t)size, ph);
+		/* the data's hash once, for both chains */
+		sigv4_sha256_hex(body + data, (size_t)size, h);
+		chunk_sign_hash(rs->ph_key, rs->amz_date, rs->scope, rs->ph_prev, h, ph);
 		if (CRYPTO_memcmp(ph, sigp, SIGV4_HEX_LEN) != 0)
 			return SIGV4_CHUNK;
-		sigv4_chunk_sign(rs->real_key, rs->amz_date, rs->scope, rs->real_prev,
-				 body + data, (size_t)size, real);
+		chunk_sign_hash(rs->real_key, rs->amz_date, rs->scope, rs->real_prev, h, real);
 		memcpy(rs->ph_prev, ph, sizeof(ph));
 		memcpy(rs->real_prev, real, sizeof(real));
 		memcpy(sigp, real, SIGV4_HEX_LEN);
