@@ -277,7 +277,8 @@ static enum filter_result decide(struct af_state *st, struct filter_request *rq,
 	m.fields = fs;
 	sigv4_resign_free(&st->rs);
 	s = sigv4_resign_head(&m, hash, &st->s->ph, &st->s->real, &st->rs);
-	if (s == SIGV4_NEED_BODY && rq->body == HTTP_BODY_NONE) {
+	if (s == SIGV4_NEED_BODY && (rq->body == HTTP_BODY_NONE ||
+				     (rq->body == HTTP_BODY_LENGTH && rq->content_length == 0))) {
 		char empty[SIGV4_HEX_LEN + 1];
 
 		sigv4_sha256_hex("", 0, empty);
