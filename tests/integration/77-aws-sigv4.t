@@ -182,4 +182,25 @@ done
 "$AIRLOCK" verify "$EV" > /dev/null 2>&1
 ok $? "the stream verifies"
 
+# shadow: a request that does not verify goes on as the agent sent it,
+# signed with the placeholder, never re-signed with the real key
+rm -f "$EV"
+sed -i 's/"mode": "enforce"/"mode": "shadow"/' "$POLICY"
+AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET AWS_SESSION_TOKEN=$TOKEN \
+	timeout 120 "$AIRLOCK" run --mode shadow --policy "$POLICY" --workspace "$WS" \
+	--events "$EV" -- sh -c '
+cd "$0"
+env > env-shadow.txt
+$1 aws_client.py tamper bkt.s3.amazonaws.com /shadow-tamper.bin > shadow.out 2>&1
+exit 0' "$WS" "$PY" > "$T/out" 2>&1 </dev/null
+PH_KEY=$(sed -n 's/^AWS_ACCESS_KEY_ID=//p' "$WS/env-shadow.txt")
+r=$(grep '"path": "/shadow-tamper.bin"' "$ST_LOG" | tail -1)
+is "$(jf "$r" verified) $(jf "$r" why)" "false not the real access key id" \
+	"shadow: the request that does not verify reached the stand-in as sent"
+like "$r" "Credential=$PH_KEY/" "... with the placeholder key id, not re-signed"
+r=$(grep '"type":"secret.block"' "$EV" | grep '/shadow-tamper.bin' | head -1)
+is "$(jf "$r" decision) $(jf "$r" subject.why)" "would_block signature" "... recorded as would_block"
+! grep -q '"type":"secret.inject"' "$EV"
+ok $? "... and nothing was injected"
+
 done_testing
