@@ -349,8 +349,6 @@ static enum filter_result af_request_body(void *vst, const char *data, size_t le
 					  struct verdict *v)
 {
 	struct af_state *st = vst;
-	char hash[SIGV4_HEX_LEN + 1];
-	enum filter_result r;
 	enum sigv4_status s;
 
 	(void)data;
@@ -360,6 +358,9 @@ static enum filter_result af_request_body(void *vst, const char *data, size_t le
 	if (!body || !(st->need_hash || st->chunked))
 		return FILTER_CONTINUE;
 	if (st->need_hash) {
+		char hash[SIGV4_HEX_LEN + 1];
+		enum filter_result r;
+
 		st->need_hash = false;
 		hold(st, st->rq, false);
 		sigv4_sha256_hex(body->data ? body->data : "", body->len, hash);

@@ -1933,7 +1933,6 @@ out:
  * secret's first entry (the key id); the others follow it. */
 static void parse_aws(struct ctx *c, struct policy_secret *s, const char *path)
 {
-	char err[256];
 	size_t k;
 
 	if (!c->cur_kind_aws) {
@@ -1970,6 +1969,8 @@ static void parse_aws(struct ctx *c, struct policy_secret *s, const char *path)
 		free(ep);
 	}
 	if (!c->cur_has_hosts) {
+		char err[256];
+
 		s->hosts = util_xcalloc(1, sizeof(*s->hosts));
 		ASSERT(host_rule_parse("**.amazonaws.com", s->hosts, err, sizeof(err)));
 		s->nhosts = 1;

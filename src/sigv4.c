@@ -123,7 +123,10 @@ void sigv4_signing_key(const char *secret, size_t secret_len, const char *date,
 	char *k = util_xmalloc(klen);
 	uint8_t a[32], b[32];
 
-	memcpy(k, "AWS4", 4);
+	k[0] = 'A';
+	k[1] = 'W';
+	k[2] = 'S';
+	k[3] = '4';
 	memcpy(k + 4, secret, secret_len);
 	hmac(k, klen, date, strlen(date), a);
 	hmac(a, 32, region, strlen(region), b);

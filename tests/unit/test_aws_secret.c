@@ -123,7 +123,6 @@ static void test_broker(void)
 	struct policy *p = policy_parse(GOOD, strlen(GOOD), NULL, &errs);
 	const char *key = "ASIAREAL0KEY0ID12345", *secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 	const char *token = "FwoGZXIvYXdzEJr//////////wEaDOK+7example/token+value==";
-	struct subst_secret ss[3];
 	struct broker b = { 0 };
 	char err[256];
 
@@ -135,6 +134,8 @@ static void test_broker(void)
 	tap_is_int(broker_load(&b, p, err, sizeof(err)), 0, "the three credentials load");
 	tap_is_int(b.count, 3, "... as three brokered values");
 	if (b.count == 3) {
+		struct subst_secret ss[3];
+
 		tap_is_int(b.secrets[0].placeholder_len, strlen(key),
 			   "the key id's placeholder has its length");
 		tap_ok(strncmp(b.secrets[0].placeholder, "ASIA", 4) == 0 &&
