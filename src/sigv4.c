@@ -86,25 +86,32 @@ const char *sigv4_status_reason(enum sigv4_status s)
 
 /* ---- primitives ------------------------------------------------------- */
 
+/* One HMAC-SHA256 context per process, keyed again for every MAC (a
+ * worker is single-threaded): fetching and allocating it each time cost
+ * more than the MAC of a short string. */
 static void hmac(const void *key, size_t klen, const void *data, size_t len,
 		 uint8_t out[32])
 {
-	static EVP_MAC *mac;
-	EVP_MAC_CTX *ctx;
+	static EVP_MAC_CTX *ctx;
 	OSSL_PARAM params[2];
 	size_t outl = 0;
 
-	if (!mac)
-		mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	ASSERT(mac);
-	ctx = EVP_MAC_CTX_new(mac);
-	ASSERT(ctx);
-	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
-	params[1] = OSSL_PARAM_construct_end();
-	ASSERT(EVP_MAC_init(ctx, key, klen, params) == 1);
+	if (!ctx) {
+		EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+
+		ASSERT(mac);
+		ctx = EVP_MAC_CTX_new(mac);
+		ASSERT(ctx);
+		EVP_MAC_free(mac); /* the context holds its own reference */
+		params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
+		params[1] = OSSL_PARAM_construct_end();
+		ASSERT(EVP_MAC_CTX_set_params(ctx, params) == 1);
+	}
+	ASSERT(EVP_MAC_init(ctx, key, klen, NULL) == 1);
 	ASSERT(EVP_MAC_update(ctx, data, len) == 1);
 	ASSERT(EVP_MAC_final(ctx, out, &outl, 32) == 1 && outl == 32);
-	EVP_MAC_CTX_free(ctx);
+	/* the key (a secret, or one derived from it) does not stay in it */
+	ASSERT(EVP_MAC_init(ctx, (const unsigned char *)"", 1, NULL) == 1);
 }
 
 void sigv4_sha256_hex(const void *data, size_t len, char hex[SIGV4_HEX_LEN + 1])
