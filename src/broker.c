@@ -146,9 +146,19 @@ static void random_chars(char *out, size_t n, const char *chars, size_t k)
 	explicit_bzero(pool, sizeof(pool));
 }
 
+static char *placeholder_make(const char *prefix, const char *value, size_t value_len,
+			      size_t min_random, size_t *len, char *err, size_t errlen);
+
 char *broker_placeholder_make(const char *prefix, const char *value,
 			      size_t value_len, size_t *len, char *err,
 			      size_t errlen)
+{
+	return placeholder_make(prefix, value, value_len, BROKER_RANDOM_MIN, len, err, errlen);
+}
+
+/* ... with at least @min_random random characters. */
+static char *placeholder_make(const char *prefix, const char *value, size_t value_len,
+			      size_t min_random, size_t *len, char *err, size_t errlen)
 {
 	size_t plen = prefix ? strlen(prefix) : 0, nrand, i;
 	const char *chars;
@@ -170,8 +180,8 @@ char *broker_placeholder_make(const char *prefix, const char *value,
 		}
 	}
 	nrand = value_len > plen ? value_len - plen : 0;
-	if (nrand < BROKER_RANDOM_MIN)
-		nrand = BROKER_RANDOM_MIN;
+	if (nrand < min_random)
+		nrand = min_random;
 	chars = alphabet_chars[broker_alphabet_of(prefix, value, value_len)];
 	ph = util_xmalloc(plen + nrand + 1);
 	memcpy(ph, prefix, plen);
@@ -263,14 +273,24 @@ static int make_placeholder(const struct broker *b, struct broker_secret *s,
 {
 	/* the policy fills in the default, airlock-ph-NAME- */
 	const char *prefix = s->def->prefix ? s->def->prefix : "";
-	char perr[160];
+	size_t min = BROKER_RANDOM_MIN;
+	char perr[160], kprefix[5] = "";
 	int tries;
+
+	/* an AWS access key id is no secret: its placeholder keeps the
+	 * value's AKIA/ASIA and its length (SPEC §3.4) */
+	if (s->def->aws == POLICY_AWS_KEY_ID) {
+		if (s->value_len > 4 && (strncmp(s->value, "AKIA", 4) == 0 ||
+					 strncmp(s->value, "ASIA", 4) == 0))
+			memcpy(kprefix, s->value, 4);
+		prefix = kprefix;
+		min = BROKER_AWS_KEY_RANDOM_MIN;
+	}
 
 	for (tries = 0; tries < PLACEHOLDER_TRIES; tries++) {
 		free(s->placeholder);
-		s->placeholder = broker_placeholder_make(prefix, s->value, s->value_len,
-							 &s->placeholder_len, perr,
-							 sizeof(perr));
+		s->placeholder = placeholder_make(prefix, s->value, s->value_len, min,
+						  &s->placeholder_len, perr, sizeof(perr));
 		if (!s->placeholder) {
 			snprintf(err, errlen, "secret %s: %s", s->def->name, perr);
 			return -1;
@@ -354,6 +374,12 @@ void broker_subst_secrets(const struct broker *b, struct subst_secret *out)
 			.body = (const char *const *)d->body,
 			.nbody = d->nbody,
 		};
+		/* kind aws: never substituted (awsfilter.c re-signs the
+		 * requests it verifies); a placeholder it leaves is refused */
+		if (d->aws != POLICY_AWS_NONE) {
+			out[i].hosts = NULL;
+			out[i].nhosts = 0;
+		}
 	}
 }
 

@@ -15,6 +15,8 @@
 /* A placeholder carries at least this many random characters after its
  * prefix, whatever the value's length. */
 #define BROKER_RANDOM_MIN 32
+/* ... but an AWS access key id's (not a secret; kind aws): AKIA + 16. */
+#define BROKER_AWS_KEY_RANDOM_MIN 16
 /* Longest prefix broker_placeholder_make() accepts. */
 #define BROKER_PREFIX_MAX 128
 /* Longest value broker_load() reads (a from_file secret's file). */

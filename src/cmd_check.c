@@ -239,6 +239,8 @@ static json_t *policy_warnings(const struct policy *p)
 	for (i = 0; i < p->nsecrets; i++) {
 		const struct policy_secret *s = &p->secrets[i];
 
+		if (s->aws > POLICY_AWS_KEY_ID) /* one warning per aws secret */
+			continue;
 		for (j = 0; j < s->nhosts; j++) {
 			struct host_target t;
 			struct verdict v;

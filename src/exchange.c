@@ -313,6 +313,7 @@ static void copy_request(struct exchange *x, const struct conn *c,
 	}
 	x->rq.path = x->path;
 	x->rq.query = x->query;
+	x->rq.named_port_explicit = x->port_explicit;
 	x->rq.body = req->body;
 	x->rq.content_length = req->content_length;
 }
@@ -1049,6 +1050,7 @@ static bool response_head(struct conn *c)
 	struct exchange *x = c->x;
 	struct http_response resp;
 	struct buf *head;
+	char head_cl[24] = "";
 	size_t i;
 
 	for (;;) {
@@ -1110,6 +1112,18 @@ static bool response_head(struct conn *c)
 				     : util_xstrdup("chunked");
 		http_chunked_init(&x->resp_ch, NULL);
 	}
+	if (x->head_only) {
+		/* the answer to HEAD has no body, but its Content-Length is
+		 * the GET's: clients read it (S3's HeadObject) */
+		int k = http_header_find(&resp.headers, "content-length", 0);
+		struct http_slice v = k >= 0 ? resp.headers.h[k].value : (struct http_slice){ 0 };
+		size_t j = 0;
+
+		while (j < v.len && j + 1 < sizeof(head_cl) && v.ptr[j] >= '0' && v.ptr[j] <= '9')
+			j++;
+		if (j > 0 && j == v.len)
+			memcpy(head_cl, v.ptr, j);
+	}
 	/* the head is copied: from here on only the copies count */
 	buf_consume(&c->uin, resp.head_len);
 	/* An early answer (the request body not yet sent): the rest of the
@@ -1162,6 +1176,8 @@ static bool response_head(struct conn *c)
 			   (unsigned long long)resp.content_length);
 	} else if (resp.body == HTTP_BODY_CHUNKED) {
 		buf_printf(head, "Transfer-Encoding: %s\r\n", x->resp_te);
+	} else if (head_cl[0]) {
+		buf_printf(head, "Content-Length: %s\r\n", head_cl);
 	}
 	buf_printf(head, "Connection: %s\r\n\r\n",
 		   x->resp_keep_alive ? "keep-alive" : "close");

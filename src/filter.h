@@ -124,6 +124,9 @@ struct filter_request {
 					    never widen it */
 	uint16_t named_port;             /* the Host header's port, or port
 					    when it names none */
+	bool named_port_explicit;        /* the Host header names a port (the
+					    Host field sent upstream is
+					    named_host[:named_port]) */
 	const char *path;                /* "/" at least */
 	const char *query;               /* after '?', or NULL: none */
 	struct filter_headers headers;   /* editable */

@@ -464,6 +464,9 @@ struct ctx {
 	/* Which keys the object being walked had. */
 	bool cur_has_from_env, cur_has_from_file, cur_has_env, cur_has_hosts;
 	bool cur_has_prefix;
+	/* kind "aws": the objects of from_env/from_file and env */
+	bool cur_kind_aws;
+	json_t *cur_aws_from, *cur_aws_env;
 	bool app_has_id, app_has_installation, app_has_key;
 	bool price_has_input, price_has_output, price_has_cw, price_has_cr;
 	bool prov_has_api, prov_has_hosts;
@@ -1773,6 +1776,10 @@ static void parse_secret_from_env(struct ctx *c, json_t *v, const char *path)
 	if (json_is_null(v))
 		return;
 	c->cur_has_from_env = true;
+	if (json_is_object(v)) { /* kind aws: parse_aws() reads it */
+		c->cur_aws_from = v;
+		return;
+	}
 	if (!json_is_string(v) || !env_name_ok(json_string_value(v)))
 		err_add(c, path, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*) or null");
 	else
@@ -1784,6 +1791,10 @@ static void parse_secret_from_file(struct ctx *c, json_t *v, const char *path)
 	if (json_is_null(v))
 		return;
 	c->cur_has_from_file = true;
+	if (json_is_object(v)) { /* kind aws: parse_aws() reads it */
+		c->cur_aws_from = v;
+		return;
+	}
 	file_value(c, v, path, true, &c->cur->from_file);
 }
 
@@ -1831,6 +1842,10 @@ static void parse_secret_env(struct ctx *c, json_t *v, const char *path)
 	if (json_is_null(v))
 		return;
 	c->cur_has_env = true;
+	if (json_is_object(v)) { /* kind aws: parse_aws() reads it */
+		c->cur_aws_env = v;
+		return;
+	}
 	if (!json_is_string(v) || !env_name_ok(json_string_value(v))) {
 		err_add(c, path, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*)");
 		return;
@@ -2032,7 +2047,163 @@ static void parse_secret_capture(struct ctx *c, json_t *v, const char *path)
 	}
 }
 
+static void parse_secret_kind(struct ctx *c, json_t *v, const char *path)
+{
+	if (json_is_null(v))
+		return;
+	if (!json_is_string(v) || strcmp(json_string_value(v), "aws") != 0)
+		err_add(c, path, "expected \"aws\" or null");
+	else
+		c->cur_kind_aws = true;
+}
+
+/* ---- secrets of kind aws ------------------------------------------------ */
+
+static const char *const aws_parts[] = { "access_key_id", "secret_access_key",
+					 "session_token" };
+static const char *const aws_default_env[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+					       "AWS_SESSION_TOKEN" };
+
+/* Unknown members of a kind aws object (from_env, from_file, env). */
+static void aws_keys(struct ctx *c, json_t *obj, const char *path)
+{
+	const char *key;
+	json_t *el;
+	size_t k;
+
+	json_object_foreach(obj, key, el) {
+		for (k = 0; k < ARRAY_SIZE(aws_parts); k++)
+			if (strcmp(key, aws_parts[k]) == 0)
+				break;
+		if (k == ARRAY_SIZE(aws_parts)) {
+			char *sub = path_key(path, key);
+
+			err_add(c, sub, "unknown key: expected access_key_id, "
+					"secret_access_key or session_token");
+			free(sub);
+		}
+	}
+}
+
+/* One credential of the aws secret @s into @d (@s itself for the key id):
+ * its source and the variable that carries its placeholder. Returns false
+ * when the source is absent (the session token may be). */
+static bool aws_part(struct ctx *c, const struct policy_secret *s, struct policy_secret *d,
+		     size_t k, const char *path)
+{
+	bool file = c->cur_has_from_file;
+	char *fp = path_key(path, file ? "from_file" : "from_env");
+	char *sub = path_key(fp, aws_parts[k]);
+	json_t *v = json_object_get(c->cur_aws_from, aws_parts[k]);
+	json_t *e = c->cur_aws_env ? json_object_get(c->cur_aws_env, aws_parts[k]) : NULL;
+	bool ok = false;
+
+	if (!v || json_is_null(v)) {
+		if (k < 2)
+			err_add(c, sub, "required: kind aws needs the access key id and "
+					"the secret access key");
+		goto out;
+	}
+	if (d != s) {
+		memset(d, 0, sizeof(*d));
+		d->name = util_xstrdup(s->name);
+		if (s->nhosts) {
+			d->hosts = util_xmalloc(s->nhosts * sizeof(*s->hosts));
+			memcpy(d->hosts, s->hosts, s->nhosts * sizeof(*s->hosts));
+		}
+		d->nhosts = s->nhosts;
+		d->prefix = util_xstrdup("");
+	}
+	d->aws = (enum policy_aws_part)(POLICY_AWS_KEY_ID + k);
+	if (file)
+		(void)file_value(c, v, sub, false, &d->from_file);
+	else if (!json_is_string(v) || !env_name_ok(json_string_value(v)))
+		err_add(c, sub, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+	else
+		set_str(&d->from_env, v);
+	free(sub);
+	sub = path_key(path, "env");
+	if (e && !json_is_null(e)) {
+		char *esub = path_key(sub, aws_parts[k]);
+
+		if (!json_is_string(e) || !env_name_ok(json_string_value(e)))
+			err_add(c, esub, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+		else
+			d->env = util_xstrdup(json_string_value(e));
+		free(sub);
+		sub = esub;
+	} else {
+		d->env = util_xstrdup(d->from_env ? d->from_env : aws_default_env[k]);
+	}
+	if (d->env)
+		check_secret_env(c, d->env, sub);
+	ok = true;
+out:
+	free(sub);
+	free(fp);
+	return ok;
+}
+
+/* A secret of kind aws (SPEC §3.4): from_env or from_file is an object
+ * naming each credential; hosts default to **.amazonaws.com. @s is the
+ * secret's first entry (the key id); the others follow it. */
+static void parse_aws(struct ctx *c, struct policy_secret *s, const char *path)
+{
+	size_t k;
+
+	if (!c->cur_kind_aws) {
+		err_add(c, path, "from_env, from_file or env as an object is for "
+				 "\"kind\": \"aws\" only");
+		return;
+	}
+	if (c->cur_has_from_env && c->cur_has_from_file) {
+		err_add(c, path, "give one of from_env and from_file, not both");
+		return;
+	}
+	if (!c->cur_aws_from) {
+		err_add(c, path, "kind aws: from_env or from_file must be an object "
+				 "naming access_key_id, secret_access_key and "
+				 "(optionally) session_token");
+		return;
+	}
+	if (c->cur_aws_env == NULL && c->cur_has_env)
+		err_add(c, path, "kind aws: env must be an object (the variable of "
+				 "each credential's placeholder)");
+	if (c->cur_has_prefix || s->headers || s->paths || s->methods)
+		err_add(c, path, "kind aws takes no prefix, headers, paths or methods: "
+				 "its requests are re-signed, not substituted");
+	if (is_git_credential(c, s->name))
+		err_add(c, path, "a secret of kind aws cannot be git.credential");
+	{
+		char *fp = path_key(path, c->cur_has_from_file ? "from_file" : "from_env");
+		char *ep = path_key(path, "env");
+
+		aws_keys(c, c->cur_aws_from, fp);
+		if (c->cur_aws_env)
+			aws_keys(c, c->cur_aws_env, ep);
+		free(fp);
+		free(ep);
+	}
+	if (!c->cur_has_hosts) {
+		char err[256];
+
+		s->hosts = util_xcalloc(1, sizeof(*s->hosts));
+		ASSERT(host_rule_parse("**.amazonaws.com", s->hosts, err, sizeof(err)));
+		s->nhosts = 1;
+		c->cur_has_hosts = true;
+	}
+	free(s->prefix);
+	s->prefix = util_xstrdup("");
+	for (k = 0; k < ARRAY_SIZE(aws_parts); k++) {
+		struct policy_secret *d = k ? &c->p->secrets[c->p->nsecrets + 1] : s;
+
+		if (aws_part(c, s, d, k, path) && k)
+			c->p->nsecrets++;
+	}
+}
+
 static const struct field secret_fields[] = {
+	{ "kind", parse_secret_kind },
 	{ "from_env", parse_secret_from_env },
 	{ "from_file", parse_secret_from_file },
 	{ "env", parse_secret_env },
@@ -2057,11 +2228,17 @@ static void parse_secret(struct ctx *c, const char *name, json_t *v,
 	c->cur_path = path;
 	c->cur_has_from_env = c->cur_has_from_file = false;
 	c->cur_has_env = c->cur_has_hosts = c->cur_has_prefix = false;
+	c->cur_kind_aws = false;
+	c->cur_aws_from = c->cur_aws_env = NULL;
 	if (!secret_name_ok(name))
 		err_add(c, path, "invalid secret name: expected 1 to 64 "
 				 "characters of A-Z a-z 0-9 _ . -");
 	if (!walk_object(c, v, path, secret_fields, ARRAY_SIZE(secret_fields)))
 		goto out;
+	if (c->cur_kind_aws || c->cur_aws_from || c->cur_aws_env) {
+		parse_aws(c, s, path);
+		goto out;
+	}
 	if (!c->cur_has_prefix)
 		s->prefix = util_xasprintf("airlock-ph-%s-", name);
 	if (c->cur_has_from_env && c->cur_has_from_file)
@@ -2100,7 +2277,9 @@ static void parse_secrets(struct ctx *c, json_t *v, const char *path)
 		err_add(c, path, "expected an object");
 		return;
 	}
-	c->p->secrets = util_xcalloc(json_object_size(v), sizeof(*c->p->secrets));
+	/* up to three entries each: a secret of kind aws has one per
+	 * credential */
+	c->p->secrets = util_xcalloc(3 * json_object_size(v) + 1, sizeof(*c->p->secrets));
 	json_object_foreach(v, name, entry) {
 		char *ep = path_key(path, name);
 
@@ -3460,6 +3639,28 @@ static void captured_to_json(json_t *o, const struct policy_secret *s)
 	json_object_set_new(o, "capture", a);
 }
 
+/* A secret of kind aws, from its first entry @i (the key id). */
+static json_t *aws_to_json(const struct policy *p, size_t i)
+{
+	const struct policy_secret *s = &p->secrets[i];
+	json_t *from = json_object(), *env = json_object();
+	bool file = s->from_file != NULL;
+	size_t k;
+
+	for (k = i; k < p->nsecrets && p->secrets[k].aws != POLICY_AWS_NONE &&
+		    strcmp(p->secrets[k].name, s->name) == 0; k++) {
+		const struct policy_secret *d = &p->secrets[k];
+		const char *part = aws_parts[d->aws - POLICY_AWS_KEY_ID];
+
+		json_object_set_new(from, part, jstr(file ? d->from_file : d->from_env));
+		json_object_set_new(env, part, jstr(d->env));
+	}
+	return json_pack("{s:s, s:o, s:o, s:o, s:o}", "kind", "aws",
+			 file ? "from_file" : "from_env", from,
+			 file ? "from_env" : "from_file", json_null(), "env", env,
+			 "hosts", jrules(s->hosts, s->nhosts));
+}
+
 static json_t *secrets_to_json(const struct policy *p)
 {
 	json_t *secrets = json_object();
@@ -3467,6 +3668,11 @@ static json_t *secrets_to_json(const struct policy *p)
 
 	for (i = 0; i < p->nsecrets; i++) {
 		const struct policy_secret *s = &p->secrets[i];
+
+		if (s->aws == POLICY_AWS_KEY_ID)
+			json_object_set_new(secrets, s->name, aws_to_json(p, i));
+		if (s->aws != POLICY_AWS_NONE)
+			continue;
 
 		json_object_set_new(secrets, s->name,
 			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",

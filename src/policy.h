@@ -42,6 +42,17 @@ struct policy_capture {
 			      number of seconds, or NULL */
 };
 
+/* A secret of kind "aws" (SPEC §3.4) is read into one entry per
+ * credential, under the secret's name and in this order: the access key
+ * id, the secret access key, the session token (when given). Its requests
+ * are re-signed (sigv4.c, awsfilter.c), never substituted. */
+enum policy_aws_part {
+	POLICY_AWS_NONE = 0, /* another kind */
+	POLICY_AWS_KEY_ID,
+	POLICY_AWS_SECRET,
+	POLICY_AWS_TOKEN,
+};
+
 struct policy_secret {
 	char *name;        /* key in "secrets" */
 	char *from_env;    /* exactly one of from_env / from_file is set */
@@ -67,6 +78,7 @@ struct policy_secret {
 	struct policy_capture *capture; /* non-NULL: the value is captured
 			      from answers (no from_env/from_file, no env) */
 	size_t ncapture;
+	enum policy_aws_part aws; /* kind "aws": which credential */
 };
 
 #define POLICY_GIT_FETCH 1u

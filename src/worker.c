@@ -65,6 +65,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "awsfilter.h"
 #include "broker.h"
 #include "confine.h"
 #include "dnsstub.h"
@@ -197,7 +198,8 @@ static void worker_sync(void *arg);
 static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
 			       size_t len, const char *ph, size_t phlen);
 
-/* The filters every request runs through, in this order: secrets (the
+/* The filters every request runs through, in this order: aws (re-signs
+ * what the agent signed with placeholder credentials), secrets (the
  * placeholders), then git, then spend. Returns how many are in @reg. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 			    int ledger_fd, struct spendfilter **spend,
@@ -207,6 +209,11 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 	struct secretfilter *sf;
 	size_t n = 0;
 
+	/* aws: requests signed with placeholder credentials, re-signed */
+	reg[n].arg = awsfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
+				   worker_record, x);
+	if (reg[n].arg)
+		reg[n++].ops = &awsfilter_ops;
 	/* secrets: placeholders in requests, and every value the proxy
 	 * injects (the git token too) scrubbed from every answer */
 	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);

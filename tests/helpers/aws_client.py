@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""aws_client.py MODE HOST PATH - SigV4 requests signed inside the sandbox
+with the credentials in its environment (the placeholders), sent through
+HTTPS_PROXY, for what the AWS CLI does not send
+(tests/integration/77-aws-sigv4.t). Prints "STATUS RULE" (RULE: the
+X-Airlock-Rule of a refusal, or "-") and the body on a second line.
+
+MODE:
+  chunked N      PUT N bytes as a signed aws-chunked upload (64 KiB chunks)
+  chunk-tamper N the same with one data byte changed after signing
+  tamper         GET signed, then a signed header changed
+  wrong-secret   GET signed with a secret that is not the placeholder's
+"""
+import datetime
+import http.client
+import os
+import ssl
+import sys
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import awssig  # noqa: E402
+
+
+def main():
+    mode, host, path = sys.argv[1], sys.argv[2], sys.argv[3]
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    key_id = os.environ["AWS_ACCESS_KEY_ID"]
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    token = os.environ.get("AWS_SESSION_TOKEN")
+    if mode == "wrong-secret":
+        secret = "W" * len(secret)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    scope = "%s/us-east-1/s3/aws4_request" % date
+    key = awssig.signing_key(secret, date, "us-east-1", "s3")
+    method, body, size = "GET", b"", 65536
+    headers = [("Host", host), ("X-Amz-Date", amz_date)]
+    if mode in ("chunked", "chunk-tamper"):
+        method = "PUT"
+        data = bytes((i * 7) & 0xff for i in range(n))
+        headers += [("Content-Encoding", "aws-chunked"),
+                    ("Content-Length", str(awssig.chunked_length(n, size))),
+                    ("x-amz-content-sha256", awssig.STREAMING),
+                    ("x-amz-decoded-content-length", str(n))]
+    else:
+        headers += [("x-amz-content-sha256", awssig.EMPTY), ("Range", "bytes=0-9")]
+    if token:
+        headers.append(("X-Amz-Security-Token", token))
+    signed = ";".join(sorted(k.lower() for k, _ in headers))
+    canon = awssig.canonical(method, path, "", headers, signed,
+                             dict((k.lower(), v) for k, v in headers)["x-amz-content-sha256"],
+                             True)
+    sig = awssig.sign(key, amz_date, scope, canon)
+    headers.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, "
+                    "Signature=%s" % (key_id, scope, signed, sig)))
+    if mode in ("chunked", "chunk-tamper"):
+        body = awssig.chunked_body(key, amz_date, scope, sig, data, size)
+        if mode == "chunk-tamper":
+            i = body.index(b"\r\n") + 2 + 100
+            body = body[:i] + bytes([body[i] ^ 1]) + body[i + 1:]
+    if mode == "tamper":
+        headers = [(k, "bytes=0-99") if k == "Range" else (k, v) for k, v in headers]
+    proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+    ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    conn = http.client.HTTPSConnection(proxy.hostname, proxy.port, context=ctx, timeout=60)
+    conn.set_tunnel(host, 443)
+    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for k, v in headers:
+        conn.putheader(k, v)
+    conn.endheaders()
+    if body:
+        conn.send(body)
+    r = conn.getresponse()
+    text = r.read()
+    print(r.status, r.getheader("X-Airlock-Rule") or "-")
+    print(text.decode(errors="replace").replace("\n", " ")[:300])
+
+
+if __name__ == "__main__":
+    main()
