@@ -131,7 +131,7 @@ spend_rows, conc_rows = [], []
 sp = os.path.join(res, "spend.txt")
 if os.path.exists(sp):
     for line in open(sp):
-        m_ = re.match(r"^(metered\S*)\s+(json|sse)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+\+([\d.-]+) ms", line)
+        m_ = re.match(r"^(metered\S*)\s+(json|sse)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+\+(-?[\d.]+) ms", line)
         if m_:
             spend_rows.append((m_.group(1), m_.group(2), m_.group(3), m_.group(6)))
         m_ = re.match(r"^(metered\S*)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)(?:\s+scaling x([\d.]+))?", line)
@@ -189,7 +189,7 @@ if spend_rows:
     lines += ["", "| metered call (issue 20) | answer | median ms | added ms per call |",
               "|---|---|---:|---:|"]
     for k, a_, med, plus in spend_rows:
-        lines.append("| %s | %s | %s | +%s |" % (k, a_, med, plus))
+        lines.append("| %s | %s | %s | %+.2f |" % (k, a_, med, float(plus)))
 if conc_rows:
     lines += ["", "| ledger under load | workers | clients | calls/s | errors | 4 vs 1 worker |",
               "|---|---:|---:|---:|---:|---:|"]

@@ -660,7 +660,7 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	p->nfilters = opts->nfilters;
 	p->intercept = opts->intercept;
 	if (p->intercept)
-		p->leaves = intercept_cache_new();
+		p->leaves = intercept_cache_new(p->intercept->client);
 	raise_fd_limit();
 	if (opts->shared) {
 		p->shared = opts->shared;
