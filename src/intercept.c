@@ -17,7 +17,9 @@
  *  1. the upstream TCP connection is opened to the checked address
  *     (upstream.c) and the proxy's own TLS handshake runs on it: SNI =
  *     the host, ALPN http/1.1, the chain and the name verified against
- *     the system store plus egress.upstream_ca (tls.c). Nothing of the
+ *     the system store plus egress.upstream_ca (tls.c); the session of
+ *     an earlier verified connection to the same host:port is offered
+ *     for resumption (the session cache below). Nothing of the
  *     client's bytes has gone upstream, and nothing will if this fails;
  *  2. the client's handshake: a leaf for the host, issued by the session
  *     CA in the key holder (which alone holds the CA key, and checks that
