@@ -17,6 +17,7 @@ Exit 1 when a correctness check failed, 0 otherwise.
 import os
 import re
 import sys
+import textwrap
 
 res = sys.argv[1]
 docs_png = sys.argv[2] if len(sys.argv) > 2 else None
@@ -227,7 +228,7 @@ try:
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.set_xlabel("airlock / peer, same run (black mark: target; red: target not met)")
-        ax.set_title("make bench: %s" % busy, fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap("make bench: " + busy, 110)), fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(res, "performance.png"), dpi=110)
         if docs_png:
