@@ -235,7 +235,7 @@ e2e: $(BIN) $(TEST_BIN)/python3
 	PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove -v --exec bash tests/e2e/run
 
 bench: $(BIN)
-	@AIRLOCK=$(abspath $(BIN)) bench/run
+	@AIRLOCK=$(abspath $(BIN)) bench/all
 
 clean:
 	rm -rf build airlock tests/fuzz/bin

@@ -17,7 +17,14 @@ metering, the ledger process) from /proc before and after:
   metered       spend.providers with a memory ledger
   metered-sqlite  the same with an SQLite ledger (in BENCH_WORK)
 
-for a JSON answer and for a 100-event SSE stream.
+  metered-postgresql  the same with a PostgreSQL ledger (SPEND_PG_URL, a
+                libpq URI bench/spend sets when it started a server)
+
+for a JSON answer and for a 100-event SSE stream. Then the ledger under
+load (issue 20): CONC_THREADS clients (64) each making calls on a
+kept-alive connection of its own for CONC_SECONDS, against
+`--workers 1` and `--workers 4` with the SQLite ledger (and PostgreSQL):
+calls/s, and how it scales with the workers.
 """
 import http.client
 import json
@@ -29,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,6 +92,8 @@ def policy(tmp, kind):
                  "cap_usd": 1000000}
         if kind == "metered-sqlite":
             spend["ledger"] = "sqlite:" + os.path.join(tmp, "bench-%d.db" % time.time_ns())
+        if kind == "metered-postgresql":
+            spend["ledger"] = os.environ["SPEND_PG_URL"]
     p = {"version": 1, "mode": "enforce", "egress": egress}
     if spend:
         p["spend"] = spend
@@ -93,13 +103,14 @@ def policy(tmp, kind):
     return path
 
 
-def run(tmp, kind, stream, port):
+def start_proxy(tmp, kind, port, workers=1):
     pol = policy(tmp, kind)
     ca = os.path.join(tmp, "proxy-ca-%d.pem" % port)
     err = open(os.path.join(tmp, "proxy-%d.err" % port), "w+")
     px = subprocess.Popen([AIRLOCK, "proxy", "--policy", pol, "--listen", "127.0.0.1:%d" % port,
                            "--events", os.path.join(tmp, "ev-%d.jsonl" % port),
-                           "--workers", "1", "--ca-out", ca],
+                           "--workers", str(workers), "--ca-out", ca,
+                           "--client-limit", "100000"],
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     end = time.time() + 20
     while time.time() < end:
@@ -110,13 +121,22 @@ def run(tmp, kind, stream, port):
     else:
         px.kill()
         sys.exit("bench/spend_proxy: airlock proxy did not start")
-    ctx = ssl.create_default_context(cafile=ca)
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
-    conn.set_tunnel("api.anthropic.com", 443)
+    return px, ssl.create_default_context(cafile=ca)
+
+
+def request_of(stream):
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": stream,
                        "messages": [{"role": "user", "content": "x" * 2000}]}).encode()
     hdrs = {"content-type": "application/json",
             "X-Llm-Script": "stream" if stream else "json"}
+    return body, hdrs
+
+
+def run(tmp, kind, stream, port):
+    px, ctx = start_proxy(tmp, kind, port)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+    conn.set_tunnel("api.anthropic.com", 443)
+    body, hdrs = request_of(stream)
     lat = []
     cpu0 = 0.0
     for i in range(WARM + CALLS):
@@ -138,6 +158,49 @@ def run(tmp, kind, stream, port):
     return {"median_ms": statistics.median(lat) * 1e3,
             "p90_ms": lat[int(len(lat) * 0.9)] * 1e3,
             "cpu_us": cpu / CALLS * 1e6}
+
+
+def concurrent(tmp, kind, workers, port, threads, seconds):
+    """@threads clients, each on a kept-alive connection of its own, for
+    @seconds: calls per second (and errors: any status but 200)."""
+    px, ctx = start_proxy(tmp, kind, port, workers)
+    body, hdrs = request_of(False)
+    done, errors = [0] * threads, [0] * threads
+    start = threading.Event()
+    stop = [0.0]
+
+    def client(i):
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+        conn.set_tunnel("api.anthropic.com", 443)
+        start.wait()
+        while time.time() < stop[0]:
+            try:
+                conn.request("POST", "/v1/messages", body, hdrs)
+                r = conn.getresponse()
+                r.read()
+                if r.status == 200:
+                    done[i] += 1
+                else:
+                    errors[i] += 1
+            except (OSError, http.client.HTTPException):
+                errors[i] += 1
+                conn.close()
+                conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+                conn.set_tunnel("api.anthropic.com", 443)
+        conn.close()
+
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    t0 = time.time()
+    stop[0] = t0 + seconds
+    start.set()
+    for t in ts:
+        t.join()
+    wall = time.time() - t0
+    px.send_signal(signal.SIGTERM)
+    px.wait(timeout=30)
+    return sum(done) / wall, sum(errors)
 
 
 def main():
@@ -173,7 +236,10 @@ def main():
         port = 18190
         for stream in (False, True):
             base = None
-            for kind in ("intercepted", "metered", "metered-sqlite"):
+            kinds = ["intercepted", "metered", "metered-sqlite"]
+            if os.environ.get("SPEND_PG_URL"):
+                kinds.append("metered-postgresql")
+            for kind in kinds:
                 port += 1
                 r = run(tmp, kind, stream, port)
                 extra = ""
@@ -185,6 +251,22 @@ def main():
                 print("%-16s %-7s %10.2f %10.2f %14.0f%s" % (
                     kind, "sse" if stream else "json", r["median_ms"], r["p90_ms"],
                     r["cpu_us"], extra), flush=True)
+        threads = int(os.environ.get("CONC_THREADS", "64"))
+        seconds = float(os.environ.get("CONC_SECONDS", "10"))
+        print("\n%-18s %8s %8s %10s %8s" % ("ledger (concurrent)", "workers", "clients",
+                                             "calls/s", "errors"))
+        kinds = ["metered-sqlite"]
+        if os.environ.get("SPEND_PG_URL"):
+            kinds.append("metered-postgresql")
+        for kind in kinds:
+            rate = {}
+            for workers in (1, 4):
+                port += 1
+                rate[workers], errs = concurrent(tmp, kind, workers, port, threads, seconds)
+                print("%-18s %8d %8d %10.1f %8d%s" % (
+                    kind, workers, threads, rate[workers], errs,
+                    "   scaling x%.2f" % (rate[4] / rate[1]) if workers == 4 and rate[1] else ""),
+                    flush=True)
     finally:
         for p in procs:
             p.terminate()

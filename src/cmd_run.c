@@ -1235,6 +1235,9 @@ int cmd_run(int argc, char **argv)
 	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
 		doctor_probe_begin();
 	p = load_policy(&o);
+	/* Transparent mode's probe (nftables) only when the policy wants it. */
+	if (p->transparent && p->mode != POLICY_MODE_OFF)
+		doctor_transparent_begin();
 	/* Every other path (policy, key, events, secret files) is relative
 	 * to the caller's directory: only CMD runs in the workspace. */
 	workspace = realpath(o.workspace ? o.workspace : ".", NULL);

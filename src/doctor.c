@@ -29,11 +29,16 @@
  * kernel has it, so its absence does not stop enforce mode; its ABI
  * version is reported.
  *
- * Transparent mode is probed the same way: in the child's fresh network
- * namespace the redirect is really loaded and a connection to an outside
- * address must reach a local listener with its original destination
- * (transparent.c). It counts for enforce mode only when the caller's
- * policy asks for it (need_transparent).
+ * Transparent mode is probed the same way, but only when asked
+ * (doctor_transparent_begin: `airlock doctor`, and a run whose policy
+ * wants transparent mode): in a child of its own, in fresh user and
+ * network namespaces, the redirect is really loaded and a connection to
+ * an outside address must reach a local listener with its original
+ * destination (transparent.c). Loading nftables chains is the most
+ * expensive part of a probe (the kernel patches its hooks on every
+ * CPU), so a run that does not use transparent mode does not pay for
+ * it. It counts for enforce mode only when the caller's policy asks for
+ * it (need_transparent).
  */
 #include "doctor.h"
 
@@ -231,32 +236,6 @@ static int probe_landlock(void)
 	return abi > 0 ? (int)abi : 0;
 }
 
-/* The redirect in this process's fresh network namespace, in a child of
- * its own (it leaves the redirect there, and a library that gives up may
- * end the process: the other answers must survive it). Must come before
- * probe_pidns(), whose next child must be its PID 1. Bounded: the
- * connection is local, and waited for a second at most. */
-static bool probe_transparent(void)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return false;
-	if (pid == 0) {
-		char err[256];
-		/* doctor prints JSON only: libraries' complaints go nowhere. */
-		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (null >= 0)
-			(void)dup2(null, STDERR_FILENO);
-		_exit(transparent_selftest(err, sizeof(err)) == 0 ? 0 : 1);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 /* The slow path, after the all-namespaces clone failed: each namespace
  * on its own, to tell which one the host refuses. */
 __attribute__((noreturn)) static void probe_one_by_one(int fd)
@@ -274,7 +253,6 @@ __attribute__((noreturn)) static void probe_one_by_one(int fd)
 	/* Without a user namespace, the rest is still probed directly: that
 	 * is what a privileged caller would get, and doctor reports it. */
 	c.netns = unshare(CLONE_NEWNET) == 0;
-	c.transparent = c.netns && probe_transparent();
 	c.mountns = unshare(CLONE_NEWNS) == 0;
 	c.ipcns = unshare(CLONE_NEWIPC) == 0;
 	c.utsns = unshare(CLONE_NEWUTS) == 0;
@@ -300,7 +278,6 @@ static void probe_in_namespaces(int fd)
 		return;
 	memset(&c, 0, sizeof(c));
 	c.userns = c.netns = c.mountns = c.ipcns = c.utsns = true;
-	c.transparent = probe_transparent();
 	started = seccomp_probe_start(&a, &t);
 	c.pidns = probe_pidns();
 	c.landlock = probe_landlock();
@@ -344,8 +321,61 @@ void doctor_probe_begin(void)
 	pending.fd = fds[0];
 }
 
+/* The transparent mode's probe under way (doctor_transparent_begin), or
+ * none: pid -1. Its child exits 0 when the redirect worked. */
+static pid_t pending_transparent = -1;
+
+void doctor_transparent_begin(void)
+{
+	pid_t pid;
+
+	if (pending_transparent > 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		char err[256];
+		int null;
+
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		/* (dumpable, to write its own id maps, as probe_one_by_one) */
+		(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+		if (geteuid() != 0 && !enter_userns())
+			_exit(1);
+		if (unshare(CLONE_NEWNET) < 0)
+			_exit(1);
+		/* doctor prints JSON only: libraries' complaints go nowhere. */
+		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			(void)dup2(null, STDERR_FILENO);
+		_exit(transparent_selftest(err, sizeof(err)) == 0 ? 0 : 1);
+	}
+	if (pid > 0)
+		pending_transparent = pid;
+}
+
+/* Collects the transparent probe: true when it ran and the redirect
+ * worked (bounded: the connection is local, and waited for a second at
+ * most). */
+static bool transparent_collect(void)
+{
+	int status;
+	pid_t pid = pending_transparent;
+
+	if (pid < 0)
+		return false;
+	pending_transparent = -1;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 void doctor_probe_cancel(void)
 {
+	if (pending_transparent > 0) {
+		kill(pending_transparent, SIGKILL);
+		(void)transparent_collect();
+	}
 	if (pending.pid < 0)
 		return;
 	kill(pending.pid, SIGKILL);
@@ -363,8 +393,10 @@ void doctor_probe(struct doctor_caps *caps)
 
 	memset(caps, 0, sizeof(*caps));
 	doctor_probe_begin();
-	if (pending.pid < 0)
+	if (pending.pid < 0) {
+		(void)transparent_collect();
 		return;
+	}
 	do
 		r = read(pending.fd, caps, sizeof(*caps));
 	while (r < 0 && errno == EINTR);
@@ -375,6 +407,7 @@ void doctor_probe(struct doctor_caps *caps)
 	close(pending.fd);
 	pending.pid = -1;
 	pending.fd = -1;
+	caps->transparent = transparent_collect() && caps->netns;
 }
 
 struct cap_field {
@@ -480,6 +513,7 @@ int cmd_doctor(int argc, char **argv)
 		fprintf(stderr, "airlock: doctor: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	doctor_transparent_begin();
 	doctor_probe(&caps);
 	ready = doctor_enforce_ready(&caps);
 	o = doctor_caps_json(&caps);

@@ -32,6 +32,12 @@ struct doctor_caps {
  * fork()'s handlers). Without it, doctor_probe() runs the probe itself. */
 void doctor_probe_begin(void);
 
+/* Starts the transparent mode's probe (loads nftables rules in a fresh
+ * network namespace: costly), which doctor_probe() then collects into
+ * caps->transparent; without it caps->transparent is false. Call it only
+ * when transparent mode is wanted, while the process has one thread. */
+void doctor_transparent_begin(void);
+
 /* Ends a probe doctor_probe_begin() started and nobody will collect
  * (the caller is about to exec): kills and reaps its child. */
 void doctor_probe_cancel(void);

@@ -17,7 +17,9 @@
  *  1. the upstream TCP connection is opened to the checked address
  *     (upstream.c) and the proxy's own TLS handshake runs on it: SNI =
  *     the host, ALPN http/1.1, the chain and the name verified against
- *     the system store plus egress.upstream_ca (tls.c). Nothing of the
+ *     the system store plus egress.upstream_ca (tls.c); the session of
+ *     an earlier verified connection to the same host:port is offered
+ *     for resumption (the session cache below). Nothing of the
  *     client's bytes has gone upstream, and nothing will if this fails;
  *  2. the client's handshake: a leaf for the host, issued by the session
  *     CA in the key holder (which alone holds the CA key, and checks that
@@ -53,7 +55,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/x509.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "tls.h"
@@ -146,15 +152,123 @@ struct cached_leaf {
 	uint64_t used;           /* for eviction: least recently used goes */
 };
 
+/* An upstream TLS session to resume (tls.c asks the client context to
+ * hand each new session here): keyed by the verified name and the port. */
+struct cached_session {
+	char host[HOSTNAME_MAX + 1];
+	uint16_t port;
+	SSL_SESSION *sess;
+	uint64_t used;
+};
+
 struct intercept_cache {
 	struct cached_leaf e[CACHE_MAX];
 	size_t n;
 	uint64_t tick;
+	struct cached_session s[CACHE_MAX];
+	size_t ns;
 };
 
-struct intercept_cache *intercept_cache_new(void)
+/* This worker's cache (one per process): the new-session callback has
+ * only the SSL to go by. */
+static struct intercept_cache *worker_cache;
+
+static int session_new(SSL *ssl, SSL_SESSION *sess);
+
+struct intercept_cache *intercept_cache_new(SSL_CTX *client)
 {
-	return util_xcalloc(1, sizeof(struct intercept_cache));
+	worker_cache = util_xcalloc(1, sizeof(struct intercept_cache));
+	if (client) {
+		/* upstream sessions resumed: kept here, not in OpenSSL's
+		 * internal store */
+		SSL_CTX_set_session_cache_mode(client, SSL_SESS_CACHE_CLIENT |
+							       SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(client, session_new);
+	}
+	return worker_cache;
+}
+
+static struct cached_session *session_slot(struct intercept_cache *ic, const char *host,
+					   uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < ic->ns; i++)
+		if (ic->s[i].port == port && strcmp(ic->s[i].host, host) == 0)
+			return &ic->s[i];
+	return NULL;
+}
+
+/* The client context's new-session callback (a TLS 1.3 ticket comes
+ * after the handshake, one or more per connection): the newest session
+ * of a verified host:port replaces the one before (a copy is kept;
+ * returns 0: OpenSSL's reference stays its own). Only a session whose chain and name verified is
+ * kept, so a resumption never skips a check the full handshake made. */
+static int session_new(SSL *ssl, SSL_SESSION *sess)
+{
+	struct intercept_cache *ic = worker_cache;
+	const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	struct cached_session *slot;
+	SSL_SESSION *copy;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint16_t port;
+	size_t i;
+
+	if (!ic || !host || strlen(host) > HOSTNAME_MAX ||
+	    SSL_get_verify_result(ssl) != X509_V_OK || !SSL_SESSION_is_resumable(sess) ||
+	    getpeername(SSL_get_fd(ssl), (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		return 0;
+	slot = session_slot(ic, host, port);
+	if (!slot && ic->ns < CACHE_MAX) {
+		slot = &ic->s[ic->ns++];
+		slot->sess = NULL; /* (a slot emptied by session_offer) */
+	} else if (!slot) {
+		slot = &ic->s[0];
+		for (i = 1; i < ic->ns; i++)
+			if (ic->s[i].used < slot->used)
+				slot = &ic->s[i];
+	}
+	/* A copy: the connection's own session is marked not resumable
+	 * when it ends without a close_notify (ssl_clear_bad_session),
+	 * which an intercepted upstream connection usually does. */
+	copy = SSL_SESSION_dup(sess);
+	if (!copy)
+		return 0;
+	if (slot->sess)
+		SSL_SESSION_free(slot->sess);
+	(void)util_strlcpy(slot->host, host, sizeof(slot->host));
+	slot->port = port;
+	slot->sess = copy;
+	slot->used = ++ic->tick;
+	return 0; /* OpenSSL keeps (and drops) its own reference */
+}
+
+/* Offers the session kept for @host:@port, if any, to @ssl (before its
+ * SSL_connect). The server may refuse it: then a full handshake runs. */
+static void session_offer(struct intercept_cache *ic, SSL *ssl, const char *host,
+			  uint16_t port)
+{
+	struct cached_session *slot = ic ? session_slot(ic, host, port) : NULL;
+
+	if (!slot)
+		return;
+	if (!SSL_SESSION_is_resumable(slot->sess) ||
+	    (time_t)(SSL_SESSION_get_time(slot->sess) + SSL_SESSION_get_timeout(slot->sess)) <=
+		    time(NULL)) {
+		SSL_SESSION_free(slot->sess);
+		*slot = ic->s[--ic->ns];
+		ic->s[ic->ns].sess = NULL;
+		return;
+	}
+	slot->used = ++ic->tick;
+	(void)SSL_set_session(ssl, slot->sess);
 }
 
 void intercept_cache_free(struct intercept_cache *ic)
@@ -165,6 +279,10 @@ void intercept_cache_free(struct intercept_cache *ic)
 		return;
 	for (i = 0; i < ic->n; i++)
 		tls_cert_free(ic->e[i].cert);
+	for (i = 0; i < ic->ns; i++)
+		SSL_SESSION_free(ic->s[i].sess);
+	if (worker_cache == ic)
+		worker_cache = NULL;
 	free(ic);
 }
 
@@ -286,6 +404,8 @@ void intercept_connected(struct conn *c)
 		fail_close(c, "upstream.tls", err);
 		return;
 	}
+	if (!c->target.is_addr)
+		session_offer(c->p->leaves, ssl, c->target.name, c->port);
 	make_tls(&c->upstream, ssl);
 	conn_enter(c, CONN_TLS_UPSTREAM);
 	/* The client waits for our ServerHello: nothing to read from it. */

@@ -48,7 +48,7 @@ struct intercept_opts {
 /* A worker's cache of parsed leaves, one per host. */
 struct intercept_cache;
 
-struct intercept_cache *intercept_cache_new(void);
+struct intercept_cache *intercept_cache_new(SSL_CTX *client);
 void intercept_cache_free(struct intercept_cache *ic);
 
 #endif /* AIRLOCK_INTERCEPT_H */

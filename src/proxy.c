@@ -374,6 +374,13 @@ void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker)
 		return;
 	slots = shared_slots(s);
 	shared_lock(s);
+	if (shared_live(s)[worker] == 0) {
+		/* it held nothing (live is the sum of its counts): nothing to
+		 * forget, and the table's pages are not touched (at the end of
+		 * every session, one call per worker) */
+		shared_unlock(s);
+		return;
+	}
 	shared_live(s)[worker] = 0;
 	for (i = 0; i < s->nslots; i++)
 		shared_counts(s)[(size_t)i * s->workers + worker] = 0;
@@ -653,7 +660,7 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	p->nfilters = opts->nfilters;
 	p->intercept = opts->intercept;
 	if (p->intercept)
-		p->leaves = intercept_cache_new();
+		p->leaves = intercept_cache_new(p->intercept->client);
 	raise_fd_limit();
 	if (opts->shared) {
 		p->shared = opts->shared;

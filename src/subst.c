@@ -320,6 +320,8 @@ static bool blank(char *p, size_t n, const char *needle, size_t m)
 	return found;
 }
 
+#define B64_SMALL 256 /* base64 of a placeholder encoded on the stack */
+
 /* Does @text hold the base64 or base64url form of a text that holds @s's
  * placeholder? */
 static bool has_b64_form(const struct subst_secret *s, const char *text, size_t n)
@@ -335,8 +337,27 @@ static bool has_b64_form(const struct subst_secret *s, const char *text, size_t 
 			continue;
 		for (k = 0; k < 2; k++) {
 			struct sbuf needle = { 0 };
+			char small[B64_SMALL];
 			bool hit;
 
+			if (full / 3 * 4 <= sizeof(small)) {
+				/* the common case, on every text of every
+				 * request: no allocation */
+				size_t i, m = 0;
+				const char *abc = abcs[k];
+				const unsigned char *in =
+					(const unsigned char *)s->placeholder + a;
+
+				for (i = 0; i < full; i += 3) {
+					small[m++] = abc[in[i] >> 2];
+					small[m++] = abc[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+					small[m++] = abc[((in[i + 1] & 15) << 2) | (in[i + 2] >> 6)];
+					small[m++] = abc[in[i + 2] & 63];
+				}
+				if (contains(text, n, small, m))
+					return true;
+				continue;
+			}
 			b64_encode((const unsigned char *)s->placeholder + a, full,
 				   abcs[k], false, &needle);
 			hit = contains(text, n, needle.p, needle.len);

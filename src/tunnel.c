@@ -742,10 +742,15 @@ static uint32_t splice_events(const struct half *in, const struct half *out)
 static void splice_step(struct conn *c, bool upstream, uint32_t events)
 {
 	const uint32_t rd = EPOLLIN | EPOLLRDHUP | EPOLLHUP;
-	bool c2u_read = !events || (!upstream && (events & rd));
-	bool u2c_read = !events || (upstream && (events & rd));
-	bool c2u_go = c2u_read || !events || (upstream && (events & EPOLLOUT));
-	bool u2c_go = u2c_read || !events || (!upstream && (events & EPOLLOUT));
+	/* A half runs when its source is readable or its destination
+	 * writable; either way it reads its source again once the pipe is
+	 * out: a destination that took the last bytes wants the next ones
+	 * now, not after another epoll round trip (and the interest stays
+	 * as it is: no epoll_ctl per megabyte). */
+	bool c2u_go = !events || (!upstream && (events & rd)) ||
+		      (upstream && (events & EPOLLOUT));
+	bool u2c_go = !events || (upstream && (events & rd)) ||
+		      (!upstream && (events & EPOLLOUT));
 	ssize_t a = 0, b = 0;
 
 	/* One side is gone (splice_hangup): only its last bytes, still in
@@ -766,9 +771,9 @@ static void splice_step(struct conn *c, bool upstream, uint32_t events)
 		return;
 	}
 	if (c2u_go)
-		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u, c2u_read, &c->u2c);
+		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u, true, &c->u2c);
 	if (a >= 0 && u2c_go)
-		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c, u2c_read, &c->c2u);
+		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c, true, &c->c2u);
 	if (a < 0 || b < 0 || (c->c2u.shut && c->u2c.shut)) {
 		conn_close(c);
 		return;
