@@ -20,6 +20,7 @@
  *                  headers); may install a body transform;
  *   upgraded       after a 101: may install a transform of every byte
  *                  the upstream sends from then on (WebSocket frames);
+ *   response_trailers  HTTP/2 trailers (h2.c), editable;
  *   response_body  each decoded body slice; a transform writes the bytes
  *                  to send instead (any length: the exchange re-frames
  *                  the response, chunked to an HTTP/1.1 client, else
@@ -231,6 +232,10 @@ struct filter_ops {
 	 * from then on, or NULL. At most one filter may return one (a second
 	 * closes the connection). */
 	struct filter_stream *(*upgraded)(void *st);
+	/* HTTP/2 trailers (gRPC's grpc-status, grpc-message) before they are
+	 * relayed to the client: editable like a head's headers. May be
+	 * NULL. */
+	void (*response_trailers)(void *st, struct filter_headers *trailers);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);
