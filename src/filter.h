@@ -215,7 +215,10 @@ struct filter_ops {
 					    struct verdict *v);
 	/* Decoded slice @data; with a transform the hook appends the bytes
 	 * to send to @out (@out is NULL without one). Returns 0, or -1 to
-	 * cut the response (the exchange closes). */
+	 * cut the response (the exchange closes). A gRPC answer over h2
+	 * (h2.c) is given one whole message a call, each with @last true:
+	 * a transform then holds nothing back past the message's end, and
+	 * is fed again with the next. */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
 	/* The request leaves: its head is queued to the upstream (every

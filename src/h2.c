@@ -109,6 +109,9 @@ struct h2_stream {
 	struct filter_headers trailers;
 	size_t resp_head_bytes;
 	bool transform;
+	bool grpc;                   /* gRPC messages through the transform:
+					each re-framed (h2_grpc_*) */
+	struct buf gin;              /* the gRPC message coming in */
 	bool resp_started;           /* its head went to the client */
 	bool resp_end;               /* all of it is in @down */
 	bool resp_done;              /* all of it is sent */
@@ -258,6 +261,7 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	buf_free(&s->whole);
 	buf_free(&s->up);
 	buf_free(&s->down);
+	buf_free(&s->gin);
 	free(s);
 }
 
@@ -765,8 +769,10 @@ static void request_head(struct h2_stream *s, bool end)
 	s->rq.client_tls = true;
 	s->rq.body = end ? HTTP_BODY_NONE : s->has_cl ? HTTP_BODY_LENGTH : HTTP_BODY_CHUNKED;
 	s->rq.content_length = s->cl;
-	/* an intercepted answer is read (scrubbed, metered) */
+	/* an intercepted answer is read (scrubbed, metered): no content
+	 * coding, no gRPC message compression */
 	filter_headers_set(&s->rq.headers, "accept-encoding", "identity");
+	(void)filter_headers_remove(&s->rq.headers, "grpc-accept-encoding");
 	if (!check_authority(s))
 		return;
 	run_filters(s);
@@ -874,6 +880,56 @@ static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool la
 	return ok;
 }
 
+/* gRPC: the messages complete in s->gin, each through the filters as a
+ * whole (its end is a slice's end, so that a transform holds nothing
+ * back past it) and re-framed with its new length. False when the
+ * stream was cut (a compressed message cannot be scrubbed, one over the
+ * bound is not held). */
+static bool grpc_messages(struct h2_stream *s)
+{
+	while (s->gin.len >= 5) {
+		const unsigned char *g = (const unsigned char *)s->gin.data;
+		uint32_t len = (uint32_t)g[1] << 24 | (uint32_t)g[2] << 16 | (uint32_t)g[3] << 8 |
+			       g[4];
+		size_t i;
+		unsigned char head[5];
+		struct buf out = { 0 };
+		bool ok = true;
+
+		if (g[0] != 0 || len > H2_GRPC_MAX_MESSAGE) {
+			set_outcome(s, FILTER_OUTCOME_CUT);
+			(void)fail(s, 0, "upstream.grpc",
+				   g[0] != 0 ? "a compressed gRPC message cannot be scrubbed"
+					     : "a gRPC message over the bound");
+			return false;
+		}
+		if (s->gin.len < 5 + (size_t)len)
+			return true;
+		for (i = 0; i < s->nf && ok; i++)
+			if (s->f[i].ops->response_body &&
+			    s->f[i].ops->response_body(s->f[i].st, s->gin.data + 5, len, true,
+						       &out) < 0)
+				ok = false;
+		if (!ok) {
+			buf_free(&out);
+			set_outcome(s, FILTER_OUTCOME_CUT);
+			detach_upstream(s, NGHTTP2_CANCEL);
+			reset_client(s, NGHTTP2_INTERNAL_ERROR);
+			return false;
+		}
+		head[0] = 0;
+		head[1] = (unsigned char)(out.len >> 24);
+		head[2] = (unsigned char)(out.len >> 16);
+		head[3] = (unsigned char)(out.len >> 8);
+		head[4] = (unsigned char)out.len;
+		buf_append(&s->down, head, 5);
+		buf_append(&s->down, out.data, out.len);
+		buf_free(&out);
+		buf_consume(&s->gin, 5 + (size_t)len);
+	}
+	return true;
+}
+
 /* The upstream's final head, copied into s->rs: through the filters,
  * then to the client. @end: it has no body. */
 static void response_head(struct h2_stream *s, bool end)
@@ -908,6 +964,11 @@ static void response_head(struct h2_stream *s, bool end)
 			if (!tf.keeps_length)
 				keeps = false;
 		}
+	}
+	if (s->transform) {
+		const char *ct = filter_headers_get(&s->rs.headers, "content-type");
+
+		s->grpc = ct && strncasecmp(ct, "application/grpc", 16) == 0;
 	}
 	if (end) {
 		s->up_ended = true;
@@ -945,7 +1006,12 @@ static void response_end(struct h2_stream *s)
 	size_t i;
 
 	s->up_ended = true;
-	if (!response_slice(s, NULL, 0, true))
+	if (s->grpc && s->gin.len) {
+		set_outcome(s, FILTER_OUTCOME_CUT);
+		(void)fail(s, 0, "upstream.grpc", "the upstream ended in a gRPC message");
+		return;
+	}
+	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
 	if (s->trailers.count)
 		for (i = 0; i < s->nf; i++)
@@ -1175,8 +1241,13 @@ static int u_data(nghttp2_session *session, uint8_t flags, int32_t id, const uin
 		(void)nghttp2_session_consume(session, id, len);
 		return 0;
 	}
-	if (!response_slice(s, (const char *)data, len, false))
+	if (s->grpc) {
+		buf_append(&s->gin, data, len);
+		if (!grpc_messages(s))
+			return 0;
+	} else if (!response_slice(s, (const char *)data, len, false)) {
 		return 0;
+	}
 	s->down_owed += len;
 	credit_upstream(s);
 	(void)nghttp2_session_resume_data(h->cs, s->cid);

@@ -26,6 +26,9 @@ struct conn;
 #define H2_MAX_OUTBOUND_ACK 100        /* SETTINGS/PING acks queued */
 #define H2_MAX_SETTINGS 32             /* entries of one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATION frames of a block */
+#define H2_GRPC_MAX_MESSAGE (4 * 1024 * 1024) /* a gRPC message held whole
+						 to be scrubbed (gRPC's
+						 default bound) */
 
 /* Both TLS handshakes are done and both chose h2: the two sessions start
  * (their prefaces and SETTINGS are queued) and @c enters CONN_H2. */

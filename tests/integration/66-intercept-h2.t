@@ -100,4 +100,130 @@ like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... subst
 
 h2c https://h2.airlock.test/len -H "x-api-key: $PH" --http1.1
 is "$CODE" "502" "a client that offers only http/1.1 to an h2-only upstream: 502 (HTTP/1.1 cannot be relayed to it)"
+h2c https://h2.airlock.test/stream?n=4 -H "Authorization: Bearer $PH"
+is "$CODE $(grep -c "^chunk .* Bearer $PH\$" "$T/b")" "200 4" "a streamed answer (chunks 100 ms apart) relayed and scrubbed"
+
+# --- refusals, per stream ------------------------------------------------------------
+n0=$(wc -l < "$H2LOG")
+h2c "https://h2.airlock.test/echo?k=$PH" -H "Authorization: Bearer $PH"
+is "$CODE $VER" "403 2" "the placeholder in :path: 403 on the stream"
+like "$(grep -i '^x-airlock-rule:' "$T/h")" 'secrets\.tok' "... X-Airlock-Rule names the secret"
+like "$(cat "$T/b")" 'rule: secrets.tok; receipt: [0-9]+' "... the refusal's text names rule and receipt"
+h2c https://h2.airlock.test/echo -H "Host: h2other.airlock.test" -H "Authorization: Bearer $PH"
+is "$CODE" 403 "an :authority other than the intercepted host: 403"
+like "$(grep -i '^x-airlock-rule:' "$T/h")" 'egress\.host_mismatch' "... egress.host_mismatch"
+is "$(wc -l < "$H2LOG")" "$n0" "... neither refused stream reached the upstream"
+
+# many streams on one connection, two of them refused: the others go on
+$PY - "$PROXY" "$SCA" "$PH" > "$T/httpx.out" 2>&1 <<'PY'
+import asyncio, sys, httpx
+proxy, ca, ph = sys.argv[1:4]
+async def main():
+    async with httpx.AsyncClient(http2=True, proxies="http://" + proxy, verify=ca,
+                                 timeout=20) as c:
+        urls = ["https://h2.airlock.test/echo?i=%d" % i for i in range(20)]
+        urls[5] = "https://h2.airlock.test/echo?bad=" + ph
+        urls[13] = "https://h2.airlock.test/echo?bad2=" + ph
+        rs = await asyncio.gather(*[c.get(u, headers={"x-api-key": ph}) for u in urls])
+        for u, r in zip(urls, rs):
+            print(r.http_version, r.status_code, "bad" in u, ph in r.text, "tok_" in r.text)
+asyncio.run(main())
+PY
+is "$(grep -c '^HTTP/2 200 False True False$' "$T/httpx.out")" 18 \
+	"httpx (http2=True): 18 concurrent streams answered over h2, scrubbed" || diag_file "$T/httpx.out"
+is "$(grep -c '^HTTP/2 403 True' "$T/httpx.out")" 2 "... the 2 with the placeholder in :path refused, the others went on"
+
+# a body larger than the windows goes up in bounded pieces
+head -c 1500000 /dev/zero | tr '\0' 'x' > "$T/big"
+h2c https://h2.airlock.test/upload -H "Authorization: Bearer $PH" --data-binary @"$T/big"
+r=$(grep '"path": "/upload"' "$H2LOG" | tail -1)
+is "$CODE $(printf '%s' "$r" | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["body"]))')" \
+	"200 1500000" "a 1.5 MB body (23 stream windows) reaches the upstream whole"
+
+# --- gRPC -------------------------------------------------------------------------------
+grpc_proxy="http://$PROXY" $PY - "$SCA" "$PH" > "$T/grpc.out" 2>&1 <<'PY'
+import sys, grpc
+ca, ph = sys.argv[1:3]
+creds = grpc.ssl_channel_credentials(open(ca, "rb").read())
+ch = grpc.secure_channel("grpc.airlock.test:443", creds)
+md = (("authorization", "Bearer " + ph),)
+def show(name, call, msgs):
+    init = dict(call.initial_metadata()).get("x-echo")
+    trail = dict(call.trailing_metadata()).get("x-trailer")
+    print(name, call.code().name, init == "Bearer " + ph, trail == "Bearer " + ph,
+          all(m.endswith(("Bearer " + ph).encode()) for m in msgs), len(msgs),
+          any(b"tok_" in m for m in msgs) or "tok_" in str(init) + str(trail))
+u = ch.unary_unary("/test.Echo/Unary")
+r, call = u.with_call(b"hi", metadata=md, timeout=20)
+show("unary", call, [r])
+s = ch.unary_stream("/test.Echo/ServerStream")
+it = s(b"hi", metadata=md, timeout=20)
+show("server-stream", it, list(it))
+b = ch.stream_stream("/test.Echo/Bidi")
+it = b(iter([b"a", b"b", b"c", b"d"]), metadata=md, timeout=20)
+show("bidi", it, list(it))
+PY
+for m in unary server-stream bidi; do
+	n=$( [ $m = unary ] && echo 1 || { [ $m = bidi ] && echo 4 || echo 3; })
+	is "$(grep "^$m " "$T/grpc.out")" "$m OK True True True $n False" \
+		"gRPC $m: OK; the value echoed in initial metadata, trailers and messages comes back as the placeholder" ||
+		diag_file "$T/grpc.out"
+done
+is "$(grep -c "\"authorization\": \"Bearer $VALUE\"" "$H2LOG")" 3 "... the gRPC server received the real value in all three calls"
+like "$(grep '"type":"http.request"' "$EV" | grep '/test.Echo/Bidi' | tail -1)" '"status":200' \
+	"... each call recorded as http.request"
+
+# --- hostile clients ---------------------------------------------------------------------
+hostile() { # CASE
+	$PY "$AIRLOCK_SRC/tests/helpers/h2hostile.py" "$PROXY" "$SCA" h2.airlock.test "$1" \
+		> "$T/hostile.out" 2>&1
+	HO=$(cat "$T/hostile.out")
+}
+still_serves() { # WHAT
+	h2c https://h2.airlock.test/echo -H "Authorization: Bearer $PH"
+	is "$CODE $VER" "200 2" "$1: the proxy goes on serving others"
+}
+errs() { grep -c '"type":"proxy.error"' "$EV"; }
+
+e0=$(errs)
+hostile ping-flood
+like "$HO" 'closed 1' "PING flood: the connection is ended" || diag "$HO"
+wait_grep "$EV" '"rule":"h2.client"'
+like "$(grep '"rule":"h2.client"' "$EV" | tail -1)" 'Flooding' "... proxy.error h2.client names the flood"
+still_serves "PING flood"
+
+e0=$(errs)
+hostile settings-flood
+like "$HO" 'closed 1' "SETTINGS flood: the connection is ended" || diag "$HO"
+wait_grep "$EV" '"rule":"h2.client".*' && [ "$(errs)" -gt "$e0" ]
+ok $? "... with a proxy.error"
+still_serves "SETTINGS flood"
+
+e0=$(errs)
+hostile rapid-reset
+like "$HO" 'goaway|closed 1' "rapid reset: the connection is ended after the burst" || diag "$HO"
+[ "$(errs)" -gt "$e0" ]
+ok $? "... with a proxy.error"
+still_serves "rapid reset"
+
+e0=$(errs)
+hostile continuation
+like "$HO" 'closed 1|goaway' "CONTINUATION flood: the connection is ended" || diag "$HO"
+wait_grep "$EV" 'CONTINUATION|continuation' 5
+[ "$(errs)" -gt "$e0" ]
+ok $? "... with a proxy.error"
+still_serves "CONTINUATION flood"
+
+n0=$(wc -l < "$H2LOG")
+hostile hpack-bomb
+like "$HO" 'status:1 431' "HPACK bomb (4 KB indexed, 400 KB decoded): 431 on its stream" || diag "$HO"
+like "$HO" 'status:3 200' "... the next stream on the same connection is served"
+is "$(grep -c '"/bomb"' "$H2LOG")" 0 "... the bomb never reached the upstream"
+like "$(grep '"type":"proxy.error"' "$EV" | grep http.too-large | tail -1)" '"path":"/bomb"' \
+	"... proxy.error http.too-large for the stream"
+
+hostile streams
+like "$HO" 'refused (4[0-9]|50)' "150 streams held open: those over 100 are refused (REFUSED_STREAM)" || diag "$HO"
+still_serves "stream exhaustion"
+
 done_testing
