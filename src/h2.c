@@ -885,30 +885,64 @@ static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool la
  * back past it) and re-framed with its new length. False when the
  * stream was cut (a compressed message cannot be scrubbed, one over the
  * bound is not held). */
+enum h2_grpc h2_grpc_parse(const char *in, size_t len, const char **payload, uint32_t *plen,
+			   size_t *used)
+{
+	const unsigned char *g = (const unsigned char *)in;
+	uint32_t n;
+
+	if (len < 5)
+		return H2_GRPC_MORE;
+	n = (uint32_t)g[1] << 24 | (uint32_t)g[2] << 16 | (uint32_t)g[3] << 8 | g[4];
+	if (g[0] != 0)
+		return H2_GRPC_COMPRESSED;
+	if (n > H2_GRPC_MAX_MESSAGE)
+		return H2_GRPC_TOO_LARGE;
+	if (len - 5 < n)
+		return H2_GRPC_MORE;
+	*payload = in + 5;
+	*plen = n;
+	*used = 5 + (size_t)n;
+	return H2_GRPC_MESSAGE;
+}
+
+void h2_grpc_frame(struct buf *out, const char *payload, size_t len)
+{
+	unsigned char head[5];
+
+	ASSERT(len <= UINT32_MAX);
+	head[0] = 0;
+	head[1] = (unsigned char)(len >> 24);
+	head[2] = (unsigned char)(len >> 16);
+	head[3] = (unsigned char)(len >> 8);
+	head[4] = (unsigned char)len;
+	buf_append(out, head, 5);
+	buf_append(out, payload, len);
+}
+
 static bool grpc_messages(struct h2_stream *s)
 {
-	while (s->gin.len >= 5) {
-		const unsigned char *g = (const unsigned char *)s->gin.data;
-		uint32_t len = (uint32_t)g[1] << 24 | (uint32_t)g[2] << 16 | (uint32_t)g[3] << 8 |
-			       g[4];
-		size_t i;
-		unsigned char head[5];
+	for (;;) {
+		const char *payload = NULL;
+		uint32_t len = 0;
+		size_t used = 0, i;
 		struct buf out = { 0 };
 		bool ok = true;
+		enum h2_grpc r = h2_grpc_parse(s->gin.data, s->gin.len, &payload, &len, &used);
 
-		if (g[0] != 0 || len > H2_GRPC_MAX_MESSAGE) {
+		if (r == H2_GRPC_MORE)
+			return true;
+		if (r != H2_GRPC_MESSAGE) {
 			set_outcome(s, FILTER_OUTCOME_CUT);
 			(void)fail(s, 0, "upstream.grpc",
-				   g[0] != 0 ? "a compressed gRPC message cannot be scrubbed"
-					     : "a gRPC message over the bound");
+				   r == H2_GRPC_COMPRESSED
+					   ? "a compressed gRPC message cannot be scrubbed"
+					   : "a gRPC message over the bound");
 			return false;
 		}
-		if (s->gin.len < 5 + (size_t)len)
-			return true;
 		for (i = 0; i < s->nf && ok; i++)
 			if (s->f[i].ops->response_body &&
-			    s->f[i].ops->response_body(s->f[i].st, s->gin.data + 5, len, true,
-						       &out) < 0)
+			    s->f[i].ops->response_body(s->f[i].st, payload, len, true, &out) < 0)
 				ok = false;
 		if (!ok) {
 			buf_free(&out);
@@ -917,17 +951,10 @@ static bool grpc_messages(struct h2_stream *s)
 			reset_client(s, NGHTTP2_INTERNAL_ERROR);
 			return false;
 		}
-		head[0] = 0;
-		head[1] = (unsigned char)(out.len >> 24);
-		head[2] = (unsigned char)(out.len >> 16);
-		head[3] = (unsigned char)(out.len >> 8);
-		head[4] = (unsigned char)out.len;
-		buf_append(&s->down, head, 5);
-		buf_append(&s->down, out.data, out.len);
+		h2_grpc_frame(&s->down, out.data ? out.data : "", out.len);
 		buf_free(&out);
-		buf_consume(&s->gin, 5 + (size_t)len);
+		buf_consume(&s->gin, used);
 	}
-	return true;
 }
 
 /* The upstream's final head, copied into s->rs: through the filters,

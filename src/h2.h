@@ -30,6 +30,20 @@ struct conn;
 						 to be scrubbed (gRPC's
 						 default bound) */
 
+/* gRPC's length-prefixed messages (a scrubbed answer is re-framed one
+ * message at a time). */
+enum h2_grpc {
+	H2_GRPC_MORE,        /* no whole message yet */
+	H2_GRPC_MESSAGE,     /* one: *payload, *plen; it takes *used bytes */
+	H2_GRPC_COMPRESSED,  /* its compressed flag is set */
+	H2_GRPC_TOO_LARGE,   /* over H2_GRPC_MAX_MESSAGE */
+};
+enum h2_grpc h2_grpc_parse(const char *in, size_t len, const char **payload, uint32_t *plen,
+			   size_t *used);
+/* Appends a message frame holding @payload to @out. */
+struct buf;
+void h2_grpc_frame(struct buf *out, const char *payload, size_t len);
+
 /* Both TLS handshakes are done and both chose h2: the two sessions start
  * (their prefaces and SETTINGS are queued) and @c enters CONN_H2. */
 void h2_begin(struct conn *c);
