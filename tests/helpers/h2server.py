@@ -14,6 +14,7 @@ ends. Answers:
              frames (a value is split across frames); content-length none
   /len...    the same body with a content-length
   /stream?n=N  N chunks 100 ms apart, each holding the value
+  /v1/messages  an Anthropic-shaped JSON answer: usage 1000 in, 100 out
   else       200 "ok"
 
 --grpc also starts a gRPC server (python3-grpcio, generic handlers, no
@@ -123,6 +124,14 @@ def respond(conn, sid, st, a, pending):
         for i in range(0, len(body), 7):
             conn.send_data(sid, body[i:i + 7])
         conn.send_headers(sid, [("x-trailer", value)], end_stream=True)
+    elif path.startswith("/v1/messages"):  # an Anthropic-shaped answer
+        body = json.dumps({"id": "msg_1", "type": "message", "role": "assistant",
+                           "model": "claude-haiku-4-5", "stop_reason": "end_turn",
+                           "content": [{"type": "text", "text": "hi " + value}],
+                           "usage": {"input_tokens": 1000, "output_tokens": 100}}).encode()
+        conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"),
+                                ("content-length", str(len(body)))])
+        conn.send_data(sid, body, end_stream=True)
     elif path.startswith("/stream"):
         n = int(path.split("n=")[1]) if "n=" in path else 3
         conn.send_headers(sid, [(":status", "200"), ("content-type", "text/plain")])

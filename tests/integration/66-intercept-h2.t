@@ -20,13 +20,14 @@ if ! $PY -c 'import h2, grpc, httpx' 2>/dev/null; then
 fi
 ip addr add 198.18.0.20/32 dev lo && ip addr add 198.18.0.21/32 dev lo ||
 	{ echo "Bail out! ip addr add"; exit 1; }
-PL_TLS_NAMES="$PL_TLS_NAMES h2.airlock.test grpc.airlock.test"
+PL_TLS_NAMES="$PL_TLS_NAMES h2.airlock.test grpc.airlock.test api.anthropic.com"
 PL_ZONE=$(printf '%s' "$PL_ZONE" | $PY -c '
 import json, sys
 z = json.load(sys.stdin)
 z["h2.airlock.test"] = ["198.18.0.20"]
 z["grpc.airlock.test"] = ["198.18.0.21"]
 z["h2other.airlock.test"] = ["198.18.0.20"]
+z["api.anthropic.com"] = ["198.18.0.20"]
 print(json.dumps(z))')
 pl_start_net
 H2LOG="$T/h2.log"
@@ -45,7 +46,7 @@ cat > "$POLICY" <<EOF
   "version": 1,
   "mode": "enforce",
   "egress": {
-    "allow": ["api.airlock.test", "h2.airlock.test", "grpc.airlock.test"],
+    "allow": ["api.airlock.test", "h2.airlock.test", "grpc.airlock.test", "api.anthropic.com"],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
     "upstream_ca": "$CA"
@@ -54,6 +55,11 @@ cat > "$POLICY" <<EOF
     "tok": { "from_env": "TOK", "env": "SERVICE_TOKEN",
              "hosts": ["api.airlock.test", "h2.airlock.test", "grpc.airlock.test"],
              "headers": ["authorization", "x-api-key"] }
+  },
+  "spend": {
+    "providers": [{"api": "anthropic", "hosts": ["api.anthropic.com"]}],
+    "prices": {"claude-haiku-4-5": {"input": 1, "output": 5}},
+    "cap_usd": 1, "ledger": "sqlite:$T/spend.db"
   }
 }
 EOF
@@ -186,6 +192,33 @@ is "$(grep -c "\"authorization\": \"Bearer $VALUE\"" "$H2LOG")" 4 \
 	"... the gRPC server received the real value in every call (the 3.2 s bidi call over the 2 s idle bound included)"
 like "$(grep '"type":"http.request"' "$EV" | grep '/test.Echo/Bidi' | tail -1)" '"status":200' \
 	"... each call recorded as http.request"
+
+# --- spend metering per stream -------------------------------------------------------------
+# each stream is reserved (the filter waits for the ledger), forwarded,
+# settled; a stream the meter refuses is answered while the others go on
+$PY - "$PROXY" "$SCA" > "$T/spend.out" 2>&1 <<'PY'
+import asyncio, json, sys, httpx
+proxy, ca = sys.argv[1:3]
+body = json.dumps({"model": "claude-haiku-4-5", "max_tokens": 100,
+                   "messages": [{"role": "user", "content": "hi"}]})
+async def main():
+    async with httpx.AsyncClient(http2=True, proxies="http://" + proxy, verify=ca,
+                                 timeout=20) as c:
+        urls = ["https://api.anthropic.com/v1/messages"] * 6 + ["https://api.anthropic.com/v1/other"]
+        rs = await asyncio.gather(*[c.post(u, content=body, headers={"content-type": "application/json"})
+                                    for u in urls])
+        for u, r in zip(urls, rs):
+            print(r.http_version, r.status_code, u.rsplit("/", 1)[1], r.headers.get("x-airlock-rule", "-"))
+asyncio.run(main())
+PY
+is "$(grep -c '^HTTP/2 200 messages -$' "$T/spend.out")" 6 "spend: 6 concurrent metered streams answered over h2" ||
+	diag_file "$T/spend.out"
+like "$(grep ' other ' "$T/spend.out")" '^HTTP/2 403 other spend\.' "... a path the meter does not know refused on its stream"
+wait_receipts budget.charge 6
+is "$(count_receipts budget.charge)" 6 "... each metered stream settled as budget.charge"
+is "$(grep -c '"path": "/v1/messages"' "$H2LOG") $(grep -c '"path": "/v1/other"' "$H2LOG")" "6 0" \
+	"... the refused stream never reached the provider"
+like "$(grep '"type":"budget.charge"' "$EV" | tail -1)" '"model":"claude-haiku-4-5"' "... with the model of the call"
 
 # --- hostile clients ---------------------------------------------------------------------
 hostile() { # CASE
