@@ -630,8 +630,10 @@ static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_
 	if (!s)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	n = s->up.len < len ? s->up.len : len;
-	memcpy(out, s->up.data, n);
-	buf_consume(&s->up, n);
+	if (n) {
+		memcpy(out, s->up.data, n);
+		buf_consume(&s->up, n);
+	}
 	s->bytes_up += n;
 	credit_client(s, n);
 	if (s->up.len == 0 && s->req_end) {
@@ -827,8 +829,10 @@ static ssize_t down_read(nghttp2_session *session, int32_t id, uint8_t *out, siz
 	if (!s)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	n = s->down.len < len ? s->down.len : len;
-	memcpy(out, s->down.data, n);
-	buf_consume(&s->down, n);
+	if (n) {
+		memcpy(out, s->down.data, n);
+		buf_consume(&s->down, n);
+	}
 	s->bytes_down += n;
 	credit_upstream(s);
 	if (s->down.len == 0 && s->resp_end) {

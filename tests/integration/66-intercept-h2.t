@@ -152,6 +152,8 @@ r=$(grep '"path": "/upload"' "$H2LOG" | tail -1)
 is "$CODE $(printf '%s' "$r" | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["body"]))')" \
 	"200 1500000" "a 1.5 MB body (23 stream windows) reaches the upstream whole"
 
+kill -0 "$PL_PROXY_PID" 2>/dev/null || diag_file "$T/proxy.err"
+
 # --- gRPC -------------------------------------------------------------------------------
 grpc_proxy="http://$PROXY" $PY - "$SCA" "$PH" > "$T/grpc.out" 2>&1 <<'PY'
 import sys, grpc
