@@ -80,48 +80,49 @@ struct h2_stream {
 	uint32_t seq;                /* its filter_ref */
 	/* the request as the client sent it */
 	char *method, *path, *query, *authority, *host_header;
-	bool has_cl;
 	uint64_t cl;
 	size_t head_bytes;
-	bool head_bad;               /* the head broke a limit: reset */
-	bool req_end;                /* the client ended its side */
 	struct filter_request rq;
 	struct host_target conn_host, named;
 	/* filters */
 	struct attached f[FILTER_MAX];
-	size_t nf, fi;                
-	bool active;                 /* filters attached */
+	size_t nf, fi;               /* attached, the next to run */
 	void (*on_resume)(struct h2_stream *s, enum filter_result r,
 			  struct verdict *v);
-	bool collecting;
 	uint64_t whole_max;
 	struct buf whole;
-	bool sent;                   /* opened upstream */
-	bool slice_end;              /* the filters saw the body's end */
 	struct buf up;               /* request bytes for the upstream */
 	uint64_t up_owed;            /* of them, not yet acknowledged */
 	/* the response */
 	unsigned int status_in;
-	bool final_seen;             /* the final head came */
 	struct filter_response rs;
-	bool has_rcl;
 	uint64_t rcl;
 	struct filter_headers trailers;
 	size_t resp_head_bytes;
+	struct buf gin;              /* the gRPC message coming in */
+	struct buf down;             /* response bytes for the client */
+	uint64_t down_owed;          /* upstream bytes not yet acknowledged */
+	uint64_t bytes_up, bytes_down;
+	enum filter_outcome outcome;
+	/* flags */
+	bool has_cl;
+	bool head_bad;               /* the head broke a limit: reset */
+	bool req_end;                /* the client ended its side */
+	bool active;                 /* filters attached */
+	bool collecting;
+	bool sent;                   /* opened upstream */
+	bool slice_end;              /* the filters saw the body's end */
+	bool final_seen;             /* the final head came */
+	bool has_rcl;
 	bool transform;
 	bool grpc;                   /* gRPC messages through the transform:
 					each re-framed (h2_grpc_*) */
-	struct buf gin;              /* the gRPC message coming in */
 	bool resp_started;           /* its head went to the client */
 	bool resp_end;               /* all of it is in @down */
 	bool resp_done;              /* all of it is sent */
 	bool answered;               /* our own answer (a refusal) */
 	bool up_closed;              /* the upstream stream is closed */
 	bool up_ended;               /* ... with END_STREAM */
-	struct buf down;             /* response bytes for the client */
-	uint64_t down_owed;          /* upstream bytes not yet acknowledged */
-	uint64_t bytes_up, bytes_down;
-	enum filter_outcome outcome;
 	bool outcome_set;
 };
 
@@ -653,6 +654,7 @@ static void proceed(struct h2_stream *s)
 	nghttp2_data_provider prd;
 	char **names;
 	size_t n = 0, nnames = 0, i;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
 	char *target, length[24];
 	int32_t id;
 
@@ -968,6 +970,7 @@ static void response_head(struct h2_stream *s, bool end)
 	struct h2 *h = s->h;
 	nghttp2_nv *nv;
 	nghttp2_data_provider prd;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
 	char **names, status[8], length[24];
 	size_t i, n = 0, nnames = 0;
 	bool keeps = true;
@@ -1034,8 +1037,6 @@ static void response_head(struct h2_stream *s, bool end)
  * trailers). */
 static void response_end(struct h2_stream *s)
 {
-	size_t i;
-
 	s->up_ended = true;
 	if (s->grpc && s->gin.len) {
 		set_outcome(s, FILTER_OUTCOME_CUT);
@@ -1045,7 +1046,7 @@ static void response_end(struct h2_stream *s)
 	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
 	if (s->trailers.count)
-		for (i = 0; i < s->nf; i++)
+		for (size_t i = 0; i < s->nf; i++)
 			if (s->f[i].ops->response_trailers)
 				s->f[i].ops->response_trailers(s->f[i].st, &s->trailers);
 	s->resp_end = true;
@@ -1333,7 +1334,7 @@ static nghttp2_option *options(void)
 	nghttp2_option_set_max_settings(o, H2_MAX_SETTINGS);
 	nghttp2_option_set_stream_reset_rate_limit(o, H2_RESET_BURST, H2_RESET_RATE);
 	nghttp2_option_set_max_continuations(o, H2_MAX_CONTINUATIONS);
-	nghttp2_option_set_max_send_header_block_length(o, H2_MAX_HEADER_LIST * 2);
+	nghttp2_option_set_max_send_header_block_length(o, (size_t)H2_MAX_HEADER_LIST * 2);
 	return o;
 }
 
@@ -1392,9 +1393,8 @@ void h2_free(struct conn *c)
 	if (!h)
 		return;
 	h->closing = true;
-	while (h->streams) {
-		struct h2_stream *s = h->streams;
-
+	for (struct h2_stream *s = h->streams, *next; s; s = next) {
+		next = s->next;
 		s->up_closed = true; /* the session goes with it */
 		stream_free(s, s->resp_started ? FILTER_OUTCOME_CUT
 					       : FILTER_OUTCOME_CLIENT_GONE);
@@ -1513,7 +1513,7 @@ static int pump_out(struct h2 *h, bool upstream)
 	struct endpoint *e = upstream ? &c->upstream : &c->client;
 	nghttp2_session *sess = upstream ? h->us : h->cs;
 	struct buf *b = upstream ? &c->uout : &c->cout;
-	int moved = 0, r;
+	int moved = 0;
 
 	if (upstream && !endpoint_open(e)) {
 		buf_free(b);
@@ -1534,8 +1534,8 @@ static int pump_out(struct h2 *h, bool upstream)
 	}
 	if (b->len) {
 		size_t before = b->len;
+		int r = endpoint_flush(e, b);
 
-		r = endpoint_flush(e, b);
 		if (r < 0 && r != -EAGAIN) {
 			if (!upstream) {
 				conn_close(c);
