@@ -7,7 +7,8 @@
 # the value scrubbed from headers, DATA and trailers; a refused stream
 # answered while the others on the connection go on; http.request per
 # stream; gRPC unary, server-streaming and bidirectional calls; a long
-# stream; hostile clients (PING and SETTINGS floods, rapid reset,
+# stream; curl --http2, httpx, Node's http2 and grpcio as clients; hostile
+# clients (PING and SETTINGS floods, rapid reset,
 # CONTINUATION flood, an HPACK bomb) bounded with proxy.error while the
 # proxy serves others.
 . "$(dirname "$0")/lib.sh"
@@ -144,6 +145,42 @@ PY
 is "$(grep -c '^HTTP/2 200 False True False$' "$T/httpx.out")" 18 \
 	"httpx (http2=True): 18 concurrent streams answered over h2, scrubbed" || diag_file "$T/httpx.out"
 is "$(grep -c '^HTTP/2 403 True' "$T/httpx.out")" 2 "... the 2 with the placeholder in :path refused, the others went on"
+
+# Node's http2 module (through the CONNECT tunnel it opens itself)
+if command -v node > /dev/null; then
+	node - "$PROXY" "$SCA" "$PH" > "$T/node.out" 2>&1 <<'JS'
+const http2 = require('http2'), net = require('net'), tls = require('tls'), fs = require('fs');
+const [proxy, caFile, ph] = process.argv.slice(2);
+const [h, p] = proxy.split(':');
+const raw = net.connect(+p, h, () => raw.write('CONNECT h2.airlock.test:443 HTTP/1.1\r\nHost: h2.airlock.test:443\r\n\r\n'));
+let buf = '';
+raw.on('data', function head(d) {
+	buf += d;
+	if (!buf.includes('\r\n\r\n')) return;
+	raw.removeListener('data', head);
+	const s = tls.connect({ socket: raw, servername: 'h2.airlock.test', ca: fs.readFileSync(caFile),
+				ALPNProtocols: ['h2'] }, () => {
+		const c = http2.connect('https://h2.airlock.test', { createConnection: () => s });
+		const req = c.request({ ':path': '/echo', authorization: 'Bearer ' + ph });
+		let status, echo, body = '', trailer;
+		req.on('response', (hs) => { status = hs[':status']; echo = hs['x-echo']; });
+		req.on('trailers', (t) => { trailer = t['x-trailer']; });
+		req.on('data', (d) => { body += d; });
+		req.on('end', () => {
+			console.log(s.alpnProtocol, status, echo === 'Bearer ' + ph, trailer === 'Bearer ' + ph,
+				    body.includes('Bearer ' + ph), /tok_/.test(body + echo + trailer));
+			c.close();
+			s.destroy();
+		});
+		req.end();
+	});
+});
+JS
+	is "$(cat "$T/node.out")" "h2 200 true true true false" \
+		"Node's http2 module: h2, the value in header, body and trailer comes back as the placeholder"
+else
+	ok 0 "# SKIP node missing"
+fi
 
 # a body larger than the windows goes up in bounded pieces
 head -c 1500000 /dev/zero | tr '\0' 'x' > "$T/big"
