@@ -135,7 +135,6 @@ struct h2 {
 	const struct h2_stream *cur; /* the stream a receipt is about */
 	bool up_gone;                /* no more streams can go upstream */
 	bool error_recorded;         /* the connection's proxy.error */
-	bool closing;                /* conn_close() was called */
 };
 
 static void set_outcome(struct h2_stream *s, enum filter_outcome o)
@@ -480,7 +479,6 @@ static bool request_slice(struct h2_stream *s, const char *d, size_t n, bool las
 	return true;
 }
 
-static void resume_head(struct h2_stream *s, enum filter_result r, struct verdict *v);
 static void run_filters(struct h2_stream *s);
 
 static void resume_head(struct h2_stream *s, enum filter_result r, struct verdict *v)
@@ -1392,7 +1390,6 @@ void h2_free(struct conn *c)
 
 	if (!h)
 		return;
-	h->closing = true;
 	for (struct h2_stream *s = h->streams, *next; s; s = next) {
 		next = s->next;
 		s->up_closed = true; /* the session goes with it */
