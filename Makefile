@@ -8,7 +8,7 @@ CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 LINT_JOBS ?= 2
-PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables zlib libbrotlidec libzstd
+PKGS := openssl jansson libcares libseccomp sqlite3 libpq libnftables zlib libbrotlidec libzstd libnghttp2
 
 WERROR ?= -Werror
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

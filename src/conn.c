@@ -25,6 +25,7 @@
  * that closing with unread bytes does not reset the answer away.
  */
 #include "conn.h"
+#include "h2.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -102,6 +103,8 @@ static const struct conn_state_info conn_states[] = {
 			     step_closing },
 	[CONN_LINGER] = { "linger", TIMER_LINGER, EXPIRE_CLOSE, true, false,
 			  step_closing },
+	/* H2: streams both ways, idle while no byte moves (h2.c) */
+	[CONN_H2] = { "h2", TIMER_IDLE, EXPIRE_CLOSE, true, true, h2_step },
 	[CONN_CLOSED] = { "closed", TIMER_NONE, EXPIRE_CLOSE, true, true, NULL },
 };
 static_assert(ARRAY_SIZE(conn_states) == CONN_STATE_COUNT,
@@ -272,6 +275,7 @@ void conn_close(struct conn *c)
 	if (c->x)
 		exchange_free(c, FILTER_OUTCOME_CLIENT_GONE);
 	tunnel_free(c);
+	h2_free(c);
 	if (c->upgraded) {
 		c->upgraded->free(c->upgraded);
 		c->upgraded = NULL;

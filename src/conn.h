@@ -62,6 +62,7 @@ enum conn_state {
 	CONN_ANSWERING,    /* an error answer is being written */
 	CONN_LINGER,       /* answer sent and FIN with it: waiting for the
 			      client's FIN so that closing resets nothing */
+	CONN_H2,           /* intercepted, h2 on both sides: streams (h2.c) */
 	CONN_CLOSED,       /* marked; freed after the event batch */
 	CONN_STATE_COUNT
 };
@@ -80,6 +81,7 @@ struct exchange;
 struct tls_watch;
 struct intercept_state;
 struct intercept_cache;
+struct h2;
 
 struct conn {
 	struct proxy *p;
@@ -136,6 +138,7 @@ struct conn {
 					   sends goes through it (tunnel.c) */
 	/* HTTP */
 	struct exchange *x;
+	struct h2 *h2;        /* h2 on both sides (h2.c) */
 	/* CONN_PENDING: called by proxy_resume() */
 	void (*on_resume)(struct conn *c, enum filter_result r,
 			  struct verdict *v);

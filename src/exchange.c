@@ -67,6 +67,7 @@
 #include <sys/socket.h>
 
 #include "decode.h"
+#include "h2.h"
 #include "http.h"
 #include "util.h"
 
@@ -1580,6 +1581,7 @@ void exchange_step(struct conn *c, bool upstream, uint32_t events)
 	case CONN_TUNNEL:
 	case CONN_ANSWERING:
 	case CONN_LINGER:
+	case CONN_H2:
 	case CONN_CLOSED:
 	case CONN_STATE_COUNT:
 	default:
@@ -1592,6 +1594,8 @@ int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,
 {
 	void (*fn)(struct conn *, enum filter_result, struct verdict *);
 
+	if (c->h2)
+		return h2_resume(c, seq, r, v);
 	if (c->state != CONN_PENDING || !c->x || c->x->seq != seq || !c->on_resume) {
 		verdict_clear(v);
 		return -ESTALE;
@@ -1608,6 +1612,8 @@ const char *exchange_request(const struct conn *c, const char **path)
 {
 	const struct exchange *x = c->x;
 
+	if (c->h2)
+		return h2_request(c, path);
 	*path = NULL;
 	if (!x || !x->active || !x->method)
 		return NULL;

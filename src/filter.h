@@ -20,6 +20,7 @@
  *                  headers); may install a body transform;
  *   upgraded       after a 101: may install a transform of every byte
  *                  the upstream sends from then on (WebSocket frames);
+ *   response_trailers  HTTP/2 trailers (h2.c), editable;
  *   response_body  each decoded body slice; a transform writes the bytes
  *                  to send instead (any length: the exchange re-frames
  *                  the response, chunked to an HTTP/1.1 client, else
@@ -217,7 +218,10 @@ struct filter_ops {
 					    struct verdict *v);
 	/* Decoded slice @data; with a transform the hook appends the bytes
 	 * to send to @out (@out is NULL without one). Returns 0, or -1 to
-	 * cut the response (the exchange closes). */
+	 * cut the response (the exchange closes). A gRPC answer over h2
+	 * (h2.c) is given one whole message a call, each with @last true:
+	 * a transform then holds nothing back past the message's end, and
+	 * is fed again with the next. */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
 	/* The request leaves: its head is queued to the upstream (every
@@ -234,6 +238,10 @@ struct filter_ops {
 	 * from then on, or NULL. At most one filter may return one (a second
 	 * closes the connection). */
 	struct filter_stream *(*upgraded)(void *st);
+	/* HTTP/2 trailers (gRPC's grpc-status, grpc-message) before they are
+	 * relayed to the client: editable like a head's headers. May be
+	 * NULL. */
+	void (*response_trailers)(void *st, struct filter_headers *trailers);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);

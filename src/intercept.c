@@ -16,7 +16,8 @@
  *
  *  1. the upstream TCP connection is opened to the checked address
  *     (upstream.c) and the proxy's own TLS handshake runs on it: SNI =
- *     the host, ALPN http/1.1, the chain and the name verified against
+ *     the host, ALPN http/1.1 (and h2 first when the client's ClientHello
+ *     offers it), the chain and the name verified against
  *     the system store plus egress.upstream_ca (tls.c); the session of
  *     an earlier verified connection to the same host:port is offered
  *     for resumption (the session cache below). Nothing of the
@@ -25,7 +26,9 @@
  *     CA in the key holder (which alone holds the CA key, and checks that
  *     the policy intercepts that host) and cached per worker, answers the
  *     ClientHello already read (OpenSSL reads it from a memory BIO, then
- *     from the socket);
+ *     from the socket); it is given h2 only when the upstream chose h2,
+ *     so both sides speak the same version: HTTP/1.1 on both, or h2 on
+ *     both with each stream one exchange (h2.c);
  *  3. if the upstream did not verify, the client, now speaking TLS with
  *     the proxy, gets a 502 naming the reason (proxy.error, rule
  *     upstream.tls) and the connection ends: never a fallback to
@@ -62,6 +65,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clienthello.h"
+#include "h2.h"
 #include "tls.h"
 #include "util.h"
 
@@ -342,6 +347,8 @@ static const struct tls_cert *leaf_for(struct proxy *p, const char *host, char *
 
 struct intercept_state {
 	BIO *hello;           /* the ClientHello already read, until consumed */
+	bool upstream_h2;     /* the upstream chose h2 (asked only when the
+				 client's ClientHello offers it) */
 	char *upstream_error; /* why the upstream did not verify, or NULL */
 };
 
@@ -387,6 +394,20 @@ static void want(struct conn *c, bool upstream, int ssl_err)
 
 static void client_begin(struct conn *c);
 
+/* The client's ClientHello (in c->cin) offers h2. */
+static bool h2_offered(const struct conn *c)
+{
+	struct clienthello ch;
+	size_t i;
+
+	if (clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch) != CLIENTHELLO_OK)
+		return false;
+	for (i = 0; i < ch.alpn_count && i < CLIENTHELLO_ALPN_MAX; i++)
+		if (ch.alpn[i].len == 2 && memcmp(ch.alpn[i].name, TLS_ALPN_H2, 2) == 0)
+			return true;
+	return false;
+}
+
 void intercept_connected(struct conn *c)
 {
 	char err[256];
@@ -402,6 +423,11 @@ void intercept_connected(struct conn *c)
 	if (tls_client_prepare(ssl, c->target.name, err, sizeof(err)) < 0) {
 		SSL_free(ssl);
 		fail_close(c, "upstream.tls", err);
+		return;
+	}
+	if (h2_offered(c) && tls_client_offer_h2(ssl) < 0) {
+		SSL_free(ssl);
+		fail_close(c, "upstream.tls", "cannot offer h2");
 		return;
 	}
 	if (!c->target.is_addr)
@@ -425,6 +451,8 @@ static void step_upstream(struct conn *c)
 			c->ic->upstream_error =
 				util_xstrdup("the upstream chose a protocol other than http/1.1");
 			conn_drop_upstream(c);
+		} else {
+			c->ic->upstream_h2 = tls_alpn_is_h2(ssl);
 		}
 		client_begin(c);
 		return;
@@ -469,6 +497,8 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
+	if (c->ic->upstream_h2)
+		tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());
 	ASSERT(c->ic->hello);
@@ -483,6 +513,8 @@ static void client_begin(struct conn *c)
 
 static void established(struct conn *c)
 {
+	bool h2;
+
 	if (c->ic->upstream_error) {
 		struct verdict v;
 
@@ -499,9 +531,15 @@ static void established(struct conn *c)
 		return;
 	}
 	intercept_free(c);
-	verdict_record_allow(c, json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
-					  "intercepted", 1));
+	h2 = tls_alpn_is_h2(c->client.ssl);
+	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s}", "tls", 1, "sni", c->sni,
+					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;
+	if (h2) {
+		/* both sides chose h2: stream to stream (h2.c) */
+		h2_begin(c);
+		return;
+	}
 	exchange_begin(c, true);
 	if (!conn_closed(c) && c->state == CONN_HEAD)
 		exchange_step(c, false, EPOLLIN);

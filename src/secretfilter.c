@@ -786,6 +786,15 @@ static void sf_response_interim(void *vst, struct filter_response *rs)
 	scrub_head(vst, rs);
 }
 
+/* HTTP/2 trailers: scrubbed as a head's headers are. */
+static void sf_response_trailers(void *vst, struct filter_headers *trailers)
+{
+	struct filter_response rs = { .headers = *trailers };
+
+	scrub_head(vst, &rs);
+	*trailers = rs.headers;
+}
+
 static enum filter_result sf_response_head(void *vst, struct filter_response *rs,
 					   struct filter_transform *tf, struct verdict *v)
 {
@@ -1100,5 +1109,6 @@ const struct filter_ops secretfilter_ops = {
 	.request_sent = sf_request_sent,
 	.response_interim = sf_response_interim,
 	.upgraded = sf_upgraded,
+	.response_trailers = sf_response_trailers,
 	.done = sf_done,
 };

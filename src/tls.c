@@ -7,10 +7,12 @@
  * them. Each side is built here with exactly the settings interception
  * needs and nothing left to OpenSSL's defaults that matters:
  *
- *  - both: TLS 1.2 and 1.3 only; ALPN http/1.1 only -- the proxy reads
- *    and rewrites HTTP/1.1, and an h2 connection it cannot read must not
- *    be negotiated behind its back; no renegotiation (a renegotiated
- *    session could change what was checked), no compression.
+ *  - both: TLS 1.2 and 1.3 only; ALPN http/1.1, and h2 per connection:
+ *    the upstream is offered h2 only when the client's ClientHello
+ *    offered it, and the client is given h2 only when the upstream chose
+ *    it (h2.c relays stream to stream); every other connection is
+ *    HTTP/1.1 on both sides. No renegotiation (a renegotiated session
+ *    could change what was checked), no compression.
  *  - sandbox side (server): the leaf of the CONNECT host, from the key
  *    holder, set per connection; a client offering ALPN without http/1.1
  *    gets the fatal no_application_protocol alert (RFC 7301), one offering
@@ -30,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,30 +132,79 @@ static bool common_settings(SSL_CTX *ctx)
 	       SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) == 1;
 }
 
-/* ALPN on the sandbox's side: http/1.1 if offered, else a fatal alert.
- * @in is the client's list, length-prefixed names. */
+/* Per connection: h2 may be chosen (tls_server_offer_h2). */
+static int h2_index = -1;
+static pthread_once_t h2_once = PTHREAD_ONCE_INIT;
+
+static void h2_index_init(void)
+{
+	h2_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* Is @name (@n bytes) in the length-prefixed list @in? */
+static bool alpn_listed(const unsigned char *in, unsigned int inlen, const char *name,
+			size_t n)
+{
+	unsigned int i = 0;
+
+	while (i < inlen) {
+		unsigned int len = in[i];
+
+		if (len == 0 || len > inlen - i - 1)
+			return false; /* malformed list: no match */
+		if (len == n && memcmp(in + i + 1, name, n) == 0)
+			return true;
+		i += len + 1;
+	}
+	return false;
+}
+
+/* ALPN on the sandbox's side: h2 when the connection may speak it (its
+ * upstream chose h2) and the client offers it, else http/1.1 if offered,
+ * else a fatal alert. @in is the client's list, length-prefixed names. */
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 		       const unsigned char *in, unsigned int inlen, void *arg)
 {
-	static const unsigned char want[] = TLS_ALPN_HTTP11;
-	const size_t wlen = sizeof(want) - 1;
-	unsigned int i = 0;
+	static const unsigned char h11[] = TLS_ALPN_HTTP11;
+	static const unsigned char h2[] = TLS_ALPN_H2;
 
-	(void)ssl;
 	(void)arg;
-	while (i < inlen) {
-		unsigned int n = in[i];
-
-		if (n == 0 || n > inlen - i - 1)
-			break; /* malformed list: no match */
-		if (n == wlen && memcmp(in + i + 1, want, wlen) == 0) {
-			*out = want;
-			*outlen = (unsigned char)wlen;
-			return SSL_TLSEXT_ERR_OK;
-		}
-		i += n + 1;
+	if (h2_index >= 0 && SSL_get_ex_data(ssl, h2_index) &&
+	    alpn_listed(in, inlen, TLS_ALPN_H2, sizeof(h2) - 1)) {
+		*out = h2;
+		*outlen = (unsigned char)(sizeof(h2) - 1);
+		return SSL_TLSEXT_ERR_OK;
+	}
+	if (alpn_listed(in, inlen, TLS_ALPN_HTTP11, sizeof(h11) - 1)) {
+		*out = h11;
+		*outlen = (unsigned char)(sizeof(h11) - 1);
+		return SSL_TLSEXT_ERR_OK;
 	}
 	return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+void tls_server_offer_h2(SSL *ssl)
+{
+	static char yes = 1;
+
+	ASSERT(h2_index >= 0);
+	(void)SSL_set_ex_data(ssl, h2_index, &yes);
+}
+
+int tls_client_offer_h2(SSL *ssl)
+{
+	static const unsigned char alpn[] = "\x02" TLS_ALPN_H2 "\x08" TLS_ALPN_HTTP11;
+
+	return SSL_set_alpn_protos(ssl, alpn, sizeof(alpn) - 1) == 0 ? 0 : -1;
+}
+
+bool tls_alpn_is_h2(const SSL *ssl)
+{
+	const unsigned char *p;
+	unsigned int n;
+
+	SSL_get0_alpn_selected(ssl, &p, &n);
+	return n == sizeof(TLS_ALPN_H2) - 1 && memcmp(p, TLS_ALPN_H2, n) == 0;
 }
 
 SSL_CTX *tls_server_ctx_new(char *err, size_t errlen)
@@ -165,6 +217,7 @@ SSL_CTX *tls_server_ctx_new(char *err, size_t errlen)
 		return NULL;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+	(void)pthread_once(&h2_once, h2_index_init);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	return ctx;
 }
@@ -260,6 +313,8 @@ bool tls_alpn_ok(const SSL *ssl)
 	unsigned int n = 0;
 
 	SSL_get0_alpn_selected(ssl, &p, &n);
+	if (tls_alpn_is_h2(ssl))
+		return true; /* only ever chosen when offered */
 	return n == 0 || (n == sizeof(TLS_ALPN_HTTP11) - 1 &&
 			  memcmp(p, TLS_ALPN_HTTP11, n) == 0);
 }

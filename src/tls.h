@@ -27,8 +27,18 @@
 
 #include <openssl/ssl.h>
 
-/* The only protocol offered and accepted on either side. */
+/* The protocols offered and accepted (h2 per connection, see tls.c). */
 #define TLS_ALPN_HTTP11 "http/1.1"
+#define TLS_ALPN_H2 "h2"
+
+/* The sandbox's side of this connection may choose h2 (when the client
+ * offers it): its upstream speaks h2. */
+void tls_server_offer_h2(SSL *ssl);
+/* The upstream side of this connection offers h2 and http/1.1. Returns
+ * 0, or -1. */
+int tls_client_offer_h2(SSL *ssl);
+/* The handshake on @ssl chose h2. */
+bool tls_alpn_is_h2(const SSL *ssl);
 
 /* A leaf parsed once: certificate, chain and key. Opaque. */
 struct tls_cert;
@@ -78,7 +88,7 @@ int tls_client_prepare(SSL *ssl, const char *host, char *err, size_t errlen);
 const char *tls_handshake_error(SSL *ssl, int ret, char *buf, size_t len);
 
 /* The ALPN the handshake on @ssl selected is http/1.1 or none (either
- * means HTTP/1.1). */
+ * means HTTP/1.1), or h2 (chosen only where offered). */
 bool tls_alpn_ok(const SSL *ssl);
 
 #endif /* AIRLOCK_TLS_H */

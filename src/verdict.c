@@ -139,12 +139,11 @@ static void answer_body(const struct conn *c, const struct verdict *v, char *out
 	"Other routes (--noproxy, direct sockets, other ports) are refused too; " \
 	"a policy change is the only way.\n"
 
-static void answer(struct conn *c, const struct verdict *v, int64_t seq)
+void verdict_answer_text(const struct conn *c, const struct verdict *v, int64_t seq,
+			 struct buf *text)
 {
 	char body[VERDICT_REASON_MAX + HOSTNAME_MAX + 64];
 	char receipt[24];
-	struct buf b = { 0 };
-	struct buf text = { 0 };
 
 	answer_body(c, v, body, sizeof(body));
 	if (seq >= 0)
@@ -153,8 +152,21 @@ static void answer(struct conn *c, const struct verdict *v, int64_t seq)
 		snprintf(receipt, sizeof(receipt), "none");
 	/* Short plain text a model can act on: what was refused and why,
 	 * the rule and the receipt, and that no other route is open. */
-	buf_printf(&text, "%s\nrule: %s; receipt: %s\n" ANSWER_ROUTES, body,
+	buf_printf(text, "%s\nrule: %s; receipt: %s\n" ANSWER_ROUTES, body,
 		   v->rule[0] ? v->rule : "none", receipt);
+}
+
+static void answer(struct conn *c, const struct verdict *v, int64_t seq)
+{
+	char receipt[24];
+	struct buf b = { 0 };
+	struct buf text = { 0 };
+
+	verdict_answer_text(c, v, seq, &text);
+	if (seq >= 0)
+		snprintf(receipt, sizeof(receipt), "%lld", (long long)seq);
+	else
+		snprintf(receipt, sizeof(receipt), "none");
 	buf_printf(&b,
 		   "HTTP/1.1 %d %s\r\nX-Airlock-Rule: %s\r\nX-Airlock-Receipt: %s\r\n"
 		   "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
@@ -166,21 +178,20 @@ static void answer(struct conn *c, const struct verdict *v, int64_t seq)
 	buf_free(&b);
 }
 
-bool verdict_apply(struct conn *c, struct verdict *v)
+bool verdict_record(struct conn *c, struct verdict *v, int64_t *seq)
 {
 	const struct policy *pol = policy_of(c);
 	enum receipt_decision d = RECEIPT_BLOCK;
 	const char *type = v->type;
 	json_t *s = NULL;
-	int64_t seq = -1;
 
+	*seq = -1;
 	switch (v->action) {
 	case VERDICT_ALLOW:
 		verdict_clear(v);
 		return true;
 	case VERDICT_CLOSE:
 		verdict_clear(v);
-		conn_close(c);
 		return false;
 	case VERDICT_DENY:
 		if (pol->mode == POLICY_MODE_SHADOW && !v->always)
@@ -203,11 +214,25 @@ bool verdict_apply(struct conn *c, struct verdict *v)
 	if (v->extra)
 		json_object_update(s, v->extra);
 	verdict_clear(v);
-	seq = conn_record_at(c, v->point, type, d, v->rule, s, v->reason);
+	*seq = conn_record_at(c, v->point, type, d, v->rule, s, v->reason);
 	if (d == RECEIPT_WOULD_BLOCK) {
 		c->shadowed = true;
 		return true;
 	}
+	return false;
+}
+
+bool verdict_apply(struct conn *c, struct verdict *v)
+{
+	int64_t seq;
+
+	if (v->action == VERDICT_CLOSE) {
+		verdict_clear(v);
+		conn_close(c);
+		return false;
+	}
+	if (verdict_record(c, v, &seq))
+		return true;
 	if (v->status && conn_can_answer(c))
 		answer(c, v, seq);
 	else

@@ -78,6 +78,20 @@ struct conn;
  * Consumes @v->extra in every case. */
 bool verdict_apply(struct conn *c, struct verdict *v);
 
+/* The recording half of verdict_apply(), for a request that is one of
+ * several on @c (an HTTP/2 stream, h2.c): records @v (DENY, FAIL) with
+ * its receipt's seq in @seq (-1: none), and returns true when the request
+ * goes on (ALLOW, would_block in shadow mode); false: the caller refuses
+ * it (with @v->status when it can still answer). Never answers or closes.
+ * Consumes @v->extra. */
+bool verdict_record(struct conn *c, struct verdict *v, int64_t *seq);
+
+struct buf;
+/* The plain-text body of a refusal (what, why, rule, receipt @seq),
+ * appended to @text. */
+void verdict_answer_text(const struct conn *c, const struct verdict *v, int64_t seq,
+			 struct buf *text);
+
 /* The allow receipt of @c's request (egress.allow with the address
  * connected to, the rule and @extra, consumed); nothing when the request
  * was already recorded as would_block. */

@@ -1,0 +1,1604 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * h2.c - HTTP/2 inside an intercepted tunnel, stream to stream.
+ *
+ * DOC: Theory of Operation
+ *
+ * An intercepted connection speaks h2 only when both sides chose it: the
+ * upstream is offered h2 when the client's ClientHello offers it, and the
+ * client is given h2 only when the upstream chose it (intercept.c,
+ * tls.c). Anything else is HTTP/1.1 on both sides (exchange.c).
+ *
+ * Two nghttp2 sessions share the connection: a server session facing the
+ * client and a client session facing the upstream. Each client stream is
+ * one exchange, through the same filter table as an HTTP/1.1 request
+ * (filter.h), in the same order: the request head (HPACK-decoded, copied
+ * into a struct filter_request; :authority must name the intercepted host
+ * and port, else egress.host_mismatch), the body (streamed slices, or the
+ * whole body once when a filter asks), request_sent as the stream is
+ * opened upstream, the response head, each DATA slice through the
+ * filters' transform (the scrubber), the trailers (response_trailers:
+ * gRPC's grpc-status and grpc-message scrubbed as headers are), and done
+ * with the stream's outcome. A filter may pend (a spend reservation): that
+ * stream waits, the others go on. A refused stream gets its status and
+ * the refusal text (or RST_STREAM once its answer has started), nothing
+ * of it is sent upstream, and the connection goes on. Each relayed stream
+ * is recorded as http.request.
+ *
+ * Flow control never buffers a whole stream: neither session updates its
+ * windows by itself; the bytes of a stream are acknowledged to the side
+ * that sent them only once the other side's session has taken them
+ * (request bytes) or the client's queue is below a low mark (response
+ * bytes), so what waits here is bounded by H2_STREAM_WINDOW per stream and
+ * H2_CONN_WINDOW per connection, each way. Output is produced only while
+ * the socket's queue is below BUF_HIGH. No total time limit applies: the
+ * connection is idle (and closed) only when no byte moves either way.
+ *
+ * A hostile peer is bounded by nghttp2's limits, set here: concurrent
+ * streams (H2_MAX_STREAMS; more are refused), the rate of client resets
+ * (rapid reset), CONTINUATION frames per header block, SETTINGS entries,
+ * queued SETTINGS/PING acknowledgements (floods), and the decoded size of
+ * a header block (H2_MAX_HEADER_LIST: an HPACK bomb resets its stream).
+ * A connection-level violation is recorded as proxy.error and ends that
+ * connection only; the per-client connection count bounds one address.
+ * Extended CONNECT (RFC 8441) is not advertised: a client falls back to
+ * HTTP/1.1 for WebSocket; a CONNECT stream is refused (400 http.form).
+ *
+ * Should: run every stream through every filter, bound every buffer.
+ * Mustn't: send a refused stream's bytes upstream, relay a response byte,
+ * header or trailer that did not pass the filters.
+ */
+#include "conn.h"
+#include "h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+
+#include "util.h"
+
+#define BUF_HIGH ((size_t)64 * 1024)  /* stop producing output above this */
+#define LOW_MARK ((size_t)16 * 1024)  /* acknowledge response bytes below */
+#define WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
+#define READ_ROUNDS 32                /* reads of one side per event */
+
+struct attached {
+	const struct filter_ops *ops;
+	void *st;
+};
+
+struct h2;
+
+struct h2_stream {
+	struct h2 *h;
+	struct h2_stream *next, *prev;
+	int32_t cid;                 /* the client's stream id */
+	int32_t uid;                 /* the upstream's, 0 until opened */
+	uint32_t seq;                /* its filter_ref */
+	/* the request as the client sent it */
+	char *method, *path, *query, *authority, *host_header;
+	uint64_t cl;
+	size_t head_bytes;
+	struct filter_request rq;
+	struct host_target conn_host, named;
+	/* filters */
+	struct attached f[FILTER_MAX];
+	size_t nf, fi;               /* attached, the next to run */
+	void (*on_resume)(struct h2_stream *s, enum filter_result r,
+			  struct verdict *v);
+	uint64_t whole_max;
+	struct buf whole;
+	struct buf up;               /* request bytes for the upstream */
+	uint64_t up_owed;            /* of them, not yet acknowledged */
+	/* the response */
+	unsigned int status_in;
+	struct filter_response rs;
+	uint64_t rcl;
+	struct filter_headers trailers;
+	size_t resp_head_bytes;
+	struct buf gin;              /* the gRPC message coming in */
+	struct buf down;             /* response bytes for the client */
+	uint64_t down_owed;          /* upstream bytes not yet acknowledged */
+	uint64_t bytes_up, bytes_down;
+	enum filter_outcome outcome;
+	/* flags */
+	bool has_cl;
+	bool head_bad;               /* the head broke a limit: reset */
+	bool req_end;                /* the client ended its side */
+	bool active;                 /* filters attached */
+	bool collecting;
+	bool sent;                   /* opened upstream */
+	bool slice_end;              /* the filters saw the body's end */
+	bool final_seen;             /* the final head came */
+	bool has_rcl;
+	bool transform;
+	bool grpc;                   /* gRPC messages through the transform:
+					each re-framed (h2_grpc_*) */
+	bool resp_started;           /* its head went to the client */
+	bool resp_end;               /* all of it is in @down */
+	bool resp_done;              /* all of it is sent */
+	bool answered;               /* our own answer (a refusal) */
+	bool up_closed;              /* the upstream stream is closed */
+	bool up_ended;               /* ... with END_STREAM */
+	bool outcome_set;
+};
+
+struct h2 {
+	struct conn *c;
+	nghttp2_session *cs;         /* facing the client (server) */
+	nghttp2_session *us;         /* facing the upstream (client) */
+	struct h2_stream *streams;
+	uint32_t seq;
+	const struct h2_stream *cur; /* the stream a receipt is about */
+	bool up_gone;                /* no more streams can go upstream */
+	bool error_recorded;         /* the connection's proxy.error */
+};
+
+static void set_outcome(struct h2_stream *s, enum filter_outcome o)
+{
+	if (!s->outcome_set) {
+		s->outcome = o;
+		s->outcome_set = true;
+	}
+}
+
+/* --- receipts ------------------------------------------------------------- */
+
+const char *h2_request(const struct conn *c, const char **path)
+{
+	const struct h2_stream *s = c->h2 ? c->h2->cur : NULL;
+
+	*path = NULL;
+	if (!s || !s->method)
+		return NULL;
+	*path = s->path;
+	return s->method;
+}
+
+/* The connection broke HTTP/2 (either side): one proxy.error. */
+static void record_error(struct h2 *h, bool upstream, const char *why)
+{
+	struct verdict v;
+	int64_t seq;
+
+	if (h->error_recorded)
+		return;
+	h->error_recorded = true;
+	h->cur = NULL;
+	verdict_setf(&v, VERDICT_FAIL, 0, upstream ? "upstream.h2" : "h2.client", "%s%s",
+		     upstream ? "the upstream broke HTTP/2: " : "the client broke HTTP/2: ",
+		     why);
+	v.always = true;
+	v.extra = json_pack("{s:s}", "protocol", "h2");
+	(void)verdict_record(h->c, &v, &seq);
+}
+
+static void record_request(struct h2_stream *s)
+{
+	struct conn *c = s->h->c;
+	json_t *j;
+
+	s->h->cur = s;
+	j = conn_subject(c);
+	s->h->cur = NULL;
+	json_object_set_new(j, "status", json_integer(s->rs.status));
+	json_object_set_new(j, "bytes_up", json_integer((json_int_t)s->bytes_up));
+	json_object_set_new(j, "bytes_down", json_integer((json_int_t)s->bytes_down));
+	json_object_set_new(j, "protocol", json_string("h2"));
+	conn_record(c, "http.request", RECEIPT_ALLOW, c->rule_id, j, "relayed");
+}
+
+/* --- streams ------------------------------------------------------------- */
+
+static struct h2_stream *stream_new(struct h2 *h, int32_t cid)
+{
+	struct h2_stream *s = util_xcalloc(1, sizeof(*s));
+
+	s->h = h;
+	s->cid = cid;
+	s->seq = ++h->seq;
+	s->next = h->streams;
+	if (h->streams)
+		h->streams->prev = s;
+	h->streams = s;
+	return s;
+}
+
+/* The upstream stream no longer reaches @s. */
+static void detach_upstream(struct h2_stream *s, uint32_t code)
+{
+	struct h2 *h = s->h;
+
+	if (s->uid > 0 && !s->up_closed) {
+		(void)nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
+		(void)nghttp2_submit_rst_stream(h->us, NGHTTP2_FLAG_NONE, s->uid, code);
+		if (s->down_owed)
+			(void)nghttp2_session_consume_connection(h->us, s->down_owed);
+		s->down_owed = 0;
+		s->up_closed = true;
+	}
+}
+
+/* The client stream is closed: the filters hear the outcome, the
+ * stream is recorded (when an upstream answer was relayed) and freed. */
+static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
+{
+	struct h2 *h = s->h;
+	struct filter_stats st;
+	size_t i;
+
+	detach_upstream(s, NGHTTP2_CANCEL);
+	set_outcome(s, outcome);
+	if (s->final_seen && !s->answered)
+		record_request(s);
+	st.status = s->rs.status;
+	st.bytes_up = s->bytes_up;
+	st.bytes_down = s->bytes_down;
+	for (i = 0; i < s->nf; i++)
+		if (s->f[i].ops->done)
+			s->f[i].ops->done(s->f[i].st, s->outcome, &st);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	if (h->cur == s)
+		h->cur = NULL;
+	free(s->method);
+	free(s->path);
+	free(s->query);
+	free(s->authority);
+	free(s->host_header);
+	free(s->rq.target);
+	free(s->rs.reason);
+	filter_headers_free(&s->rq.headers);
+	filter_headers_free(&s->rs.headers);
+	filter_headers_free(&s->trailers);
+	buf_free(&s->whole);
+	buf_free(&s->up);
+	buf_free(&s->down);
+	buf_free(&s->gin);
+	free(s);
+}
+
+static struct h2_stream *client_stream(struct h2 *h, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(h->cs, id);
+}
+
+static struct h2_stream *upstream_stream(struct h2 *h, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(h->us, id);
+}
+
+/* Acknowledges request bytes taken from @s->up (the client may send as
+ * many more). */
+static void credit_client(struct h2_stream *s, size_t n)
+{
+	if (n > s->up_owed)
+		n = (size_t)s->up_owed;
+	if (!n)
+		return;
+	s->up_owed -= n;
+	(void)nghttp2_session_consume(s->h->cs, s->cid, n);
+}
+
+/* Acknowledges the upstream's response bytes once the client's queue of
+ * this stream is low. */
+static void credit_upstream(struct h2_stream *s)
+{
+	if (!s->down_owed || s->down.len >= LOW_MARK)
+		return;
+	if (s->uid > 0 && !s->up_closed)
+		(void)nghttp2_session_consume(s->h->us, s->uid, s->down_owed);
+	else
+		(void)nghttp2_session_consume_connection(s->h->us, s->down_owed);
+	s->down_owed = 0;
+}
+
+/* --- answering the client ------------------------------------------------------ */
+
+static ssize_t down_read(nghttp2_session *session, int32_t id, uint8_t *out, size_t len,
+			 uint32_t *flags, nghttp2_data_source *src, void *user);
+
+static void add_nv(nghttp2_nv *nv, size_t *n, const char *name, const char *value)
+{
+	nv[*n].name = (uint8_t *)(uintptr_t)name;
+	nv[*n].namelen = strlen(name);
+	nv[*n].value = (uint8_t *)(uintptr_t)value;
+	nv[*n].valuelen = strlen(value);
+	nv[*n].flags = NGHTTP2_NV_FLAG_NONE;
+	(*n)++;
+}
+
+/* Header fields an h2 message never carries (RFC 9113 8.2.2). */
+static bool connection_specific(const char *name)
+{
+	static const char *const names[] = { "connection",    "keep-alive",
+					     "proxy-connection", "transfer-encoding",
+					     "upgrade",       "content-length",
+					     "host" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcasecmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Lowercase copies of @hs's names (h2 has no uppercase), as nghttp2_nv
+ * after @nv[*n]; the copies go to @names (freed by the caller). */
+static void add_headers(nghttp2_nv *nv, size_t *n, const struct filter_headers *hs,
+			char **names, size_t *nnames, bool keep_te)
+{
+	size_t i, j;
+
+	for (i = 0; i < hs->count; i++) {
+		char *lc;
+
+		if (connection_specific(hs->h[i].name) || hs->h[i].name[0] == ':')
+			continue;
+		if (strcasecmp(hs->h[i].name, "te") == 0 &&
+		    (!keep_te || strcasecmp(hs->h[i].value, "trailers") != 0))
+			continue;
+		lc = util_xstrdup(hs->h[i].name);
+		for (j = 0; lc[j]; j++)
+			if (lc[j] >= 'A' && lc[j] <= 'Z')
+				lc[j] = (char)(lc[j] - 'A' + 'a');
+		names[(*nnames)++] = lc;
+		add_nv(nv, n, lc, hs->h[i].value);
+	}
+}
+
+static void free_names(char **names, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+static void reset_client(struct h2_stream *s, uint32_t code)
+{
+	(void)nghttp2_submit_rst_stream(s->h->cs, NGHTTP2_FLAG_NONE, s->cid, code);
+}
+
+/* Our own answer on @s: @status with the refusal's text. */
+static void answer(struct h2_stream *s, const struct verdict *v, int64_t seq)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv nv[5];
+	nghttp2_data_provider prd;
+	char status[8], receipt[24], length[24];
+	size_t n = 0;
+
+	detach_upstream(s, NGHTTP2_CANCEL);
+	buf_free(&s->down);
+	h->cur = s;
+	verdict_answer_text(h->c, v, seq, &s->down);
+	h->cur = NULL;
+	snprintf(status, sizeof(status), "%d", v->status);
+	if (seq >= 0)
+		snprintf(receipt, sizeof(receipt), "%lld", (long long)seq);
+	else
+		snprintf(receipt, sizeof(receipt), "none");
+	snprintf(length, sizeof(length), "%zu", s->down.len);
+	add_nv(nv, &n, ":status", status);
+	add_nv(nv, &n, "x-airlock-rule", v->rule);
+	add_nv(nv, &n, "x-airlock-receipt", receipt);
+	add_nv(nv, &n, "content-type", "text/plain; charset=utf-8");
+	add_nv(nv, &n, "content-length", length);
+	s->answered = true;
+	s->resp_end = true;
+	s->resp_started = true;
+	s->rs.status = (unsigned int)v->status;
+	prd.source.ptr = NULL;
+	prd.read_callback = down_read;
+	if (nghttp2_submit_response(h->cs, s->cid, nv, n, &prd) != 0)
+		reset_client(s, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* A verdict on @s: recorded; true when the stream goes on (shadow
+ * mode), else it is answered (or reset) and false. */
+static bool refuse(struct h2_stream *s, struct verdict *v)
+{
+	struct h2 *h = s->h;
+	int64_t seq;
+	bool on;
+
+	set_outcome(s, FILTER_OUTCOME_REFUSED);
+	h->cur = s;
+	on = verdict_record(h->c, v, &seq);
+	h->cur = NULL;
+	if (on) {
+		s->outcome_set = false;
+		return true;
+	}
+	if (v->status && !s->resp_started)
+		answer(s, v, seq);
+	else {
+		detach_upstream(s, NGHTTP2_CANCEL);
+		reset_client(s, NGHTTP2_INTERNAL_ERROR);
+	}
+	return false;
+}
+
+static bool fail(struct h2_stream *s, int status, const char *rule, const char *why)
+{
+	struct verdict v;
+
+	verdict_set(&v, VERDICT_FAIL, status, rule, why);
+	v.extra = json_pack("{s:s}", "protocol", "h2");
+	return refuse(s, &v);
+}
+
+/* --- the request ---------------------------------------------------------- */
+
+static struct filter_ref ref_of(const struct h2_stream *s)
+{
+	struct filter_ref r = { s->h->c->index, s->h->c->gen, s->seq };
+
+	return r;
+}
+
+static void proceed(struct h2_stream *s);
+static void run_whole(struct h2_stream *s);
+
+/* A streamed request body slice (read-only for the filters). */
+static bool request_slice(struct h2_stream *s, const char *d, size_t n, bool last)
+{
+	size_t i;
+
+	if (last) {
+		if (s->slice_end)
+			return true;
+		s->slice_end = true;
+	}
+	for (i = 0; i < s->nf; i++) {
+		struct verdict v;
+		enum filter_result r;
+
+		if (!s->f[i].ops->request_body)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = s->f[i].ops->request_body(s->f[i].st, d, n, last, NULL, ref_of(s), &v);
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			return fail(s, 502, "proxy.filter",
+				    "a filter cannot wait in the middle of a body");
+		}
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return false;
+		verdict_clear(&v);
+	}
+	return true;
+}
+
+static void run_filters(struct h2_stream *s);
+
+static void resume_head(struct h2_stream *s, enum filter_result r, struct verdict *v)
+{
+	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
+		return;
+	verdict_clear(v);
+	s->fi++;
+	run_filters(s);
+}
+
+/* The whole body is collected: it replaces what is queued. */
+static void collect(struct h2_stream *s, const char *d, size_t n)
+{
+	if (n > s->whole_max - s->whole.len) {
+		(void)fail(s, 413, "http.body-too-large",
+			   "the request body is larger than a filter reads");
+		return;
+	}
+	buf_append(&s->whole, d, n);
+	/* held here, bounded by whole_max: the client may send the rest */
+	(void)nghttp2_session_consume(s->h->cs, s->cid, n);
+}
+
+static void run_filters(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	struct conn *c = h->c;
+	struct proxy *p = c->p;
+
+	if (!s->active) {
+		size_t i;
+
+		s->active = true;
+		s->rq.policy = c->policy ? c->policy : p->policy;
+		for (i = 0; i < p->nfilters; i++) {
+			void *st = p->filters[i].ops->attach
+					   ? p->filters[i].ops->attach(p->filters[i].arg, &s->rq)
+					   : NULL;
+
+			if (!st)
+				continue;
+			s->f[s->nf].ops = p->filters[i].ops;
+			s->f[s->nf].st = st;
+			s->nf++;
+		}
+	}
+	for (; s->fi < s->nf; s->fi++) {
+		struct attached *a = &s->f[s->fi];
+		struct filter_asks asks = { false, 0 };
+		struct verdict v;
+		enum filter_result r;
+
+		if (!a->ops->request_head)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = a->ops->request_head(a->st, &s->rq, &asks, ref_of(s), &v);
+		if (asks.whole_body && s->rq.body != HTTP_BODY_NONE) {
+			uint64_t max = asks.max_body ? asks.max_body : WHOLE_BODY_DEFAULT;
+
+			s->collecting = true;
+			if (!s->whole_max || max < s->whole_max)
+				s->whole_max = max;
+		}
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			s->on_resume = resume_head;
+			return;
+		}
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return;
+		verdict_clear(&v);
+	}
+	s->fi = 0;
+	if (s->collecting) {
+		if (s->has_cl && s->cl > s->whole_max) {
+			(void)fail(s, 413, "http.body-too-large",
+				   "the request body is larger than a filter reads");
+			return;
+		}
+		if (s->up.len) {
+			struct buf held = s->up;
+
+			memset(&s->up, 0, sizeof(s->up));
+			s->up_owed = 0;
+			collect(s, held.data, held.len);
+			buf_free(&held);
+			if (s->answered)
+				return;
+		}
+		if (s->req_end)
+			run_whole(s);
+		return;
+	}
+	proceed(s);
+}
+
+static void resume_whole(struct h2_stream *s, enum filter_result r, struct verdict *v)
+{
+	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
+		return;
+	verdict_clear(v);
+	s->fi++;
+	run_whole(s);
+}
+
+static void run_whole(struct h2_stream *s)
+{
+	for (; s->fi < s->nf; s->fi++) {
+		struct attached *a = &s->f[s->fi];
+		struct verdict v;
+		enum filter_result r;
+
+		if (!a->ops->request_body)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = a->ops->request_body(a->st, NULL, 0, true, &s->whole, ref_of(s), &v);
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			s->on_resume = resume_whole;
+			return;
+		}
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return;
+		verdict_clear(&v);
+	}
+	s->fi = 0;
+	s->slice_end = true; /* the filters saw it whole */
+	/* the (possibly rewritten) body is what goes up; its bytes are
+	 * acknowledged already */
+	buf_free(&s->up);
+	s->up = s->whole;
+	memset(&s->whole, 0, sizeof(s->whole));
+	s->has_cl = true;
+	s->cl = s->up.len;
+	proceed(s);
+}
+
+static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_t len,
+		       uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = upstream_stream(h, id);
+	size_t n;
+
+	(void)session;
+	(void)src;
+	if (!s)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	n = s->up.len < len ? s->up.len : len;
+	if (n) {
+		memcpy(out, s->up.data, n);
+		buf_consume(&s->up, n);
+	}
+	s->bytes_up += n;
+	credit_client(s, n);
+	if (s->up.len == 0 && s->req_end) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		return (ssize_t)n;
+	}
+	if (n == 0)
+		return NGHTTP2_ERR_DEFERRED;
+	return (ssize_t)n;
+}
+
+/* Every filter let the request go: it is opened upstream. */
+static void proceed(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv *nv;
+	nghttp2_data_provider prd;
+	char **names;
+	size_t n = 0, nnames = 0, i;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
+	char *target, length[24];
+	int32_t id;
+
+	if (h->up_gone) {
+		(void)fail(s, 502, "upstream.closed",
+			   "the upstream closed the intercepted connection");
+		return;
+	}
+	for (i = 0; i < s->nf; i++)
+		if (s->f[i].ops->request_sent)
+			s->f[i].ops->request_sent(s->f[i].st);
+	target = s->rq.target ? util_xstrdup(s->rq.target)
+			      : util_xasprintf("%s%s%s", s->path, s->query ? "?" : "",
+					       s->query ? s->query : "");
+	nv = util_xcalloc(s->rq.headers.count + 6, sizeof(*nv));
+	names = util_xcalloc(s->rq.headers.count + 1, sizeof(*names));
+	add_nv(nv, &n, ":method", s->method);
+	add_nv(nv, &n, ":scheme", "https");
+	add_nv(nv, &n, ":authority", s->authority ? s->authority : s->host_header);
+	add_nv(nv, &n, ":path", target);
+	add_headers(nv, &n, &s->rq.headers, names, &nnames, true);
+	if (s->has_cl) {
+		snprintf(length, sizeof(length), "%llu", (unsigned long long)s->cl);
+		add_nv(nv, &n, "content-length", length);
+	}
+	prd.source.ptr = NULL;
+	prd.read_callback = up_read;
+	id = nghttp2_submit_request(h->us, NULL, nv, n,
+				    s->req_end && s->up.len == 0 ? NULL : &prd, s);
+	free(nv);
+	free_names(names, nnames);
+	free(target);
+	if (id < 0) {
+		(void)fail(s, 502, "upstream.h2", nghttp2_strerror(id));
+		return;
+	}
+	s->uid = id;
+	s->sent = true;
+	/* what came while the filters decided */
+	if (s->up.len && !s->slice_end && !request_slice(s, s->up.data, s->up.len, false))
+		return;
+	if (s->req_end && !request_slice(s, NULL, 0, true))
+		return;
+}
+
+/* Parses @s's :authority (or Host) and checks it names the tunnel's
+ * host and port. Returns false when the stream was refused. */
+static bool check_authority(struct h2_stream *s)
+{
+	struct conn *c = s->h->c;
+	const char *a = s->authority ? s->authority : s->host_header;
+	struct host_target t;
+	uint16_t port = c->port;
+	bool explicit_port = false;
+	enum hostname_error e;
+	const char *colon, *rb;
+
+	if (!a || !*a)
+		return fail(s, 400, "http.malformed", "the request names no :authority");
+	colon = strrchr(a, ':');
+	rb = strrchr(a, ']');
+	if (colon && (!rb || colon > rb)) {
+		e = hostname_parse_authority(a, strlen(a), &t, &port);
+		explicit_port = true;
+	} else {
+		e = hostname_normalise(a, strlen(a), &t);
+	}
+	s->named = t;
+	s->rq.named_host = &s->named;
+	s->rq.named_port = port;
+	if (e == HOSTNAME_OK && t.is_addr == c->target.is_addr &&
+	    strcmp(t.name, c->target.name) == 0 && (!explicit_port || port == c->port))
+		return true;
+	{
+		struct verdict v;
+
+		verdict_set(&v, VERDICT_DENY, 403, "egress.host_mismatch",
+			    "the request's :authority is not the tunnel's host");
+		v.extra = json_pack("{s:s, s:s?, s:s}", "request_method", s->method,
+				    "request_host", e == HOSTNAME_OK ? t.name : NULL,
+				    "protocol", "h2");
+		return refuse(s, &v);
+	}
+}
+
+/* The request head is complete. */
+static void request_head(struct h2_stream *s, bool end)
+{
+	struct h2 *h = s->h;
+	struct conn *c = h->c;
+
+	s->req_end = end;
+	if (s->head_bad) {
+		/* an HPACK bomb, or just too much: decoded up to the bound */
+		s->head_bad = false;
+		(void)fail(s, 431, "http.too-large", "request header list too large");
+		s->head_bad = true;
+		return;
+	}
+	if (!s->method || !s->path) {
+		if (s->method && strcmp(s->method, "CONNECT") == 0)
+			(void)fail(s, 400, "http.form",
+				   "CONNECT inside a tunnel is not accepted");
+		else
+			(void)fail(s, 400, "http.malformed", "the request has no :method or :path");
+		return;
+	}
+	c->requests++;
+	s->conn_host = c->target;
+	s->rq.method = s->method;
+	s->rq.host = &s->conn_host;
+	s->rq.port = c->port;
+	s->rq.path = s->path;
+	s->rq.query = s->query;
+	s->rq.inner = true;
+	s->rq.client_tls = true;
+	s->rq.body = end ? HTTP_BODY_NONE : s->has_cl ? HTTP_BODY_LENGTH : HTTP_BODY_CHUNKED;
+	s->rq.content_length = s->cl;
+	/* an intercepted answer is read (scrubbed, metered): no content
+	 * coding, no gRPC message compression */
+	filter_headers_set(&s->rq.headers, "accept-encoding", "identity");
+	(void)filter_headers_remove(&s->rq.headers, "grpc-accept-encoding");
+	if (!check_authority(s))
+		return;
+	run_filters(s);
+}
+
+/* A request DATA slice. */
+static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
+{
+	if (s->answered || s->head_bad) {
+		(void)nghttp2_session_consume(s->h->cs, s->cid, n);
+		return;
+	}
+	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+		collect(s, (const char *)d, n);
+		return;
+	}
+	if (s->sent && !request_slice(s, (const char *)d, n, false))
+		return;
+	buf_append(&s->up, d, n);
+	s->up_owed += n;
+	if (s->sent)
+		(void)nghttp2_session_resume_data(s->h->us, s->uid);
+}
+
+static void request_end(struct h2_stream *s)
+{
+	s->req_end = true;
+	if (s->answered || s->head_bad)
+		return;
+	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+		run_whole(s);
+		return;
+	}
+	if (s->sent) {
+		if (!request_slice(s, NULL, 0, true))
+			return;
+		(void)nghttp2_session_resume_data(s->h->us, s->uid);
+	}
+}
+
+/* --- the response -------------------------------------------------------------- */
+
+static ssize_t down_read(nghttp2_session *session, int32_t id, uint8_t *out, size_t len,
+			 uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = client_stream(h, id);
+	size_t n;
+
+	(void)session;
+	(void)src;
+	if (!s)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	n = s->down.len < len ? s->down.len : len;
+	if (n) {
+		memcpy(out, s->down.data, n);
+		buf_consume(&s->down, n);
+	}
+	s->bytes_down += n;
+	credit_upstream(s);
+	if (s->down.len == 0 && s->resp_end) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (s->trailers.count) {
+			nghttp2_nv *nv = util_xcalloc(s->trailers.count, sizeof(*nv));
+			char **names = util_xcalloc(s->trailers.count + 1, sizeof(*names));
+			size_t k = 0, nn = 0;
+
+			add_headers(nv, &k, &s->trailers, names, &nn, false);
+			if (k && nghttp2_submit_trailer(h->cs, id, nv, k) == 0)
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			free(nv);
+			free_names(names, nn);
+		}
+		s->resp_done = true;
+		return (ssize_t)n;
+	}
+	if (n == 0)
+		return NGHTTP2_ERR_DEFERRED;
+	return (ssize_t)n;
+}
+
+/* One response slice through the filters into @s->down; false when a
+ * filter cut the stream. */
+static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool last)
+{
+	struct buf out = { 0 };
+	size_t i;
+	bool ok = true;
+
+	for (i = 0; i < s->nf && ok; i++) {
+		if (!s->f[i].ops->response_body)
+			continue;
+		if (s->f[i].ops->response_body(s->f[i].st, d, n, last,
+					       s->transform ? &out : NULL) < 0)
+			ok = false;
+	}
+	if (ok && !s->transform && n)
+		buf_append(&s->down, d, n);
+	else if (ok && out.len)
+		buf_append(&s->down, out.data, out.len);
+	buf_free(&out);
+	if (!ok) {
+		set_outcome(s, FILTER_OUTCOME_CUT);
+		detach_upstream(s, NGHTTP2_CANCEL);
+		reset_client(s, NGHTTP2_INTERNAL_ERROR);
+	}
+	return ok;
+}
+
+/* gRPC: the messages complete in s->gin, each through the filters as a
+ * whole (its end is a slice's end, so that a transform holds nothing
+ * back past it) and re-framed with its new length. False when the
+ * stream was cut (a compressed message cannot be scrubbed, one over the
+ * bound is not held). */
+enum h2_grpc h2_grpc_parse(const char *in, size_t len, const char **payload, uint32_t *plen,
+			   size_t *used)
+{
+	const unsigned char *g = (const unsigned char *)in;
+	uint32_t n;
+
+	if (len < 5)
+		return H2_GRPC_MORE;
+	n = (uint32_t)g[1] << 24 | (uint32_t)g[2] << 16 | (uint32_t)g[3] << 8 | g[4];
+	if (g[0] != 0)
+		return H2_GRPC_COMPRESSED;
+	if (n > H2_GRPC_MAX_MESSAGE)
+		return H2_GRPC_TOO_LARGE;
+	if (len - 5 < n)
+		return H2_GRPC_MORE;
+	*payload = in + 5;
+	*plen = n;
+	*used = 5 + (size_t)n;
+	return H2_GRPC_MESSAGE;
+}
+
+void h2_grpc_frame(struct buf *out, const char *payload, size_t len)
+{
+	unsigned char head[5];
+
+	ASSERT(len <= UINT32_MAX);
+	head[0] = 0;
+	head[1] = (unsigned char)(len >> 24);
+	head[2] = (unsigned char)(len >> 16);
+	head[3] = (unsigned char)(len >> 8);
+	head[4] = (unsigned char)len;
+	buf_append(out, head, 5);
+	buf_append(out, payload, len);
+}
+
+static bool grpc_messages(struct h2_stream *s)
+{
+	for (;;) {
+		const char *payload = NULL;
+		uint32_t len = 0;
+		size_t used = 0, i;
+		struct buf out = { 0 };
+		bool ok = true;
+		enum h2_grpc r = h2_grpc_parse(s->gin.data, s->gin.len, &payload, &len, &used);
+
+		if (r == H2_GRPC_MORE)
+			return true;
+		if (r != H2_GRPC_MESSAGE) {
+			set_outcome(s, FILTER_OUTCOME_CUT);
+			(void)fail(s, 0, "upstream.grpc",
+				   r == H2_GRPC_COMPRESSED
+					   ? "a compressed gRPC message cannot be scrubbed"
+					   : "a gRPC message over the bound");
+			return false;
+		}
+		for (i = 0; i < s->nf && ok; i++)
+			if (s->f[i].ops->response_body &&
+			    s->f[i].ops->response_body(s->f[i].st, payload, len, true, &out) < 0)
+				ok = false;
+		if (!ok) {
+			buf_free(&out);
+			set_outcome(s, FILTER_OUTCOME_CUT);
+			detach_upstream(s, NGHTTP2_CANCEL);
+			reset_client(s, NGHTTP2_INTERNAL_ERROR);
+			return false;
+		}
+		h2_grpc_frame(&s->down, out.data ? out.data : "", out.len);
+		buf_free(&out);
+		buf_consume(&s->gin, used);
+	}
+}
+
+/* The upstream's final head, copied into s->rs: through the filters,
+ * then to the client. @end: it has no body. */
+static void response_head(struct h2_stream *s, bool end)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv *nv;
+	nghttp2_data_provider prd;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
+	char **names, status[8], length[24];
+	size_t i, n = 0, nnames = 0;
+	bool keeps = true;
+
+	s->final_seen = true;
+	s->rs.status = s->status_in;
+	s->rs.body = end ? HTTP_BODY_NONE : s->has_rcl ? HTTP_BODY_LENGTH : HTTP_BODY_CHUNKED;
+	s->rs.content_length = s->rcl;
+	if (!s->rs.reason)
+		s->rs.reason = util_xstrdup("");
+	for (i = 0; i < s->nf; i++) {
+		struct filter_transform tf = { false, false };
+		struct verdict v;
+		enum filter_result r;
+
+		if (!s->f[i].ops->response_head)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = s->f[i].ops->response_head(s->f[i].st, &s->rs, &tf, &v);
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return;
+		verdict_clear(&v);
+		if (tf.enabled && s->rs.body != HTTP_BODY_NONE) {
+			s->transform = true;
+			if (!tf.keeps_length)
+				keeps = false;
+		}
+	}
+	if (s->transform) {
+		const char *ct = filter_headers_get(&s->rs.headers, "content-type");
+
+		s->grpc = ct && strncasecmp(ct, "application/grpc", 16) == 0;
+	}
+	if (end) {
+		s->up_ended = true;
+		if (!response_slice(s, NULL, 0, true))
+			return;
+		s->resp_end = true;
+	}
+	nv = util_xcalloc(s->rs.headers.count + 2, sizeof(*nv));
+	names = util_xcalloc(s->rs.headers.count + 1, sizeof(*names));
+	snprintf(status, sizeof(status), "%u", s->rs.status);
+	add_nv(nv, &n, ":status", status);
+	add_headers(nv, &n, &s->rs.headers, names, &nnames, false);
+	if (s->has_rcl && (!s->transform || keeps)) {
+		snprintf(length, sizeof(length), "%llu", (unsigned long long)s->rcl);
+		add_nv(nv, &n, "content-length", length);
+	}
+	prd.source.ptr = NULL;
+	prd.read_callback = down_read;
+	s->resp_started = true;
+	if (end && s->down.len == 0) {
+		s->resp_done = true;
+		if (nghttp2_submit_response(h->cs, s->cid, nv, n, NULL) != 0)
+			reset_client(s, NGHTTP2_INTERNAL_ERROR);
+	} else if (nghttp2_submit_response(h->cs, s->cid, nv, n, &prd) != 0) {
+		reset_client(s, NGHTTP2_INTERNAL_ERROR);
+	}
+	free(nv);
+	free_names(names, nnames);
+}
+
+/* The upstream ended the stream after its head (with or without
+ * trailers). */
+static void response_end(struct h2_stream *s)
+{
+	s->up_ended = true;
+	if (s->grpc && s->gin.len) {
+		set_outcome(s, FILTER_OUTCOME_CUT);
+		(void)fail(s, 0, "upstream.grpc", "the upstream ended in a gRPC message");
+		return;
+	}
+	if (!s->grpc && !response_slice(s, NULL, 0, true))
+		return;
+	if (s->trailers.count)
+		for (size_t i = 0; i < s->nf; i++)
+			if (s->f[i].ops->response_trailers)
+				s->f[i].ops->response_trailers(s->f[i].st, &s->trailers);
+	s->resp_end = true;
+	(void)nghttp2_session_resume_data(s->h->cs, s->cid);
+}
+
+/* --- nghttp2 callbacks: the client's side ---------------------------------------- */
+
+static int c_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
+			   void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = stream_new(h, frame->hd.stream_id);
+	if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s) != 0)
+		stream_free(s, FILTER_OUTCOME_CLIENT_GONE);
+	return 0;
+}
+
+static int c_header(nghttp2_session *session, const nghttp2_frame *frame,
+		    const uint8_t *name, size_t namelen, const uint8_t *value,
+		    size_t valuelen, uint8_t flags, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = client_stream(h, frame->hd.stream_id);
+	char *n, *v;
+
+	(void)session;
+	(void)flags;
+	if (!s || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0; /* request trailers are not relayed */
+	s->head_bytes += namelen + valuelen + 32;
+	if (s->head_bytes > H2_MAX_HEADER_LIST) {
+		s->head_bad = true; /* answered at its end (request_head) */
+		return 0;
+	}
+	n = util_xstrndup((const char *)name, namelen);
+	v = util_xstrndup((const char *)value, valuelen);
+	if (strcmp(n, ":method") == 0 && !s->method) {
+		s->method = v;
+		v = NULL;
+	} else if (strcmp(n, ":path") == 0 && !s->path) {
+		char *q = strchr(v, '?');
+
+		if (q) {
+			s->query = util_xstrdup(q + 1);
+			*q = '\0';
+		}
+		s->path = v;
+		v = NULL;
+	} else if (strcmp(n, ":authority") == 0 && !s->authority) {
+		s->authority = v;
+		v = NULL;
+	} else if (n[0] == ':') {
+		/* :scheme (always https here), :protocol (never advertised) */
+	} else if (strcmp(n, "host") == 0) {
+		if (!s->host_header) {
+			s->host_header = v;
+			v = NULL;
+		}
+	} else if (strcmp(n, "content-length") == 0) {
+		s->has_cl = true;
+		s->cl = strtoull(v, NULL, 10); /* nghttp2 checked it */
+	} else {
+		filter_headers_add(&s->rq.headers, n, v);
+	}
+	if (v)
+		explicit_bzero(v, strlen(v));
+	free(n);
+	free(v);
+	return 0;
+}
+
+static int c_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s;
+	bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+	(void)session;
+	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+		return 0;
+	s = client_stream(h, frame->hd.stream_id);
+	if (!s)
+		return 0;
+	if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		request_head(s, end);
+		return 0;
+	}
+	if (end && !s->req_end)
+		request_end(s);
+	return 0;
+}
+
+static int c_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+		  size_t len, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = client_stream(h, id);
+
+	(void)flags;
+	if (!s) {
+		(void)nghttp2_session_consume(session, id, len);
+		return 0;
+	}
+	request_data(s, data, len);
+	return 0;
+}
+
+static int c_stream_close(nghttp2_session *session, int32_t id, uint32_t code, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = client_stream(h, id);
+
+	if (!s)
+		return 0;
+	(void)nghttp2_session_set_stream_user_data(session, id, NULL);
+	if (s->up_owed)
+		(void)nghttp2_session_consume_connection(session, s->up_owed);
+	s->up_owed = 0;
+	stream_free(s, s->resp_done && code == NGHTTP2_NO_ERROR ? FILTER_OUTCOME_COMPLETE
+			: s->resp_started ? FILTER_OUTCOME_CUT
+					  : FILTER_OUTCOME_CLIENT_GONE);
+	return 0;
+}
+
+static int c_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+	struct h2 *h = user;
+
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+		record_error(h, false, nghttp2_http2_strerror(frame->goaway.error_code));
+	/* a refused stream's answer is out: whatever the client still
+	 * sends of it is not wanted */
+	if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+		struct h2_stream *s = client_stream(h, frame->hd.stream_id);
+
+		if (s && s->answered && !s->req_end)
+			(void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE,
+							frame->hd.stream_id, NGHTTP2_NO_ERROR);
+	}
+	return 0;
+}
+
+/* --- nghttp2 callbacks: the upstream's side ------------------------------------- */
+
+static int u_header(nghttp2_session *session, const nghttp2_frame *frame,
+		    const uint8_t *name, size_t namelen, const uint8_t *value,
+		    size_t valuelen, uint8_t flags, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = upstream_stream(h, frame->hd.stream_id);
+	char *n, *v;
+
+	(void)session;
+	(void)flags;
+	if (!s || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	s->resp_head_bytes += namelen + valuelen + 32;
+	if (s->resp_head_bytes > H2_MAX_HEADER_LIST)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* reset: a 502 */
+	n = util_xstrndup((const char *)name, namelen);
+	v = util_xstrndup((const char *)value, valuelen);
+	if (s->final_seen) {
+		if (n[0] != ':')
+			filter_headers_add(&s->trailers, n, v);
+	} else if (strcmp(n, ":status") == 0) {
+		s->status_in = (unsigned int)strtoul(v, NULL, 10);
+	} else if (strcmp(n, "content-length") == 0) {
+		s->has_rcl = true;
+		s->rcl = strtoull(v, NULL, 10);
+	} else if (n[0] != ':') {
+		filter_headers_add(&s->rs.headers, n, v);
+	}
+	explicit_bzero(v, strlen(v));
+	free(n);
+	free(v);
+	return 0;
+}
+
+static int u_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s;
+	bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+	(void)session;
+	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+		return 0;
+	s = upstream_stream(h, frame->hd.stream_id);
+	if (!s || s->answered)
+		return 0;
+	if (frame->hd.type == NGHTTP2_HEADERS && !s->final_seen) {
+		if (s->status_in < 200) {
+			/* interim: not relayed (the client's request is
+			 * already whole or streaming) */
+			filter_headers_free(&s->rs.headers);
+			s->has_rcl = false;
+			s->resp_head_bytes = 0;
+			return 0;
+		}
+		response_head(s, end);
+		return 0;
+	}
+	if (end)
+		response_end(s);
+	return 0;
+}
+
+static int u_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+		  size_t len, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = upstream_stream(h, id);
+
+	(void)flags;
+	if (!s || s->answered || !s->resp_started) {
+		(void)nghttp2_session_consume(session, id, len);
+		return 0;
+	}
+	if (s->grpc) {
+		buf_append(&s->gin, data, len);
+		if (!grpc_messages(s))
+			return 0;
+	} else if (!response_slice(s, (const char *)data, len, false)) {
+		return 0;
+	}
+	s->down_owed += len;
+	credit_upstream(s);
+	(void)nghttp2_session_resume_data(h->cs, s->cid);
+	return 0;
+}
+
+static int u_stream_close(nghttp2_session *session, int32_t id, uint32_t code, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = upstream_stream(h, id);
+
+	if (!s)
+		return 0;
+	(void)nghttp2_session_set_stream_user_data(session, id, NULL);
+	s->up_closed = true;
+	if (s->down_owed)
+		(void)nghttp2_session_consume_connection(session, s->down_owed);
+	s->down_owed = 0;
+	if (s->up_ended || s->answered)
+		return 0;
+	if (!s->resp_started) {
+		char why[128];
+
+		set_outcome(s, FILTER_OUTCOME_UPSTREAM_ERROR);
+		snprintf(why, sizeof(why), "the upstream reset the stream: %s",
+			 nghttp2_http2_strerror(code));
+		(void)fail(s, 502, "upstream.reset", why);
+		return 0;
+	}
+	set_outcome(s, FILTER_OUTCOME_CUT);
+	reset_client(s, code == NGHTTP2_NO_ERROR ? NGHTTP2_INTERNAL_ERROR : code);
+	return 0;
+}
+
+static int u_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+	(void)session;
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+		record_error(user, true, nghttp2_http2_strerror(frame->goaway.error_code));
+	return 0;
+}
+
+/* --- the connection -------------------------------------------------------------- */
+
+static nghttp2_option *options(void)
+{
+	nghttp2_option *o;
+
+	ASSERT(nghttp2_option_new(&o) == 0);
+	nghttp2_option_set_no_auto_window_update(o, 1);
+	nghttp2_option_set_max_outbound_ack(o, H2_MAX_OUTBOUND_ACK);
+	nghttp2_option_set_max_settings(o, H2_MAX_SETTINGS);
+	nghttp2_option_set_stream_reset_rate_limit(o, H2_RESET_BURST, H2_RESET_RATE);
+	nghttp2_option_set_max_continuations(o, H2_MAX_CONTINUATIONS);
+	nghttp2_option_set_max_send_header_block_length(o, (size_t)H2_MAX_HEADER_LIST * 2);
+	return o;
+}
+
+static void settings(nghttp2_session *s, bool server)
+{
+	nghttp2_settings_entry iv[4] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_MAX_HEADER_LIST },
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+	};
+
+	/* a server never sends ENABLE_PUSH */
+	ASSERT(nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, server ? 3 : 4) == 0);
+	ASSERT(nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0,
+						     H2_CONN_WINDOW) == 0);
+}
+
+void h2_begin(struct conn *c)
+{
+	nghttp2_session_callbacks *cb;
+	nghttp2_option *o = options();
+	struct h2 *h = util_xcalloc(1, sizeof(*h));
+
+	h->c = c;
+	c->h2 = h;
+	c->inner = true; /* requests inside a tunnel: the target is fixed */
+	ASSERT(nghttp2_session_callbacks_new(&cb) == 0);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, c_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, c_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, c_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, c_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, c_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, c_frame_send);
+	ASSERT(nghttp2_session_server_new2(&h->cs, cb, h, o) == 0);
+	nghttp2_session_callbacks_del(cb);
+	ASSERT(nghttp2_session_callbacks_new(&cb) == 0);
+	nghttp2_session_callbacks_set_on_header_callback(cb, u_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, u_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, u_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, u_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, u_frame_send);
+	ASSERT(nghttp2_session_client_new2(&h->us, cb, h, o) == 0);
+	nghttp2_session_callbacks_del(cb);
+	nghttp2_option_del(o);
+	settings(h->cs, true);
+	settings(h->us, false);
+	conn_enter(c, CONN_H2);
+	h2_step(c, false, 0);
+}
+
+void h2_free(struct conn *c)
+{
+	struct h2 *h = c->h2;
+
+	if (!h)
+		return;
+	for (struct h2_stream *s = h->streams, *next; s; s = next) {
+		next = s->next;
+		s->up_closed = true; /* the session goes with it */
+		stream_free(s, s->resp_started ? FILTER_OUTCOME_CUT
+					       : FILTER_OUTCOME_CLIENT_GONE);
+	}
+	nghttp2_session_del(h->cs);
+	nghttp2_session_del(h->us);
+	c->h2 = NULL;
+	free(h);
+}
+
+int h2_resume(struct conn *c, uint32_t seq, enum filter_result r, struct verdict *v)
+{
+	struct h2_stream *s;
+
+	for (s = c->h2->streams; s; s = s->next)
+		if (s->seq == seq && s->on_resume)
+			break;
+	if (!s || c->state != CONN_H2) {
+		verdict_clear(v);
+		return -ESTALE;
+	}
+	{
+		void (*fn)(struct h2_stream *, enum filter_result, struct verdict *) =
+			s->on_resume;
+
+		s->on_resume = NULL;
+		fn(s, r, v);
+	}
+	h2_step(c, false, 0);
+	return 0;
+}
+
+/* The upstream is gone: streams without an answer get a 502, the others
+ * are cut; the client is told to open a new connection for more. */
+static void upstream_gone(struct h2 *h)
+{
+	struct h2_stream *s, *next;
+
+	if (h->up_gone)
+		return;
+	h->up_gone = true;
+	for (s = h->streams; s; s = next) {
+		next = s->next;
+		if (s->answered || s->resp_end)
+			continue;
+		s->up_closed = true;
+		if (!s->resp_started)
+			(void)fail(s, 502, "upstream.closed",
+				   "the upstream closed the intercepted connection");
+		else {
+			set_outcome(s, FILTER_OUTCOME_CUT);
+			reset_client(s, NGHTTP2_INTERNAL_ERROR);
+		}
+	}
+	(void)nghttp2_submit_goaway(h->cs, NGHTTP2_FLAG_NONE,
+				    nghttp2_session_get_last_proc_stream_id(h->cs),
+				    NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+/* Reads one side into its session. Returns -1 when @c was closed, else
+ * whether bytes moved. */
+static int pump_in(struct h2 *h, bool upstream)
+{
+	struct conn *c = h->c;
+	struct endpoint *e = upstream ? &c->upstream : &c->client;
+	nghttp2_session *sess = upstream ? h->us : h->cs;
+	char tmp[16384];
+	int moved = 0, i;
+
+	for (i = 0; i < READ_ROUNDS && endpoint_open(e); i++) {
+		ssize_t n = endpoint_read(e, tmp, sizeof(tmp));
+		ssize_t rv;
+
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			if (!upstream) {
+				conn_close(c);
+				return -1;
+			}
+			conn_unwatch(c, true);
+			endpoint_close(&c->upstream);
+			upstream_gone(h);
+			return 1;
+		}
+		moved = 1;
+		rv = nghttp2_session_mem_recv(sess, (const uint8_t *)tmp, (size_t)n);
+		if (rv < 0) {
+			record_error(h, upstream, nghttp2_strerror((int)rv));
+			if (!upstream) {
+				/* its GOAWAY, if it can still go */
+				const uint8_t *d;
+				ssize_t k;
+
+				while ((k = nghttp2_session_mem_send(h->cs, &d)) > 0 &&
+				       c->cout.len < BUF_HIGH)
+					buf_append(&c->cout, d, (size_t)k);
+				h2_free(c);
+				conn_finish(c);
+				return -1;
+			}
+			conn_unwatch(c, true);
+			endpoint_close(&c->upstream);
+			upstream_gone(h);
+			return 1;
+		}
+	}
+	return moved;
+}
+
+/* Produces one side's output while its queue has room, and writes it.
+ * Returns -1 when @c was closed, else whether bytes moved. */
+static int pump_out(struct h2 *h, bool upstream)
+{
+	struct conn *c = h->c;
+	struct endpoint *e = upstream ? &c->upstream : &c->client;
+	nghttp2_session *sess = upstream ? h->us : h->cs;
+	struct buf *b = upstream ? &c->uout : &c->cout;
+	int moved = 0;
+
+	if (upstream && !endpoint_open(e)) {
+		buf_free(b);
+		return 0;
+	}
+	while (b->len < BUF_HIGH) {
+		const uint8_t *d;
+		ssize_t n = nghttp2_session_mem_send(sess, &d);
+
+		if (n < 0) {
+			record_error(h, upstream, nghttp2_strerror((int)n));
+			conn_close(c);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		buf_append(b, d, (size_t)n);
+	}
+	if (b->len) {
+		size_t before = b->len;
+		int r = endpoint_flush(e, b);
+
+		if (r < 0 && r != -EAGAIN) {
+			if (!upstream) {
+				conn_close(c);
+				return -1;
+			}
+			conn_unwatch(c, true);
+			endpoint_close(&c->upstream);
+			buf_free(b);
+			upstream_gone(h);
+			return 1;
+		}
+		moved = b->len < before;
+	}
+	return moved;
+}
+
+void h2_step(struct conn *c, bool upstream, uint32_t events)
+{
+	struct h2 *h = c->h2;
+	bool moved = false;
+	int r, round;
+
+	if (!h || c->state != CONN_H2)
+		return;
+	if (!upstream || events == 0 || endpoint_pending(&c->client)) {
+		r = pump_in(h, false);
+		if (r < 0)
+			return;
+		moved = moved || r;
+	}
+	if (upstream || events == 0 || endpoint_pending(&c->upstream)) {
+		r = pump_in(h, true);
+		if (r < 0)
+			return;
+		moved = moved || r;
+	}
+	for (round = 0; round < 4; round++) {
+		int a, b;
+
+		a = pump_out(h, true);
+		if (a < 0)
+			return;
+		b = pump_out(h, false);
+		if (b < 0)
+			return;
+		if (!a && !b)
+			break;
+		moved = true;
+	}
+	if (moved)
+		conn_touch(c);
+	if (!nghttp2_session_want_read(h->cs) && !nghttp2_session_want_write(h->cs) &&
+	    c->cout.len == 0) {
+		conn_close(c);
+		return;
+	}
+	if (h->up_gone && !h->streams && !nghttp2_session_want_write(h->cs)) {
+		/* the GOAWAY is queued: the client gets it and our FIN */
+		h2_free(c);
+		conn_drop_upstream(c);
+		conn_finish(c);
+		return;
+	}
+	conn_watch(c, false,
+		   endpoint_events(&c->client, true, c->cout.len > 0) | EPOLLRDHUP);
+	if (endpoint_open(&c->upstream))
+		conn_watch(c, true, endpoint_events(&c->upstream, true, c->uout.len > 0) |
+					    EPOLLRDHUP);
+}
