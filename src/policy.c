@@ -2852,7 +2852,7 @@ static void parse_git(struct ctx *c, json_t *v, const char *path)
 	if (!walk_object(c, v, path, git_fields, ARRAY_SIZE(git_fields)))
 		return;
 	if (c->git_has_credential + c->git_has_app + c->git_has_glmint > 1)
-		err_add(c, path, "give one of credential, github_app and gitlab_mint");
+		err_add(c, path, "give only one of credential, github_app and gitlab_mint");
 	if (c->git_has_app && c->p->git_provider != GITPROV_GITHUB)
 		err_add(c, path, "github_app mints GitHub tokens: git.provider is \"%s\"",
 			gitprov_get(c->p->git_provider)->name);

@@ -260,6 +260,13 @@ log_is_empty "no host listener saw the unprivileged agent"
 # whose numbers it would not recognise: the i386 int 0x80 and x32 ones.
 if [ "$(uname -m)" = x86_64 ]; then
 	for abi in int80 x32; do
+		# A kernel without that ABI (ia32 emulation off) faults the
+		# call outside any sandbox: nothing for the filter to show.
+		"$PROBE" "$abi" >/dev/null 2>&1
+		if [ $? -eq 139 ]; then
+			ok 0 "# skip this kernel has no $abi entry (SIGSEGV outside the sandbox too)"
+			continue
+		fi
 		sandbox enforce sh -c '"$1" "$2"; echo "status $?"' sh "$PROBE" "$abi"
 		like "$(out)" 'status 159' "a getpid() through $abi kills the process (SIGSYS)"
 	done

@@ -380,7 +380,7 @@ static const struct err_case err_cases[] = {
 	  "git.github_app: needs session.repo: the token is minted for the session's repository\n", NULL },
 	{ "{" V APP_REPO "'secrets': {'gh': {'from_env': 'T', 'hosts': ['github.com']}},"
 	  " 'git': {'credential': 'gh', 'github_app': {'app_id': 1, 'installation_id': 2, 'private_key_file': '/k'}}}",
-	  "git: give one of credential, github_app and gitlab_mint\n", NULL },
+	  "git: give only one of credential, github_app and gitlab_mint\n", NULL },
 	{ "{" V APP_REPO "'git': {'github_app': {'app_id': 0, 'installation_id': 7, 'private_key_file': '/k'}}}",
 	  "git.github_app.app_id: expected the App's client id (1 to 128 characters of A-Z a-z 0-9 . _ -) "
 	  "or its numeric id (a positive integer)\n", NULL },
@@ -664,7 +664,7 @@ static const struct err_case err_cases[] = {
 	  "git.gitlab_mint: needs session.repo: the token is minted for the session's project\n", NULL },
 	{ "{" V "'session': {'repo': 'gitlab.com/a/b/c'}, 'secrets': {'s': {'from_env': 'X', 'hosts': ['x.com']}},"
 	  " 'git': {'provider': 'gitlab', 'credential': 's', 'gitlab_mint': {'token_env': 'A'}}}",
-	  "git: give one of credential, github_app and gitlab_mint\n", NULL },
+	  "git: give only one of credential, github_app and gitlab_mint\n", NULL },
 	/* a control character in a key stays escaped: one error, one line */
 	{ "{" V "'a\\nb': 1}", "$[\"a\\nb\"]: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': ['a\\nb']}}", "egress.allow[0]: %R\n", "a\nb" },
