@@ -1023,10 +1023,10 @@ fail:
 	return rc;
 }
 
-static SSL_CTX *client_ctx(const struct policy *p, char *err, size_t errlen)
+static SSL_CTX *client_ctx(const struct policy *p, const char *ca, const char *ca_what,
+			   char *err, size_t errlen)
 {
 	static const unsigned char alpn[] = "\x08" TLS_ALPN_HTTP11;
-	const char *ca = p->git_github_app->ca;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
 	ASSERT(ctx);
@@ -1037,7 +1037,7 @@ static SSL_CTX *client_ctx(const struct policy *p, char *err, size_t errlen)
 	ASSERT(SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) == 0);
 	if (ca) {
 		if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
-			snprintf(err, errlen, "git.github_app.ca %s: no CA certificate could be read",
+			snprintf(err, errlen, "%s %s: no CA certificate could be read", ca_what,
 				 ca);
 			goto fail;
 		}
@@ -1336,42 +1336,45 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	return rc;
 }
 
-int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
-		   struct ghapp_token *out, char *err, size_t errlen)
+void ghapp_https_answer_free(struct ghapp_https_answer *a)
 {
-	const struct policy_github_app *app = p->git_github_app;
+	if (a->body) {
+		explicit_bzero(a->body, a->len);
+		free(a->body);
+	}
+	memset(a, 0, sizeof(*a));
+}
+
+int ghapp_https(const struct policy *p, const char *host, uint16_t port, const char *ca,
+		const char *ca_what, const char *req, unsigned int timeout_ms,
+		struct ghapp_https_answer *out, char *why, size_t whylen)
+{
 	long long deadline = mono_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
-	struct ghapp_scope asked;
 	struct resolved r;
 	struct answer a;
 	struct http_response resp;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
-	char *body = NULL, *req = NULL, why[256], ctype[128], errbuf[200];
+	char errbuf[200];
 	const char *abody;
-	size_t alen, off = 0, reqlen;
+	size_t alen, off = 0, reqlen = strlen(req);
 	int fd = -1, rc = -1, ret, hi;
 
 	memset(out, 0, sizeof(*out));
 	memset(&a, 0, sizeof(a));
-	memset(&asked, 0, sizeof(asked));
 	why[0] = '\0';
-	ASSERT(app);
-	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0)
-		goto out;
-	body = ghapp_request_body(&asked);
-	ctx = client_ctx(p, why, sizeof(why));
+	ctx = client_ctx(p, ca, ca_what, why, whylen);
 	if (!ctx)
 		goto out;
-	if (resolve_api(p, app->api_host, app->api_port, deadline, &r, why, sizeof(why)) != 0)
+	if (resolve_api(p, host, port, deadline, &r, why, whylen) != 0)
 		goto out;
-	fd = connect_any(&r, app->api_port, deadline, app->api_host, why, sizeof(why));
+	fd = connect_any(&r, port, deadline, host, why, whylen);
 	if (fd < 0)
 		goto out;
 	ssl = SSL_new(ctx);
 	ASSERT(ssl);
 	SSL_set_fd(ssl, fd);
-	if (tls_client_prepare(ssl, app->api_host, why, sizeof(why)) != 0)
+	if (tls_client_prepare(ssl, host, why, whylen) != 0)
 		goto out;
 	while ((ret = SSL_connect(ssl)) != 1) {
 		int e = SSL_get_error(ssl, ret), w;
@@ -1380,16 +1383,14 @@ int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout
 			w = wait_fd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
 			if (w == 0)
 				continue;
-			snprintf(why, sizeof(why), "TLS: %s",
+			snprintf(why, whylen, "TLS: %s",
 				 w == -ETIMEDOUT ? "timed out" : strerror(-w));
 			goto out;
 		}
-		snprintf(why, sizeof(why), "TLS: %s",
+		snprintf(why, whylen, "TLS: %s",
 			 tls_handshake_error(ssl, ret, errbuf, sizeof(errbuf)));
 		goto out;
 	}
-	req = build_request(p, jwt, body);
-	reqlen = strlen(req);
 	while (off < reqlen) {
 		size_t chunk = reqlen - off > INT_MAX ? INT_MAX : reqlen - off;
 
@@ -1398,20 +1399,21 @@ int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout
 			off += (size_t)ret;
 			continue;
 		}
-		if (tls_wait(ssl, fd, ret, deadline, "sending the request", why, sizeof(why)) != 0)
+		if (tls_wait(ssl, fd, ret, deadline, "sending the request", why, whylen) != 0)
 			goto out;
 	}
-	if (read_answer(ssl, fd, deadline, &a, why, sizeof(why)) != 0)
+	if (read_answer(ssl, fd, deadline, &a, why, whylen) != 0)
 		goto out;
 	ASSERT(http_parse_response(a.raw, a.head_len, &resp, NULL, false) == HTTP_OK);
-	ctype[0] = '\0';
+	out->status = resp.status;
 	hi = http_header_find(&resp.headers, "content-type", 0);
 	if (hi >= 0) {
 		struct http_slice v = resp.headers.h[hi].value;
-		size_t n = v.len < sizeof(ctype) - 1 ? v.len : sizeof(ctype) - 1;
+		size_t n = v.len < sizeof(out->ctype) - 1 ? v.len : sizeof(out->ctype) - 1;
 
-		memcpy(ctype, v.ptr, n);
-		ctype[n] = '\0';
+		memcpy(out->ctype, v.ptr, n);
+		out->ctype[n] = '\0';
+		out->has_ctype = true;
 	}
 	if (a.framing == HTTP_BODY_CHUNKED) {
 		abody = a.body ? a.body : "";
@@ -1421,20 +1423,17 @@ int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout
 		alen = a.framing == HTTP_BODY_LENGTH ? (size_t)a.clen : a.len - a.head_len;
 	}
 	if (alen > GHAPP_ANSWER_MAX) {
-		snprintf(why, sizeof(why), "the answer is larger than %zu bytes", GHAPP_ANSWER_MAX);
+		snprintf(why, whylen, "the answer is larger than %zu bytes", GHAPP_ANSWER_MAX);
 		goto out;
 	}
-	if (ghapp_check_answer(&asked, resp.status, hi >= 0 ? ctype : NULL, abody, alen,
-			       time(NULL), out, why, sizeof(why)) != 0)
-		goto out;
+	out->body = util_xmalloc(alen + 1);
+	memcpy(out->body, abody, alen);
+	out->body[alen] = '\0';
+	out->len = alen;
 	rc = 0;
 out:
-	if (rc != 0) {
-		if (!why[0] && mono_ms() >= deadline)
-			snprintf(why, sizeof(why), "timed out");
-		snprintf(err, errlen, "token mint at %s: %s", app->api_host,
-			 why[0] ? why : "failed");
-	}
+	if (rc != 0 && !why[0] && mono_ms() >= deadline)
+		snprintf(why, whylen, "timed out");
 	if (ssl) {
 		SSL_shutdown(ssl);
 		SSL_free(ssl);
@@ -1444,6 +1443,39 @@ out:
 		close(fd);
 	ERR_clear_error();
 	answer_free(&a);
+	return rc;
+}
+
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen)
+{
+	const struct policy_github_app *app = p->git_github_app;
+	struct ghapp_scope asked;
+	struct ghapp_https_answer a;
+	char *body = NULL, *req = NULL, why[256];
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	memset(&a, 0, sizeof(a));
+	memset(&asked, 0, sizeof(asked));
+	why[0] = '\0';
+	ASSERT(app);
+	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0)
+		goto out;
+	body = ghapp_request_body(&asked);
+	req = build_request(p, jwt, body);
+	if (ghapp_https(p, app->api_host, app->api_port, app->ca, "git.github_app.ca", req,
+			timeout_ms, &a, why, sizeof(why)) != 0)
+		goto out;
+	if (ghapp_check_answer(&asked, a.status, a.has_ctype ? a.ctype : NULL, a.body, a.len,
+			       time(NULL), out, why, sizeof(why)) != 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc != 0)
+		snprintf(err, errlen, "token mint at %s: %s", app->api_host,
+			 why[0] ? why : "failed");
+	ghapp_https_answer_free(&a);
 	wipe_str(req);
 	free(body);
 	ghapp_scope_free(&asked);

@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "policy.h"
@@ -181,5 +182,26 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
  * and left as it is (the caller wipes it). */
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
+
+/* An HTTPS answer as ghapp_https() read it (the body wiped when freed). */
+struct ghapp_https_answer {
+	unsigned int status;
+	bool has_ctype;
+	char ctype[128];
+	char *body;        /* NUL-terminated; len bytes */
+	size_t len;
+};
+void ghapp_https_answer_free(struct ghapp_https_answer *a);
+
+/* The blocking HTTPS client of the mint, for any request made outside the
+ * sandbox (the mint, an OAuth refresh: oauth.c): @req, a whole HTTP/1.1
+ * request with Connection: close, is sent to @host:@port, resolved and
+ * checked as ghapp_mint() says, the certificate verified against @ca
+ * (named @ca_what in errors) when given, else the system store plus
+ * egress.upstream_ca. The answer (at most GHAPP_ANSWER_MAX bytes) goes
+ * to @out. Returns 0, or -1 with a reason in @why. */
+int ghapp_https(const struct policy *p, const char *host, uint16_t port, const char *ca,
+		const char *ca_what, const char *req, unsigned int timeout_ms,
+		struct ghapp_https_answer *out, char *why, size_t whylen);
 
 #endif /* AIRLOCK_GHAPP_H */

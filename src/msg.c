@@ -79,6 +79,7 @@ static const char *const type_names[] = {
 	[MSG_SPEND_USD] = "spend-usd",
 	[MSG_CAPTURE] = "capture",
 	[MSG_CAPTURE_ACK] = "capture-ack",
+	[MSG_OAUTH_401] = "oauth-401",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

@@ -92,6 +92,9 @@ enum msg_type {
 				 bytes value */
 	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
 				 fields: every other worker has it queued */
+	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
+				 bytes the access token a bound host
+				 answered 401 to (oauth.c refreshes) */
 	MSG_TYPE_COUNT
 };
 
