@@ -288,6 +288,7 @@ static int add_captured(struct secretfilter *f, const struct policy_secret *def,
 	c->ph = util_xstrndup(ph, phlen);
 	c->phlen = phlen;
 	c->expires = expires;
+	c->superseded = false;
 	build_sets(f);
 	return 1;
 }
