@@ -373,6 +373,19 @@ void oauth_env(const struct oauth *o, struct env_result *env)
 	}
 }
 
+char *oauth_placeholders_text(const struct oauth *o)
+{
+	char *text = util_xstrdup(""), *next;
+	size_t i;
+
+	for (i = 0; i < o->n; i++) {
+		next = util_xasprintf("%s%s=%s\n", text, o->s[i].def->env, o->s[i].ph);
+		free(text);
+		text = next;
+	}
+	return text;
+}
+
 static int send_one(const struct oauth_secret *x, struct worker_pool *wp)
 {
 	return worker_pool_value(wp, x->def->name, x->expires_at, x->ph, x->phlen, x->value,

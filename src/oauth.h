@@ -100,6 +100,9 @@ void oauth_record(struct session *s, const struct oauth *o);
 /* Each secret's placeholder under its env name. */
 void oauth_env(const struct oauth *o, struct env_result *env);
 
+/* "ENV=PLACEHOLDER\n" for each secret (airlock proxy --placeholders). */
+char *oauth_placeholders_text(const struct oauth *o);
+
 /* Every worker gets every token (before go). Returns 0 or -errno. */
 int oauth_send(const struct oauth *o, struct worker_pool *wp);
 
