@@ -19,8 +19,10 @@ pl_start_net
 
 CS="cs-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 RT="rt-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-printf '%s\n' "$RT" > "$T/rt"
-chmod 600 "$T/rt"
+# in the workspace, which the agent sees: the file is masked there
+RTF="$WS/rt.secret"
+printf '%s\n' "$RT" > "$RTF"
+chmod 600 "$RTF"
 OLOG="$T/oauth.log"
 cat > "$T/oauth.json" <<EOF
 {"log": "$OLOG", "ready": "$T/oauth.ready", "down": "$T/oauth.down",
@@ -38,6 +40,7 @@ cat > "$POLICY" <<EOF
 {
   "version": 1,
   "mode": "enforce",
+  "env": {"pass": ["PATH", "HOME", "OAUTH_CS"]},
   "egress": {
     "allow": ["api.oauth.airlock.test"],
     "allow_ranges": ["198.18.0.0/15"],
@@ -49,7 +52,7 @@ cat > "$POLICY" <<EOF
       "env": "API_TOKEN", "hosts": ["api.oauth.airlock.test"], "headers": ["authorization"],
       "paths": ["/v1/"],
       "oauth": {"token_url": "https://auth.airlock.test/oauth/token", "client_id": "cli-1",
-                "client_secret_from_env": "OAUTH_CS", "refresh_token_from_file": "$T/rt",
+                "client_secret_from_env": "OAUTH_CS", "refresh_token_from_file": "$RTF",
                 "scope": "read write"}
     }
   }
@@ -99,7 +102,7 @@ c r401b -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/
 sleep 2
 c closed -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/closed
 exit 0
-' "$WS" "$T/rt" > "$T/out" 2>&1 </dev/null
+' "$WS" "$RTF" > "$T/out" 2>&1 </dev/null
 is $? 0 "airlock run: the script ran"
 diag_file "$T/out"
 PH=$(cat "$WS/ph")
@@ -165,15 +168,14 @@ r=$(grep '"type":"secret.block"' "$EV" | grep /v1/closed | tail -1)
 is "$(jf "$r" rule) $(jf "$r" decision)" "secrets.api.oauth block" "... with a secret.block receipt"
 is "$(grep -c '"path": "/v1/closed"' "$OLOG")" 0 "... nothing reached the API"
 
-! grep -rq -e "$RT" -e "$CS" "$WS"
+! grep -rq --exclude=rt.secret -e "$RT" -e "$CS" "$WS"
 ok $? "the refresh token and the client secret never reached the sandbox (files, env, answers)"
 ! grep -q -e OAUTH_CS "$WS/env.out"
-ok $? "... the client secret's variable is not in the agent's environment"
-! grep -q "$RT" "$WS/rtfile.out"
-ok $? "... the refresh token's file cannot be read inside"
+ok $? "... the client secret's variable is not in the agent's environment, even listed in env.pass"
+like "$(cat "$WS/rtfile.out")" '^cat: ' "... the refresh token's file cannot be read inside ($(cat "$WS/rtfile.out"))"
 leaked=0
 for k in $(grep '"token": "oat-' "$OLOG" | sed 's/.*"token": "\([^"]*\)".*/\1/'); do
-	grep -rq "$k" "$WS" && leaked=$((leaked + 1))
+	grep -rq --exclude=rt.secret "$k" "$WS" && leaked=$((leaked + 1))
 	grep -q "$k" "$EV" && leaked=$((leaked + 1))
 done
 is "$leaked" 0 "no access token reached the sandbox or a receipt"
