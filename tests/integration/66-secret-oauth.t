@@ -182,7 +182,19 @@ is "$leaked" 0 "no access token reached the sandbox or a receipt"
 ! grep -q -e "$RT" -e "$CS" "$EV"
 ok $? "no receipt holds the refresh token or the client secret"
 
+# airlock proxy (standalone): the same token behind the placeholder it writes
+rm -f "$T/oauth.down" "$EV"
+OAUTH_CS=$CS pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.env" --workers 1
+like "$(cat "$T/ph.env")" '^API_TOKEN=airlock-ph-api-[0-9A-Za-z_-]+$' "airlock proxy --placeholders: the OAuth secret's line"
+PPH=$(sed -n 's/^API_TOKEN=//p' "$T/ph.env")
+req https://api.oauth.airlock.test/v1/proxy --cacert "$T/session-ca.pem" -H "Authorization: Bearer $PPH"
+r=$(api /v1/proxy)
+is "$CODE $(jf "$r" status)" "200 200" "... a request through the standalone proxy carries the token it obtained"
+like "$(grep '"type":"secret.refresh"' "$EV" | head -1)" '"why":"start"' "... recorded as secret.refresh"
+pl_stop_proxy
+
 # the token endpoint down at start: the session is refused
+: > "$T/oauth.down"
 rm -f "$EV"
 OAUTH_CS=$CS timeout 60 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" --events "$EV" -- true \
 	> "$T/out2" 2>&1 </dev/null
