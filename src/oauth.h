@@ -118,8 +118,8 @@ void oauth_refresh_due(struct session *s, const struct policy *p, struct oauth *
  * changes nothing). */
 void oauth_on_401(void *arg, const char *secret, const void *value, size_t len);
 
-/* Variables of @p that hold OAuth credentials (never passed to the
- * sandbox) and files (masked): does @name name one? */
+/* Does @name (@len bytes) name a variable of @p that holds an OAuth
+ * credential (never passed to the sandbox: env.c)? */
 bool oauth_env_owned(const struct policy *p, const char *name, size_t len);
 
 /* Wipes the OAuth credentials' values out of this process's environ

@@ -2159,6 +2159,12 @@ static void parse_git_credential(struct ctx *c, json_t *v, const char *path)
 		free(q);
 		return;
 	}
+	if (name && c->secrets_ok && json_is_object(json_object_get(c->secrets, name)) &&
+	    json_is_object(json_object_get(json_object_get(c->secrets, name), "oauth"))) {
+		err_add(c, path, "secret %s is an OAuth token (oauth): git.credential names a "
+				 "secret with a value of its own", name);
+		return;
+	}
 	set_str(&c->p->git_credential, v);
 }
 

@@ -94,6 +94,8 @@ static void test_policy(void)
 		"secrets.api", "OAuth secret");
 	refused("\"scope\":\"read write\"", "\"scope\":\"r\",\"x\":1", "secrets.api.oauth.x",
 		"");
+	refused("{\"version\":1,", "{\"version\":1,\"git\":{\"credential\":\"api\"},", "git.credential",
+		"OAuth token");
 }
 
 static void test_body(void)
