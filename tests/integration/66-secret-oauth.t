@@ -151,6 +151,19 @@ is "$(cat "$WS/r401.code") $(jf "$r" status)" "401 401" \
 	"a revoked token: the API's 401 is relayed (the request is not retried)"
 r=$(grep '"type":"secret.refresh"' "$EV" | grep '"why":"401"' | head -1)
 is "$(jf "$r" decision) $(jf "$r" subject.secret)" "allow api" "... and the 401 made one refresh (secret.refresh why 401)"
+diag "401 relayed -> refreshed token recorded: $(python3 -c '
+import json, sys
+from datetime import datetime
+t = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    s = r.get("subject", {})
+    k = "a" if r["type"] == "http.request" and s.get("path") == "/v1/after-revoke" else \
+        "b" if r["type"] == "secret.refresh" and s.get("why") == "401" and r["decision"] == "allow" else None
+    if k and k not in t:
+        t[k] = datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+print("%d ms" % ((t["b"] - t["a"]).total_seconds() * 1000) if len(t) == 2 else "n/a")
+' "$EV")"
 r=$(api /v1/three)
 G3=$(jf "$r" grant)
 is "$(cat "$WS/a3.code") $(jf "$r" status)" "200 200" \
