@@ -652,6 +652,8 @@ int cmd_proxy(int argc, char **argv)
 	wc.client_limit = (unsigned int)client_limit;
 	wc.intercept = ca.cert || ca_out;
 	wc.broker = &broker;
+	wc.forget = oauth_forget;
+	wc.forget_arg = &st.oauth;
 	gitcred_config(&st.git, &wc);
 	wc.spend = st.spend.pid > 0 ? &st.spend : NULL;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,

@@ -614,6 +614,8 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 	wc.intercept = s->open;
 	wc.broker = broker;
 	wc.spend = spend;
+	wc.forget = oauth_forget;
+	wc.forget_arg = oauth;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,

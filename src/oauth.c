@@ -492,15 +492,39 @@ bool oauth_env_owned(const struct policy *p, const char *name, size_t len)
 	return false;
 }
 
-void oauth_scrub_environ(const struct policy *p)
+static void oauth_scrub_environ_one(const struct policy_oauth *a)
 {
+	const char *names[2] = { a->client_secret_from_env, a->refresh_token_from_env };
+	size_t i, n;
 	char **e;
 
-	for (e = environ; e && *e; e++) {
-		const char *eq = strchr(*e, '=');
+	for (i = 0; i < 2; i++) {
+		n = names[i] ? strlen(names[i]) : 0;
+		for (e = environ; n && e && *e; e++)
+			if (strncmp(*e, names[i], n) == 0 && (*e)[n] == '=')
+				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
+	}
+}
 
-		if (eq && oauth_env_owned(p, *e, (size_t)(eq - *e)))
-			explicit_bzero((char *)eq + 1, strlen(eq + 1));
+void oauth_scrub_environ(const struct policy *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecrets; i++)
+		if (p->secrets[i].oauth)
+			oauth_scrub_environ_one(p->secrets[i].oauth);
+}
+
+void oauth_forget(void *arg)
+{
+	struct oauth *o = arg;
+	size_t i;
+
+	for (i = 0; i < o->n; i++) {
+		wipe(&o->s[i].client_secret, &o->s[i].client_secret_len);
+		wipe(&o->s[i].refresh_token, &o->s[i].refresh_token_len);
+		if (o->s[i].def)
+			oauth_scrub_environ_one(o->s[i].def->oauth);
 	}
 }
 

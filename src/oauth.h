@@ -126,6 +126,11 @@ bool oauth_env_owned(const struct policy *p, const char *name, size_t len);
  * (the sandbox's init inherits it). */
 void oauth_scrub_environ(const struct policy *p);
 
+/* In a proxy worker (worker_config.forget, @arg the struct oauth): wipes
+ * the refresh tokens and client secrets, and their variables in environ;
+ * the workers need only the access tokens, which come by message. */
+void oauth_forget(void *arg);
+
 /* Wipes and frees; safe on a zeroed or freed one. */
 void oauth_free(struct oauth *o);
 

@@ -564,6 +564,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		close(null);
 	confine_close_fds(keep, ARRAY_SIZE(keep));
 	(void)prctl(PR_SET_NAME, WORKER_PROC_NAME, 0, 0, 0);
+	if (cfg->forget)
+		cfg->forget(cfg->forget_arg);
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
 	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		worker_fatal(&x, "prctl: %s", strerror(errno));

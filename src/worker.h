@@ -53,6 +53,11 @@ struct worker_config {
 					placeholders), or NULL: none */
 	struct spendd *spend;        /* the ledger process, or NULL: nothing
 					is metered */
+	/* Called first thing in each worker (a copy of the supervisor's
+	 * memory): wipes what the workers must not hold (oauth.h: the
+	 * refresh tokens and client secrets), or NULL. */
+	void (*forget)(void *arg);
+	void *forget_arg;
 };
 
 struct worker {

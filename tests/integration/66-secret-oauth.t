@@ -204,6 +204,16 @@ req https://api.oauth.airlock.test/v1/proxy --cacert "$T/session-ca.pem" -H "Aut
 r=$(api /v1/proxy)
 is "$CODE $(jf "$r" status)" "200 200" "... a request through the standalone proxy carries the token it obtained"
 like "$(grep '"type":"secret.refresh"' "$EV" | head -1)" '"why":"start"' "... recorded as secret.refresh"
+sup=0
+wrk=0
+for p in $(pl_proxy_pids); do
+	if [ "$(cat /proc/$p/comm 2>/dev/null)" = airlock-proxy ]; then
+		tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q "$CS" && wrk=$((wrk + 1))
+	else
+		tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q "$CS" && sup=$((sup + 1))
+	fi
+done
+is "$sup $wrk" "1 0" "the client secret's variable is wiped in the proxy worker (control: the supervisor's has it)"
 pl_stop_proxy
 
 # the token endpoint down at start: the session is refused
