@@ -314,8 +314,9 @@ int broker_load(struct broker *b, const struct policy *p, char *err, size_t errl
 		struct broker_secret *s = &b->secrets[b->count];
 
 		/* a captured secret has no value yet: the proxy registers
-		 * each one it captures (capture.c) */
-		if (p->secrets[i].capture)
+		 * each one it captures (capture.c); an OAuth secret's tokens
+		 * come from the supervisor (oauth.c) */
+		if (p->secrets[i].capture || p->secrets[i].oauth)
 			continue;
 		s->def = &p->secrets[i];
 		b->count++;

@@ -49,6 +49,7 @@
 #include "addr.h"
 #include "broker.h"
 #include "gitcred.h"
+#include "oauth.h"
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
@@ -111,6 +112,8 @@ struct proxy_state {
 	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
 	char failure[512];    /* why the proxy ended itself, or "" */
 	struct gitcred git;   /* the credential the workers inject */
+	struct oauth oauth;   /* OAuth tokens the supervisor refreshes */
+	struct oauth_ctx oc;
 	struct spendd spend;  /* the ledger process (pid -1: none) */
 	bool exhausted;       /* on_exhausted stop: the proxy is stopping */
 };
@@ -373,6 +376,16 @@ static void serve(struct proxy_state *st, int sfd)
 			if (timeout < 0 || (gitcred_next(&st->git) - now) * 1000 < timeout)
 				timeout = (int)((gitcred_next(&st->git) - now) * 1000);
 		}
+		if (oauth_next(&st->oauth) && !st->wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= oauth_next(&st->oauth)) {
+				oauth_refresh_due(st->s, st->s->p, &st->oauth, &st->wp);
+				continue;
+			}
+			if (timeout < 0 || (oauth_next(&st->oauth) - now) * 1000 < timeout)
+				timeout = (int)((oauth_next(&st->oauth) - now) * 1000);
+		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -443,10 +456,11 @@ static void write_ca_out(struct session *s, const char *path)
 }
 
 static void write_placeholders(struct session *s, const struct broker *b,
-			       const struct gitcred *g, const char *path)
+			       const struct gitcred *g, const struct oauth *o,
+			       const char *path)
 {
 	size_t len, i;
-	char *text = broker_placeholders_text(b, &len);
+	char *text = broker_placeholders_text(b, &len), *more_text, *full;
 	int r;
 
 	/* the git token's placeholder under each git.token_env variable */
@@ -467,6 +481,12 @@ static void write_placeholders(struct session *s, const struct broker *b,
 		text = more;
 		len = strlen(text);
 	}
+	more_text = oauth_placeholders_text(o);
+	full = util_xasprintf("%s%s", text, more_text);
+	free(text);
+	free(more_text);
+	text = full;
+	len = strlen(text);
 	r = write_file(path, text, len, 0600);
 	free(text);
 	if (r < 0) {
@@ -619,10 +639,11 @@ int cmd_proxy(int argc, char **argv)
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 	gitcred_start(&s, p, &broker, &st.git);
+	oauth_start(&s, p, &st.oauth);
 	if (ca_out)
 		write_ca_out(&s, ca_out);
 	if (placeholders)
-		write_placeholders(&s, &broker, &st.git, placeholders);
+		write_placeholders(&s, &broker, &st.git, &st.oauth, placeholders);
 	st.path = policy_path;
 	memset(&wc, 0, sizeof(wc));
 	wc.listen_fd = fd;
@@ -631,6 +652,8 @@ int cmd_proxy(int argc, char **argv)
 	wc.client_limit = (unsigned int)client_limit;
 	wc.intercept = ca.cert || ca_out;
 	wc.broker = &broker;
+	wc.forget = oauth_forget;
+	wc.forget_arg = &st.oauth;
 	gitcred_config(&st.git, &wc);
 	wc.spend = st.spend.pid > 0 ? &st.spend : NULL;
 	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
@@ -639,10 +662,16 @@ int cmd_proxy(int argc, char **argv)
 		worker_pool_release(&st.wp);
 		session_refuse(&s, "proxy", err);
 	}
+	st.oc = (struct oauth_ctx){ &s, p, &st.oauth, &st.wp };
+	st.wp.oauth401 = oauth_on_401;
+	st.wp.oauth_arg = &st.oc;
+	if (oauth_send(&st.oauth, &st.wp) < 0)
+		util_warn("the OAuth tokens could not reach every proxy worker");
 	close(fd); /* the workers serve it */
 	session_begin(&s, "session.start", RECEIPT_INFO, "session",
 		      "egress proxy started");
 	gitcred_record(&s, p, &st.git);
+	oauth_record(&s, &st.oauth);
 	if (wc.spend && spendd_give_keeper(&st.spend, session_worker_channel(&s)) < 0)
 		fail(&st, json_object(), "cannot give the spend ledger its channel to the "
 		     "key holder");
@@ -684,6 +713,7 @@ int cmd_proxy(int argc, char **argv)
 		policy_free(st.old[i]);
 	free(st.old);
 	gitcred_free(&st.git);
+	oauth_free(&st.oauth);
 	broker_free(&broker);
 	policy_free(p);
 	free(id);

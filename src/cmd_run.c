@@ -59,6 +59,7 @@
 #include "commands.h"
 #include "dnsstub.h"
 #include "gitcred.h"
+#include "oauth.h"
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
@@ -575,11 +576,12 @@ static void block_signals(void)
  * it did not). Does not return when the key holder dies. */
 static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
 		     unsigned int nworkers, const struct broker *broker, struct gitcred *git,
-		     struct spendd *spend, char *failure,
+		     struct oauth *oauth, struct spendd *spend, char *failure,
 		     size_t failure_len)
 {
 	int tl[2];
 	struct supervise_ctx x;
+	struct oauth_ctx oc;
 	struct worker_config wc;
 	struct pollfd *pfd;
 	bool keeper_open;
@@ -621,6 +623,8 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 	wc.intercept = s->open;
 	wc.broker = broker;
 	wc.spend = spend;
+	wc.forget = oauth_forget;
+	wc.forget_arg = oauth;
 	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
 		kill(sb->init_pid, SIGKILL);
 		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
@@ -628,6 +632,12 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		session_end(s, EXIT_AIRLOCK_FAILURE);
 		util_die(EXIT_AIRLOCK_FAILURE, "egress proxy: %s", err);
 	}
+	/* OAuth tokens: every worker has them before go; a 401 refreshes */
+	oc = (struct oauth_ctx){ s, s->p, oauth, &x.wp };
+	x.wp.oauth401 = oauth_on_401;
+	x.wp.oauth_arg = &oc;
+	if (oauth_send(oauth, &x.wp) < 0)
+		util_warn("the OAuth tokens could not reach every proxy worker");
 	/* The workers serve it: we keep no copy. */
 	close(sb->proxy_fd);
 	sb->proxy_fd = -1;
@@ -671,6 +681,16 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			}
 			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
 				timeout = (int)((gitcred_next(git) - now) * 1000);
+		}
+		if (oauth_next(oauth) && !x.wp.stopping) {
+			time_t now = time(NULL);
+
+			if (now >= oauth_next(oauth)) {
+				oauth_refresh_due(s, s->p, oauth, &x.wp);
+				continue;
+			}
+			if (timeout < 0 || (oauth_next(oauth) - now) * 1000 < timeout)
+				timeout = (int)((oauth_next(oauth) - now) * 1000);
 		}
 		if (x.exhausted && !x.init_done) {
 			uint64_t now = monotonic_ms(), next;
@@ -782,6 +802,7 @@ struct scrub_ctx {
 	struct broker *broker;
 	struct session *session;
 	struct gitcred *git;
+	struct oauth *oauth;
 };
 
 /* Runs in the sandbox's init, a copy of our memory: wipes the secret
@@ -806,6 +827,8 @@ static void scrub_secrets(void *arg)
 	}
 	broker_free(b);
 	gitcred_free(x->git); /* a minted token */
+	oauth_scrub_environ(x->session->p);
+	oauth_free(x->oauth);
 }
 
 static bool is_path_dest(const char *events)
@@ -948,9 +971,16 @@ static void plan_view(struct session *s, const struct run_opts *o, const struct 
 		add_path(&cfg->mask, &cfg->nmask, resolve(o->signing_key, false));
 	if (is_path_dest(events))
 		add_path(&cfg->mask, &cfg->nmask, resolve(events, false));
-	for (i = 0; i < p->nsecrets; i++)
+	for (i = 0; i < p->nsecrets; i++) {
+		const struct policy_oauth *a = p->secrets[i].oauth;
+
 		if (p->secrets[i].from_file)
 			add_path(&cfg->mask, &cfg->nmask, resolve(p->secrets[i].from_file, false));
+		if (a && a->client_secret_from_file)
+			add_path(&cfg->mask, &cfg->nmask, resolve(a->client_secret_from_file, false));
+		if (a && a->refresh_token_from_file)
+			add_path(&cfg->mask, &cfg->nmask, resolve(a->refresh_token_from_file, false));
+	}
 	if (p->git_github_app && p->git_github_app->private_key_file)
 		add_path(&cfg->mask, &cfg->nmask,
 			 resolve(p->git_github_app->private_key_file, false));
@@ -1010,6 +1040,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	struct broker broker;
 	struct stub_run stub;
 	struct gitcred git;
+	struct oauth oauth;
 	struct spendd spend = { .pid = -1, .ctl = -1 };
 	bool metered = spendd_wanted(p) || o->parent;
 	struct sandbox sb;
@@ -1080,9 +1111,11 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	if (broker_load(&broker, p, err, sizeof(err)) < 0)
 		session_refuse(&s, "secrets", err);
 	gitcred_start(&s, p, &broker, &git);
+	oauth_start(&s, p, &oauth);
 
 	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
 	gitcred_env(p, &git, &env);
+	oauth_env(&oauth, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
@@ -1093,6 +1126,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	scrub.broker = &broker;
 	scrub.session = &s;
 	scrub.git = &git;
+	scrub.oauth = &oauth;
 	cfg.scrub = scrub_secrets;
 	cfg.scrub_arg = &scrub;
 
@@ -1100,6 +1134,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		      enforce ? "session started in mode enforce"
 			      : "session started in mode shadow");
 	gitcred_record(&s, p, &git);
+	oauth_record(&s, &oauth);
 	for (i = 0; i < env.ndropped; i++)
 		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
@@ -1147,7 +1182,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
-			   &broker, &git, metered ? &spend : NULL, err, sizeof(err));
+			   &broker, &git, &oauth, metered ? &spend : NULL, err, sizeof(err));
 	dnsstub_free(stub.stub);
 	dnsstub_table_free(stub.table);
 	if (metered) {
@@ -1185,6 +1220,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 
 	env_result_free(&env);
 	gitcred_free(&git);
+	oauth_free(&oauth);
 	broker_free(&broker);
 	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "tls_ca.h"
+#include "oauth.h"
 #include "util.h"
 
 static const char *const airlock_vars[] = {
@@ -61,7 +62,7 @@ static bool policy_owned(const struct policy *p, const char *name, size_t len)
 		if (name_is(name, len, p->secrets[i].env) ||
 		    name_is(name, len, p->secrets[i].from_env))
 			return true;
-	return false;
+	return oauth_env_owned(p, name, len);
 }
 
 static void push(struct env_result *r, size_t *cap, char *entry)

@@ -209,7 +209,8 @@ long long ghapp_deadline(unsigned int timeout_ms);
  * errors -- or the system store plus egress.upstream_ca; TLS 1.2+;
  * answers up to GHAPP_ANSWER_MAX): sends @request (a whole HTTP/1.1
  * request with "Connection: close") to @host:@port and reads the answer
- * by @deadline (ghapp_deadline()). Used by the GitLab mint (glmint.c).
+ * by @deadline (ghapp_deadline()). Used by the GitLab mint (glmint.c)
+ * and the OAuth refresh (oauth.c).
  * Returns 0 with @out filled (ghapp_reply_free() it), or -1 with one
  * line in @why. */
 int ghapp_https(const struct policy *p, const char *host, uint16_t port, const char *ca,

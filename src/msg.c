@@ -81,6 +81,7 @@ static const char *const type_names[] = {
 	[MSG_CAPTURE_ACK] = "capture-ack",
 	[MSG_WITNESS_NOTE] = "witness-note",
 	[MSG_WITNESS_COSIG] = "witness-cosig",
+	[MSG_OAUTH_401] = "oauth-401",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

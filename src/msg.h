@@ -95,6 +95,9 @@ enum msg_type {
 	/* witness (run --witness): key holder <-> supervisor, at the end */
 	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
 	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
+	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
+				 bytes the access token a bound host
+				 answered 401 to (oauth.c refreshes) */
 	MSG_TYPE_COUNT
 };
 

@@ -2202,6 +2202,8 @@ static void parse_aws(struct ctx *c, struct policy_secret *s, const char *path)
 	}
 }
 
+static void parse_secret_oauth(struct ctx *c, json_t *v, const char *path);
+
 static const struct field secret_fields[] = {
 	{ "kind", parse_secret_kind },
 	{ "from_env", parse_secret_from_env },
@@ -2214,6 +2216,7 @@ static const struct field secret_fields[] = {
 	{ "methods", parse_secret_methods },
 	{ "body", parse_secret_body },
 	{ "capture", parse_secret_capture },
+	{ "oauth", parse_secret_oauth },
 };
 
 static void parse_secret(struct ctx *c, const char *name, json_t *v,
@@ -2245,14 +2248,20 @@ static void parse_secret(struct ctx *c, const char *name, json_t *v,
 		err_add(c, path, "give one of from_env and from_file, not both");
 	else if (s->capture && (c->cur_has_from_env || c->cur_has_from_file))
 		err_add(c, path, "a captured secret (capture) has no from_env or from_file");
-	else if (!s->capture && !c->cur_has_from_env && !c->cur_has_from_file)
+	else if (s->oauth && (c->cur_has_from_env || c->cur_has_from_file || s->capture))
+		err_add(c, path, "an OAuth secret (oauth) has no from_env, from_file or capture: "
+				 "its value is the access token the supervisor obtains");
+	else if (!s->capture && !s->oauth && !c->cur_has_from_env && !c->cur_has_from_file)
 		err_add(c, path, "one of from_env and from_file is required");
 	if (s->capture && c->cur_has_env)
 		err_add(c, path, "a captured secret has no env: the agent gets its "
 				 "placeholder in the answer it was captured from");
 	if (!c->cur_has_env && !s->capture) {
 		sub = path_key(path, "env");
-		if (c->cur_has_from_file && !c->cur_has_from_env) {
+		if (s->oauth) {
+			err_add(c, sub, "required with oauth (the variable that "
+					"carries the placeholder)");
+		} else if (c->cur_has_from_file && !c->cur_has_from_env) {
 			err_add(c, sub, "required with from_file (the variable "
 					"that carries the placeholder)");
 		} else if (s->from_env && !c->cur_has_from_file) {
@@ -2391,14 +2400,20 @@ static void parse_git_credential(struct ctx *c, json_t *v, const char *path)
 		free(q);
 		return;
 	}
+	if (name && c->secrets_ok && json_is_object(json_object_get(c->secrets, name)) &&
+	    json_is_object(json_object_get(json_object_get(c->secrets, name), "oauth"))) {
+		err_add(c, path, "secret %s is an OAuth token (oauth): git.credential names a "
+				 "secret with a value of its own", name);
+		return;
+	}
 	set_str(&c->p->git_credential, v);
 }
 
 /* "https://HOST[:PORT][/PATH]" into @a's api fields: the scheme and HOST
  * lowercased, ":443" and a trailing '/' dropped. No user-info, query or
  * fragment. On failure *why says what is wrong and @a is unchanged. */
-static bool api_url_parse(const char *s, struct policy_github_app *a,
-			  const char **why)
+static bool https_url_parse(const char *s, char **url, char **host, uint16_t *portp,
+			    char **pathp, const char **why)
 {
 	char authority[HOSTNAME_MAX + 16], hostbuf[HOSTNAME_MAX + 3];
 	const char *auth = s + 8, *slash, *colon, *rb;
@@ -2450,18 +2465,134 @@ static bool api_url_parse(const char *s, struct policy_github_app *a,
 		snprintf(hostbuf, sizeof(hostbuf), "[%s]", t.name);
 	else
 		snprintf(hostbuf, sizeof(hostbuf), "%s", t.name);
-	free(a->api);
-	free(a->api_host);
-	free(a->api_path);
-	a->api_host = util_xstrdup(t.name);
-	a->api_port = (uint16_t)port;
-	a->api_path = path ? path : util_xstrdup("");
+	free(*url);
+	free(*host);
+	free(*pathp);
+	*host = util_xstrdup(t.name);
+	*portp = (uint16_t)port;
+	*pathp = path ? path : util_xstrdup("");
 	if (port == 443)
-		a->api = util_xasprintf("https://%s%s", hostbuf, a->api_path);
+		*url = util_xasprintf("https://%s%s", hostbuf, *pathp);
 	else
-		a->api = util_xasprintf("https://%s:%lu%s", hostbuf, port,
-					a->api_path);
+		*url = util_xasprintf("https://%s:%lu%s", hostbuf, port, *pathp);
 	return true;
+}
+
+static bool api_url_parse(const char *s, struct policy_github_app *a,
+			  const char **why)
+{
+	return https_url_parse(s, &a->api, &a->api_host, &a->api_port, &a->api_path, why);
+}
+
+/* ---- secrets.NAME.oauth ----------------------------------------------- */
+
+static void parse_oauth_token_url(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_oauth *o = c->cur->oauth;
+	const char *why = "expected a string";
+
+	if (!json_is_string(v) ||
+	    !https_url_parse(json_string_value(v), &o->token_url, &o->host, &o->port, &o->path,
+			     &why))
+		err_add(c, path, "expected an https:// URL of the token endpoint: %s", why);
+	else if (!*o->path)
+		err_add(c, path, "expected the token endpoint's path (https://HOST/oauth/token)");
+}
+
+static void parse_oauth_client_id(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+	size_t i;
+
+	for (i = 0; s && s[i]; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			break;
+	if (!s || !*s || s[i] || i > 512)
+		err_add(c, path, "expected 1 to 512 visible ASCII characters");
+	else
+		set_str(&c->cur->oauth->client_id, v);
+}
+
+static void parse_oauth_scope(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+	size_t i;
+
+	if (json_is_null(v))
+		return;
+	for (i = 0; s && s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			break;
+	if (!s || s[i] || i > 1024)
+		err_add(c, path, "expected up to 1024 printable ASCII characters or null");
+	else
+		set_str(&c->cur->oauth->scope, v);
+}
+
+static void oauth_env(struct ctx *c, json_t *v, const char *path, char **out)
+{
+	if (json_is_null(v))
+		return;
+	if (!json_is_string(v) || !env_name_ok(json_string_value(v)))
+		err_add(c, path, "expected a variable name ([A-Za-z_][A-Za-z0-9_]*) or null");
+	else
+		set_str(out, v);
+}
+
+static void parse_oauth_cs_env(struct ctx *c, json_t *v, const char *path)
+{
+	oauth_env(c, v, path, &c->cur->oauth->client_secret_from_env);
+}
+
+static void parse_oauth_cs_file(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		file_value(c, v, path, true, &c->cur->oauth->client_secret_from_file);
+}
+
+static void parse_oauth_rt_env(struct ctx *c, json_t *v, const char *path)
+{
+	oauth_env(c, v, path, &c->cur->oauth->refresh_token_from_env);
+}
+
+static void parse_oauth_rt_file(struct ctx *c, json_t *v, const char *path)
+{
+	if (!json_is_null(v))
+		file_value(c, v, path, true, &c->cur->oauth->refresh_token_from_file);
+}
+
+static const struct field oauth_fields[] = {
+	{ "token_url", parse_oauth_token_url },
+	{ "client_id", parse_oauth_client_id },
+	{ "client_secret_from_env", parse_oauth_cs_env },
+	{ "client_secret_from_file", parse_oauth_cs_file },
+	{ "refresh_token_from_env", parse_oauth_rt_env },
+	{ "refresh_token_from_file", parse_oauth_rt_file },
+	{ "scope", parse_oauth_scope },
+};
+
+static void parse_secret_oauth(struct ctx *c, json_t *v, const char *path)
+{
+	struct policy_oauth *o;
+
+	if (json_is_null(v))
+		return;
+	o = c->cur->oauth = util_xcalloc(1, sizeof(*o));
+	if (!walk_object(c, v, path, oauth_fields, ARRAY_SIZE(oauth_fields)))
+		return;
+	if (!json_object_get(v, "token_url"))
+		err_missing(c, path, "token_url", "the token endpoint to refresh at");
+	if (!json_object_get(v, "client_id"))
+		err_missing(c, path, "client_id", "the OAuth client's id");
+	if (o->client_secret_from_env && o->client_secret_from_file)
+		err_add(c, path, "give one of client_secret_from_env and "
+				 "client_secret_from_file, not both");
+	if (o->refresh_token_from_env && o->refresh_token_from_file)
+		err_add(c, path, "give one of refresh_token_from_env and "
+				 "refresh_token_from_file, not both");
+	else if (!o->refresh_token_from_env && !o->refresh_token_from_file)
+		err_add(c, path, "one of refresh_token_from_env and refresh_token_from_file "
+				 "is required");
 }
 
 static bool app_id_ok(const char *s)
@@ -3661,6 +3792,20 @@ static json_t *aws_to_json(const struct policy *p, size_t i)
 			 "hosts", jrules(s->hosts, s->nhosts));
 }
 
+static void oauth_to_json(json_t *o, const struct policy_secret *s)
+{
+	const struct policy_oauth *a = s->oauth;
+
+	if (a)
+		json_object_set_new(o, "oauth", json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}",
+				"token_url", a->token_url, "client_id", a->client_id,
+				"client_secret_from_env", jstr(a->client_secret_from_env),
+				"client_secret_from_file", jstr(a->client_secret_from_file),
+				"refresh_token_from_env", jstr(a->refresh_token_from_env),
+				"refresh_token_from_file", jstr(a->refresh_token_from_file),
+				"scope", jstr(a->scope)));
+}
+
 static json_t *secrets_to_json(const struct policy *p)
 {
 	json_t *secrets = json_object();
@@ -3685,6 +3830,7 @@ static json_t *secrets_to_json(const struct policy *p)
 				  "paths", jstrv(s->paths, s->npaths, true),
 				  "methods", jstrv(s->methods, s->nmethods, true)));
 		captured_to_json(json_object_get(secrets, s->name), s);
+		oauth_to_json(json_object_get(secrets, s->name), s);
 	}
 	return secrets;
 }
@@ -4013,6 +4159,18 @@ void policy_free(struct policy *p)
 			free(s->capture[j].expires);
 		}
 		free(s->capture);
+		if (s->oauth) {
+			free(s->oauth->token_url);
+			free(s->oauth->host);
+			free(s->oauth->path);
+			free(s->oauth->client_id);
+			free(s->oauth->client_secret_from_env);
+			free(s->oauth->client_secret_from_file);
+			free(s->oauth->refresh_token_from_env);
+			free(s->oauth->refresh_token_from_file);
+			free(s->oauth->scope);
+			free(s->oauth);
+		}
 	}
 	free(p->secrets);
 	strv_free(p->git_hosts, p->ngit_hosts);

@@ -53,6 +53,21 @@ enum policy_aws_part {
 	POLICY_AWS_TOKEN,
 };
 
+/* `oauth` of a secret (docs/SECRETS.md "OAuth"): where and how the
+ * supervisor obtains the access token (the refresh_token grant). */
+struct policy_oauth {
+	char *token_url;   /* canonical https://HOST[:PORT]/PATH */
+	char *host;        /* normalised */
+	uint16_t port;
+	char *path;        /* non-empty */
+	char *client_id;
+	char *client_secret_from_env;  /* at most one of the two; none: a */
+	char *client_secret_from_file; /* public client */
+	char *refresh_token_from_env;  /* exactly one of the two */
+	char *refresh_token_from_file;
+	char *scope;       /* or NULL */
+};
+
 struct policy_secret {
 	char *name;        /* key in "secrets" */
 	char *from_env;    /* exactly one of from_env / from_file is set */
@@ -79,6 +94,9 @@ struct policy_secret {
 			      from answers (no from_env/from_file, no env) */
 	size_t ncapture;
 	enum policy_aws_part aws; /* kind "aws": which credential */
+	struct policy_oauth *oauth; /* non-NULL: the value is an OAuth access
+			      token the supervisor obtains (no from_env,
+			      from_file or capture) */
 };
 
 #define POLICY_GIT_FETCH 1u

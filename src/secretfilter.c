@@ -99,6 +99,7 @@ struct secretfilter {
 		char *ph;
 		size_t phlen;
 		time_t expires;      /* 0: the session */
+		bool superseded;     /* an OAuth token a newer one replaced */
 	} *cap;
 	size_t ncap;
 	void **retired;              /* older tables: an exchange may hold them */
@@ -106,6 +107,7 @@ struct secretfilter {
 	bool has_capture;            /* the policy captures values */
 	secretfilter_announce_fn announce;
 	secretfilter_sync_fn sync;
+	secretfilter_oauth401_fn oauth401;
 	void *hook_arg;
 };
 
@@ -135,6 +137,11 @@ struct sf_state {
 	struct buf cap_buf;
 	uint64_t *cap_counts;        /* replacements in that body */
 	bool cap_failed;
+	/* the OAuth token injected into the request (a 401 asks for a
+	 * refresh), a copy wiped at the end, or NULL */
+	const char *oauth_secret;
+	char *oauth_value;
+	size_t oauth_len;
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -171,7 +178,9 @@ static void build_sets(struct secretfilter *f)
 		const struct sf_captured *c = &f->cap[i];
 		const struct policy_secret *d = c->def;
 
-		f->ss[b->count + i] = (struct subst_secret){
+		if (c->superseded)
+			continue;
+		f->ss[b->count + n++] = (struct subst_secret){
 			d->name, c->ph, c->phlen, c->value, c->len, d->hosts, d->nhosts,
 			(const char *const *)d->headers, d->nheaders,
 			(const char *const *)d->paths, d->npaths,
@@ -179,6 +188,8 @@ static void build_sets(struct secretfilter *f)
 			(const char *const *)d->body, d->nbody,
 		};
 	}
+	total = b->count + n;
+	n = 0;
 	f->all = (struct subst_set){ f->ss, total, p->ports, p->nports };
 	for (i = 0; i < total; i++)
 		if (!p->git_credential || strcmp(f->ss[i].name, p->git_credential) != 0)
@@ -197,7 +208,7 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 	f->record = record;
 	f->record_arg = record_arg;
 	for (i = 0; i < p->nsecrets; i++)
-		f->has_capture |= p->secrets[i].capture != NULL;
+		f->has_capture |= p->secrets[i].capture != NULL || p->secrets[i].oauth != NULL;
 	build_sets(f);
 	f->reg = registry_new();
 	for (i = 0; i < b->count; i++) {
@@ -239,6 +250,11 @@ void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announc
 	f->hook_arg = arg;
 }
 
+void secretfilter_set_oauth_hook(struct secretfilter *f, secretfilter_oauth401_fn fn)
+{
+	f->oauth401 = fn;
+}
+
 /* Registers a captured value and binds it as its secret says. Returns 1
  * when new, 0 when it was known, -1 when it cannot be registered. */
 static int add_captured(struct secretfilter *f, const struct policy_secret *def,
@@ -247,9 +263,23 @@ static int add_captured(struct secretfilter *f, const struct policy_secret *def,
 {
 	struct sf_captured *c;
 	int r = registry_add(f->reg, def->name, value, len, ph, phlen);
+	size_t i;
 
+	if (r == 0 && def->oauth) {
+		/* the current token again: a new expiry (a refresh that
+		 * failed after a 401 ends it now) */
+		for (i = f->ncap; i-- > 0;)
+			if (f->cap[i].def == def && !f->cap[i].superseded &&
+			    f->cap[i].len == len && memcmp(f->cap[i].value, value, len) == 0)
+				f->cap[i].expires = expires;
+		return 0;
+	}
 	if (r <= 0)
 		return r;
+	/* an OAuth secret has one value in force: the newest */
+	for (i = 0; def->oauth && i < f->ncap; i++)
+		if (f->cap[i].def == def)
+			f->cap[i].superseded = true;
 	f->cap = util_xrealloc(f->cap, (f->ncap + 1) * sizeof(*f->cap));
 	c = &f->cap[f->ncap++];
 	c->def = def;
@@ -258,6 +288,7 @@ static int add_captured(struct secretfilter *f, const struct policy_secret *def,
 	c->ph = util_xstrndup(ph, phlen);
 	c->phlen = phlen;
 	c->expires = expires;
+	c->superseded = false;
 	build_sets(f);
 	return 1;
 }
@@ -267,7 +298,7 @@ int secretfilter_add_captured(struct secretfilter *f, const char *secret, const 
 {
 	const struct policy_secret *def = policy_secret_by_name(f->p, secret);
 
-	if (!def || !def->capture)
+	if (!def || (!def->capture && !def->oauth))
 		return -1;
 	return add_captured(f, def, value, len, ph, phlen, expires) < 0 ? -1 : 0;
 }
@@ -445,7 +476,7 @@ static const struct sf_captured *expired_in(const struct secretfilter *f, const 
 	for (i = 0; i < f->ncap; i++) {
 		const struct sf_captured *c = &f->cap[i];
 
-		if (c->expires && c->expires <= now && c->phlen <= len &&
+		if (c->expires && c->expires <= now && !c->superseded && c->phlen <= len &&
 		    memmem(text, len, c->ph, c->phlen))
 			return c;
 	}
@@ -473,16 +504,36 @@ static bool refuse_expired(struct sf_state *st, const struct filter_request *rq,
 		c = expired_in(st->f, rq->headers.h[i].value, strlen(rq->headers.h[i].value), now);
 	if (!c)
 		return false;
-	snprintf(rule, sizeof(rule), "secrets.%s.capture", c->def->name);
-	verdict_setf(v, VERDICT_DENY, 403, rule,
-		     "a placeholder of secret %s: the value it stood for has expired",
-		     c->def->name);
+	if (c->def->oauth) {
+		/* fail closed: no token in force (its refresh failed) */
+		snprintf(rule, sizeof(rule), "secrets.%s.oauth", c->def->name);
+		verdict_setf(v, VERDICT_FAIL, 502, rule,
+			     "a placeholder of secret %s: no access token is in force (the "
+			     "refresh failed)", c->def->name);
+	} else {
+		snprintf(rule, sizeof(rule), "secrets.%s.capture", c->def->name);
+		verdict_setf(v, VERDICT_DENY, 403, rule,
+			     "a placeholder of secret %s: the value it stood for has expired",
+			     c->def->name);
+	}
 	v->type = "secret.block";
 	v->point = RECEIPT_POINT_BROKER;
 	v->extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "request_method", st->method,
 			     "secret", c->def->name, "where", body ? "body" : "request",
 			     "why", "expired", "path", st->path);
 	return true;
+}
+
+/* An OAuth token injected: kept to ask for a refresh on a 401. */
+static void note_oauth(struct sf_state *st, const struct subst_secret *s)
+{
+	const struct policy_secret *d = policy_secret_by_name(st->f->p, s->name);
+
+	if (!d || !d->oauth || st->oauth_value)
+		return;
+	st->oauth_secret = d->name;
+	st->oauth_value = util_xstrndup(s->value, s->value_len);
+	st->oauth_len = s->value_len;
 }
 
 static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
@@ -543,6 +594,7 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 			json_object_set_new(sj, "header",
 					    json_string(rq->headers.h[r.injections[i].header].name));
 			snprintf(rule, sizeof(rule), "secrets.%s", s->name);
+			note_oauth(st, s);
 			/* recorded when the request leaves (sf_request_sent):
 			 * a later filter may still refuse it */
 			if (!st->injected)
@@ -802,6 +854,9 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	const char *ce = NULL;
 	int i;
 
+	if (rs->status == 401 && st->oauth_value && st->f->oauth401)
+		st->f->oauth401(st->f->hook_arg, st->oauth_secret, st->oauth_value,
+				st->oauth_len);
 	if (!capture_head(st, rs)) {
 		verdict_set(v, VERDICT_FAIL, 502, "secrets.capture",
 			    "a credential in the answer could not be brokered");
@@ -1096,6 +1151,10 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 	free(st->head_counts);
 	json_decref(st->injected); /* never left: nothing was injected */
 	free(st->path);
+	if (st->oauth_value) {
+		explicit_bzero(st->oauth_value, st->oauth_len);
+		free(st->oauth_value);
+	}
 	free(st);
 }
 

@@ -55,4 +55,14 @@ void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announc
 int secretfilter_add_captured(struct secretfilter *f, const char *secret, const char *value,
 			      size_t len, const char *ph, size_t phlen, time_t expires);
 
+/* OAuth secrets (oauth.h): their access token arrives like a captured
+ * value (secretfilter_add_captured, the same placeholder every time; the
+ * newest value is the one in force, a known value again changes its
+ * expiry). A 401 from an upstream to a request the token was injected
+ * into calls @fn with the secret and that token, to ask the supervisor
+ * for a refresh (the hook_arg of the capture hooks). */
+typedef void (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
+					 size_t len);
+void secretfilter_set_oauth_hook(struct secretfilter *f, secretfilter_oauth401_fn fn);
+
 #endif /* AIRLOCK_SECRETFILTER_H */

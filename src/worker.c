@@ -195,6 +195,7 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 }
 
 static void worker_sync(void *arg);
+static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len);
 static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
 			       size_t len, const char *ph, size_t phlen);
 
@@ -219,6 +220,7 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
 	x->sf = sf;
 	secretfilter_set_capture_hooks(sf, worker_announce, worker_sync, x);
+	secretfilter_set_oauth_hook(sf, worker_oauth401);
 	reg[n].ops = &secretfilter_ops;
 	reg[n].arg = sf;
 	n++;
@@ -351,6 +353,9 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_CAPTURE:
 		learn_capture(x, &r, fd);
 		break;
+	case MSG_OAUTH_401:
+		worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+		break;
 	case MSG_CAPTURE_ACK:
 		/* late: the capture it answers was given up on */
 		break;
@@ -405,6 +410,20 @@ static void serve_ctl(struct wctx *x)
 static void worker_sync(void *arg)
 {
 	serve_ctl(arg);
+}
+
+/* A bound host answered 401 to an OAuth token: the supervisor refreshes
+ * it (oauth.c) and hands the new one to every worker. Not waited for. */
+static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len)
+{
+	struct wctx *x = arg;
+
+	msg_start(&x->out, MSG_OAUTH_401);
+	msg_put_cstr(&x->out, secret);
+	msg_put_bytes(&x->out, value, len);
+	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
+		worker_fatal(x, "cannot ask the supervisor for an OAuth refresh");
+	explicit_bzero(x->out.buf, x->out.cap);
 }
 
 /* A value this worker captured: to the supervisor, which queues it for
@@ -554,6 +573,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		close(null);
 	confine_close_fds(keep, ARRAY_SIZE(keep));
 	(void)prctl(PR_SET_NAME, WORKER_PROC_NAME, 0, 0, 0);
+	if (cfg->forget)
+		cfg->forget(cfg->forget_arg);
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
 	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		worker_fatal(&x, "prctl: %s", strerror(errno));
@@ -752,6 +773,8 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 	uint8_t *buf = util_xmalloc(MSG_MAX);
 	struct msg_reader r;
 	const char *reason;
+	const void *val;
+	size_t vlen;
 	bool open = true;
 	int fd;
 
@@ -788,6 +811,12 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 			msg_start(&ack, MSG_CAPTURE_ACK);
 			(void)msg_send(w->ctl, &ack, -1, 0);
 			msg_free(&ack);
+		} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_OAUTH_401 &&
+			   msg_get_str(&r, REGISTRY_NAME_MAX, &reason, NULL) &&
+			   msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &vlen) && msg_end(&r)) {
+			if (wp->oauth401)
+				wp->oauth401(wp->oauth_arg, reason, val, vlen);
+			explicit_bzero(buf, (size_t)n);
 		} else if (r.type == MSG_FATAL &&
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {
@@ -844,6 +873,23 @@ int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
 	msg_start(&m, MSG_GIT_TOKEN);
 	msg_put_u64(&m, (uint64_t)expires_at);
 	msg_put_bytes(&m, token, len);
+	r = send_all(wp, &m, -1, true);
+	explicit_bzero(m.buf, m.cap);
+	msg_free(&m);
+	return r;
+}
+
+int worker_pool_value(struct worker_pool *wp, const char *secret, time_t expires_at,
+		      const char *ph, size_t phlen, const char *value, size_t len)
+{
+	struct msg m = { 0 };
+	int r;
+
+	msg_start(&m, MSG_CAPTURE);
+	msg_put_cstr(&m, secret);
+	msg_put_u64(&m, (uint64_t)expires_at);
+	msg_put_str(&m, ph, phlen);
+	msg_put_bytes(&m, value, len);
 	r = send_all(wp, &m, -1, true);
 	explicit_bzero(m.buf, m.cap);
 	msg_free(&m);

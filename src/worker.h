@@ -53,6 +53,11 @@ struct worker_config {
 					placeholders), or NULL: none */
 	struct spendd *spend;        /* the ledger process, or NULL: nothing
 					is metered */
+	/* Called first thing in each worker (a copy of the supervisor's
+	 * memory): wipes what the workers must not hold (oauth.h: the
+	 * refresh tokens and client secrets), or NULL. */
+	void (*forget)(void *arg);
+	void *forget_arg;
 };
 
 struct worker {
@@ -74,6 +79,9 @@ struct worker_pool {
 	unsigned int alive;          /* not yet reaped */
 	struct proxy_shared *shared; /* the workers' connection counts */
 	bool stopping;               /* worker_pool_stop() was called */
+	/* a worker saw a 401 to an OAuth token (oauth.h), or NULL */
+	void (*oauth401)(void *arg, const char *secret, const void *value, size_t len);
+	void *oauth_arg;
 };
 
 /* The default number of workers: the online CPUs, at least 1. */
@@ -112,6 +120,12 @@ int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err
  * refreshed token, valid until @expires_at). Returns 0 or -errno. */
 int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
 			  time_t expires_at);
+
+/* Sends every worker a value of secret @secret (MSG_CAPTURE: an OAuth
+ * token, valid until @expires_at, behind placeholder @ph). Returns 0 or
+ * -errno. */
+int worker_pool_value(struct worker_pool *wp, const char *secret, time_t expires_at,
+		      const char *ph, size_t phlen, const char *value, size_t len);
 
 /* Tells every serving worker to stop accepting and to exit once its
  * connections are done, or after @drain_ms; kills those never told to
