@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -573,6 +574,11 @@ int cmd_proxy(int argc, char **argv)
 	if (!parse_listen(listen_at, &ss, &sl))
 		util_die(EXIT_AIRLOCK_FAILURE,
 			 "proxy: --listen must be IPV4:PORT or [IPV6]:PORT, not '%s'", listen_at);
+	/* The supervisor will hold secret values: no core dumps, no ptrace
+	 * from the caller's other processes; and its children (the key
+	 * holder and the workers) start as copies of it. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
 	p = policy_load(policy_path, NULL, &errs);
 	if (!p)
 		session_die_invalid_policy(policy_path, &errs);

@@ -76,6 +76,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "confine.h"
 #include "ghapp.h"
 #include "hostname.h"
@@ -232,26 +233,9 @@ enum verdict {
 };
 
 /* Last words to the supervisor, then exit 125. */
-__attribute__((noreturn, format(printf, 2, 3))) static void
-keeper_fatal(struct kstate *ks, const char *fmt, ...)
-{
-	char reason[256];
-	struct msg m = { 0 };
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
-	msg_start(&m, MSG_FATAL);
-	msg_put_cstr(&m, reason);
-	if (msg_send(ks->chans[0].fd, &m, -1, MSG_DONTWAIT) < 0)
-		util_warn("key holder: %s", reason);
-	_exit(EXIT_AIRLOCK_FAILURE);
-}
-
 static void write_failed(struct kstate *ks)
 {
-	keeper_fatal(ks, "--events %s: cannot write a receipt: %s", ks->events,
+	child_fatal("--events %s: cannot write a receipt: %s", ks->events,
 		     strerror(receipt_error(ks->w)));
 }
 
@@ -558,7 +542,7 @@ static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
 			return v;
 		if (v == VERDICT_BAD) {
 			if (c->peer == KEEPER_PEER_SUPERVISOR)
-				keeper_fatal(ks, "the supervisor sent an invalid request");
+				child_fatal("the supervisor sent an invalid request");
 			drop(c);
 		}
 	}
@@ -586,7 +570,7 @@ static void serve_until_end(struct kstate *ks)
 		}
 		r = poll(pfd, n, -1);
 		if (r < 0 && errno != EINTR)
-			keeper_fatal(ks, "poll: %s", strerror(errno));
+			child_fatal("poll: %s", strerror(errno));
 		if (r <= 0)
 			continue;
 		/* The supervisor first, whole: its lines precede what the
@@ -620,7 +604,7 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
 	tls_ca_free(ks->ca);
 	ks->ca = NULL;
 	if (receipt_close(ks->w, ks->end_status) < 0)
-		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
+		child_fatal("--events %s: cannot write session.end: %s", ks->events,
 			     strerror(errno));
 	_exit(0);
 }
@@ -646,20 +630,18 @@ static void make_ca(struct kstate *ks, const struct keeper_config *cfg)
 				    cfg->ca_lifetime ? cfg->ca_lifetime : TLS_CA_LIFETIME,
 				    err, sizeof(err));
 	if (!ks->ca)
-		keeper_fatal(ks, "session CA: %s", err);
+		child_fatal("session CA: %s", err);
 	ks->ca_policy = cfg->ca_policy;
 }
 
 __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cfg,
-						  int sup, int events_fd)
+						  int sup, int events_fd, pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sup, events_fd };
 	struct kstate ks;
 	struct chan first = { sup, KEEPER_PEER_SUPERVISOR };
 	char err[512], ts[25];
 	EVP_PKEY *key;
-	sigset_t set;
-	int sig;
 
 	memset(&ks, 0, sizeof(ks));
 	ks.events = cfg->events;
@@ -668,25 +650,22 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	ks.chans[0] = first;
 	ks.nchans = 1;
 	ks.in = util_xmalloc(MSG_MAX);
-	confine_close_fds(keep, ARRAY_SIZE(keep));
-	confine_wipe_environment();
-	(void)prctl(PR_SET_NAME, "airlock-keeper", 0, 0, 0);
-	/* The terminal signals the whole process group: the session ends
-	 * through the supervisor, never by a signal here. */
-	util_session_sigset(&set);
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGCHLD && sigismember(&set, sig) == 1)
-			signal(sig, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
+	child_start(&(struct child_spec){ .name = "airlock-keeper", .who = "key holder",
+					  .parent = parent, .ctl = sup, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep),
+					  .ignore_session_signals = true,
+					  /* It writes what it was sent when its
+					   * channels close, then exits. */
+					  .outlives_parent = true });
 
 	if (cfg->signing_key) {
 		key = receipt_key_load(cfg->signing_key, err, sizeof(err));
 		if (!key)
-			keeper_fatal(&ks, "--signing-key %s: %s", cfg->signing_key, err);
+			child_fatal("--signing-key %s: %s", cfg->signing_key, err);
 	} else {
 		key = receipt_key_generate();
 		if (!key)
-			keeper_fatal(&ks, "cannot generate a signing key");
+			child_fatal("cannot generate a signing key");
 	}
 	if (cfg->github_app_key) {
 		/* A key that cannot be used is the supervisor's to report, in
@@ -701,18 +680,18 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 		ks.app_id = cfg->github_app_id;
 	}
 	if (!receipt_pubkey_b64(key, ks.pubkey, sizeof(ks.pubkey)))
-		keeper_fatal(&ks, "cannot encode the signing public key");
+		child_fatal("cannot encode the signing public key");
 	ks.w = receipt_open(cfg->events, key, cfg->session, cfg->policy_digest, err,
 			    sizeof(err));
 	EVP_PKEY_free(key);
 	if (!ks.w)
-		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+		child_fatal("--events %s: %s", cfg->events, err);
 	if (cfg->ca)
 		make_ca(&ks, cfg);
 	/* gmtime_r loads the time zone once: before the filter, not after. */
 	util_rfc3339_now(ts);
 	if (confine_self(CONFINE_KEEPER, NULL, 0, err, sizeof(err)) < 0)
-		keeper_fatal(&ks, "key holder: %s", err);
+		child_fatal("key holder: %s", err);
 	msg_start(&ks.reply, MSG_KEEPER_READY);
 	msg_put_cstr(&ks.reply, ks.pubkey);
 	if (msg_send(sup, &ks.reply, -1, 0) < 0)
@@ -769,7 +748,7 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		keeper_main(cfg, sv[1], events_fd);
+		keeper_main(cfg, sv[1], events_fd, getppid());
 	}
 	close(sv[1]);
 	k->pid = pid;

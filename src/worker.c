@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "child.h"
 #include "confine.h"
 #include "dnsstub.h"
 #include "gitfilter.h"
@@ -124,23 +125,6 @@ struct wctx {
 	struct gitfilter *git;     /* the git binding's credential */
 };
 
-/* Last words to the supervisor, then exit 125. */
-__attribute__((noreturn, format(printf, 2, 3))) static void
-worker_fatal(struct wctx *x, const char *fmt, ...)
-{
-	char reason[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
-	msg_start(&x->out, MSG_FATAL);
-	msg_put_cstr(&x->out, reason);
-	if (msg_send(x->ctl, &x->out, -1, MSG_DONTWAIT) < 0)
-		util_warn("egress proxy worker %u: %s", x->index, reason);
-	_exit(EXIT_AIRLOCK_FAILURE);
-}
-
 static int64_t worker_record(void *arg, const char *type, enum receipt_decision d,
 			     enum receipt_point point, const char *rule,
 			     json_t *subject, const char *reason)
@@ -157,7 +141,7 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 
 	r = keeper_record(&x->link, want, type, d, point, rule, subject, reason, &seq);
 	if (r < 0)
-		worker_fatal(x, "cannot record a receipt: the key holder's channel "
+		child_fatal("cannot record a receipt: the key holder's channel "
 			     "failed (%s)", strerror(-r));
 	return seq;
 }
@@ -171,7 +155,7 @@ static void worker_exhausted(void *arg, const char *reason)
 	msg_start(&x->out, MSG_SPEND_EXHAUSTED);
 	msg_put_cstr(&x->out, reason);
 	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
-		worker_fatal(x, "cannot tell the supervisor the spend cap is exhausted");
+		child_fatal("cannot tell the supervisor the spend cap is exhausted");
 }
 
 static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
@@ -181,7 +165,7 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 	int r = keeper_leaf(&x->link, host, out, err, errlen);
 
 	if (r < -1)
-		worker_fatal(x, "cannot ask for a leaf: %s", err);
+		child_fatal("cannot ask for a leaf: %s", err);
 	return r < 0 ? -1 : 0;
 }
 
@@ -208,7 +192,7 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 	    (cfg->git_token &&
 	     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
 				  cfg->git_token_expires)))
-		worker_fatal(x, "the git token is not a valid token");
+		child_fatal("the git token is not a valid token");
 	reg[n].ops = &gitfilter_ops;
 	reg[n].arg = x->git;
 	n++;
@@ -219,7 +203,7 @@ static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 
 		*spend = spendfilter_new(&sc, err, sizeof(err));
 		if (!*spend)
-			worker_fatal(x, "%s", err);
+			child_fatal("%s", err);
 		reg[n].ops = &spendfilter_ops;
 		reg[n].arg = *spend;
 		n++;
@@ -238,7 +222,7 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 
 	if (fstat(fd, &st) < 0 || st.st_size < 0 ||
 	    (uint64_t)st.st_size > WORKER_POLICY_MAX)
-		worker_fatal(x, "the reloaded policy cannot be read");
+		child_fatal("the reloaded policy cannot be read");
 	text = util_xmalloc((size_t)st.st_size + 1);
 	while (done < (size_t)st.st_size) {
 		ssize_t n = pread(fd, text + done, (size_t)st.st_size - done, (off_t)done);
@@ -246,19 +230,19 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			worker_fatal(x, "the reloaded policy cannot be read");
+			child_fatal("the reloaded policy cannot be read");
 		done += (size_t)n;
 	}
 	np = policy_parse(text, done, NULL, &errs);
 	free(text);
 	if (!np)
-		worker_fatal(x, "the reloaded policy does not parse in the worker "
+		child_fatal("the reloaded policy does not parse in the worker "
 			     "(%zu errors)", errs.count);
 	if (strcmp(np->digest, digest) != 0)
-		worker_fatal(x, "the reloaded policy is not the one the supervisor "
+		child_fatal("the reloaded policy is not the one the supervisor "
 			     "named (%s)", np->digest);
 	if (proxy_set_policy(x->px, np, err, sizeof(err)) < 0)
-		worker_fatal(x, "cannot put the reloaded policy in force: %s", err);
+		child_fatal("cannot put the reloaded policy in force: %s", err);
 	x->policies = util_xrealloc(x->policies,
 				    (x->npolicies + 1) * sizeof(struct policy *));
 	x->policies[x->npolicies++] = np;
@@ -275,7 +259,7 @@ static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
 	msg_get_bytes(r, GITRULES_TOKEN_MAX, &tok, &len);
 	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
 	    !gitfilter_set_token(x->git, tok, len, (time_t)expires))
-		worker_fatal(x, "the supervisor sent a bad git token message");
+		child_fatal("the supervisor sent a bad git token message");
 	explicit_bzero(x->in, MSG_MAX);
 }
 
@@ -297,18 +281,18 @@ static void serve_ctl(struct wctx *x)
 			return;
 		}
 		if (!msg_reader_init(&r, x->in, (size_t)n))
-			worker_fatal(x, "the supervisor sent a bad message: %s", r.error);
+			child_fatal("the supervisor sent a bad message: %s", r.error);
 		switch (r.type) {
 		case MSG_POLICY:
 			msg_get_str(&r, 128, &digest, NULL);
 			if (!msg_end(&r) || fd < 0)
-				worker_fatal(x, "the supervisor sent a bad policy message");
+				child_fatal("the supervisor sent a bad policy message");
 			apply_policy(x, digest, fd);
 			break;
 		case MSG_STOP:
 			msg_get_u32(&r, &drain);
 			if (!msg_end(&r) || fd >= 0)
-				worker_fatal(x, "the supervisor sent a bad stop message");
+				child_fatal("the supervisor sent a bad stop message");
 			proxy_stop(x->px, drain);
 			break;
 		case MSG_GIT_TOKEN:
@@ -339,7 +323,7 @@ static void serve_ctl(struct wctx *x)
 		case MSG_CA_CERT:
 		case MSG_CA_CERT_ANSWER:
 		case MSG_TYPE_COUNT:
-			worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+			child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
 		}
 		if (fd >= 0)
 			close(fd);
@@ -374,7 +358,7 @@ static bool wait_go(struct wctx *x)
 	}
 	if (r.type == MSG_STOP)
 		return false;
-	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
+	child_fatal("the supervisor sent %s before go", msg_type_to_string(r.type));
 }
 
 /* The paths a worker reads after its filter: the fixed ones, where
@@ -403,6 +387,23 @@ static size_t read_paths(const struct policy *p, const char **out, char **dir)
 	return n;
 }
 
+/* The environment a worker keeps: what OpenSSL reads for the trust store
+ * and its configuration, what c-ares reads, and the tests' timeouts. The
+ * rest (the caller's, which may hold secret values) is wiped. */
+static bool worker_env_kept(const char *entry)
+{
+	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
+					     "OPENSSL_CONF", "OPENSSL_MODULES",
+					     "LOCALDOMAIN", "RES_OPTIONS",
+					     "AIRLOCK_TEST_TIMEOUTS" };
+	size_t i, n = strcspn(entry, "=");
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+			return true;
+	return false;
+}
+
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
@@ -418,9 +419,9 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	struct intercept_opts io;
 	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
-	char err[512], *dir;
+	char err[512], who[64], *dir;
 	sigset_t set;
-	int sfd, null, rc;
+	int sfd, rc;
 
 	memset(&x, 0, sizeof(x));
 	x.ctl = ctl;
@@ -430,28 +431,22 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.in = util_xmalloc(MSG_MAX);
 	/* Before any descriptor is closed: the table's memfd is dropped
 	 * here, and the only mapping left cannot be made writable. */
+	snprintf(who, sizeof(who), "egress proxy worker %u", index);
+	child_set_channel(ctl);
 	rc = cfg->names ? dnsstub_table_make_reader(cfg->names) : 0;
 	if (rc < 0)
-		worker_fatal(&x, "the table of synthetic addresses: %s", strerror(-rc));
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-		worker_fatal(&x, "/dev/null: %s", strerror(errno));
-	if (null > STDERR_FILENO)
-		close(null);
-	confine_close_fds(keep, ARRAY_SIZE(keep));
-	(void)prctl(PR_SET_NAME, WORKER_PROC_NAME, 0, 0, 0);
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
-	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		worker_fatal(&x, "prctl: %s", strerror(errno));
-	if (getppid() != parent)
-		_exit(EXIT_AIRLOCK_FAILURE); /* the supervisor died first */
+		child_fatal("the table of synthetic addresses: %s", strerror(-rc));
+	child_start(&(struct child_spec){ .name = WORKER_PROC_NAME, .who = who,
+					  .parent = parent, .ctl = ctl, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
+					  .keep_env = worker_env_kept });
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		worker_fatal(&x, "sigprocmask: %s", strerror(errno));
+		child_fatal("sigprocmask: %s", strerror(errno));
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
-		worker_fatal(&x, "signalfd: %s", strerror(errno));
+		child_fatal("signalfd: %s", strerror(errno));
 	/* splice() into a socket the peer has closed raises SIGPIPE (it has
 	 * no MSG_NOSIGNAL): a peer must only ever close its own connection. */
 	signal(SIGPIPE, SIG_IGN);
@@ -476,10 +471,10 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		memset(&io, 0, sizeof(io));
 		io.server = tls_server_ctx_new(err, sizeof(err));
 		if (!io.server)
-			worker_fatal(&x, "%s", err);
+			child_fatal("%s", err);
 		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
 		if (!io.client)
-			worker_fatal(&x, "%s", err);
+			child_fatal("%s", err);
 		io.leaf = kfd >= 0 ? worker_leaf : NULL;
 		io.leaf_arg = &x;
 		po.intercept = &io;
@@ -488,12 +483,12 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
-		worker_fatal(&x, "%s", err);
+		child_fatal("%s", err);
 	if (spend && spendfilter_start(spend, x.px) < 0)
-		worker_fatal(&x, "cannot watch the spend ledger's channel");
+		child_fatal("cannot watch the spend ledger's channel");
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
-		worker_fatal(&x, "%s", err);
+		child_fatal("%s", err);
 	free(dir);
 	msg_start(&x.out, MSG_WORKER_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
