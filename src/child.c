@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -130,4 +131,40 @@ void child_start(const struct child_spec *s)
 	signal(SIGPIPE, SIG_IGN);
 	for (i = 0; s->ignore_session_signals && i < ARRAY_SIZE(terminal); i++)
 		signal(terminal[i], SIG_IGN);
+}
+
+void child_read_last_words(int ctl, char *fatal, size_t len)
+{
+	uint8_t *buf;
+	struct msg_reader r;
+	const char *reason;
+	int fd;
+
+	if (ctl < 0 || fatal[0])
+		return;
+	buf = util_xmalloc(MSG_MAX);
+	for (;;) {
+		ssize_t n = msg_recv(ctl, buf, MSG_MAX, &fd, MSG_DONTWAIT);
+
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			break;
+		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
+		    msg_get_str(&r, len - 1, &reason, NULL) && msg_end(&r)) {
+			(void)util_strlcpy(fatal, reason, len);
+			break;
+		}
+	}
+	free(buf);
+}
+
+void child_describe_exit(int wstatus, const char *fatal, char *out, size_t len)
+{
+	if (fatal && fatal[0])
+		snprintf(out, len, "%s", fatal);
+	else if (WIFSIGNALED(wstatus))
+		snprintf(out, len, "killed by signal %d", WTERMSIG(wstatus));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(wstatus));
 }

@@ -48,4 +48,13 @@ __attribute__((noreturn, format(printf, 1, 2))) void child_fatal(const char *fmt
  * is made after its start). */
 void child_set_channel(int ctl);
 
+/* The supervisor's side: reads what waits on @ctl (the supervisor's end of
+ * a child's channel, the child reaped) and keeps the reason of a MSG_FATAL
+ * in @fatal (@len bytes), unchanged when there is none. */
+void child_read_last_words(int ctl, char *fatal, size_t len);
+
+/* "killed by signal N", "exited with status N", or @fatal when the child
+ * left last words. */
+void child_describe_exit(int wstatus, const char *fatal, char *out, size_t len);
+
 #endif /* AIRLOCK_CHILD_H */

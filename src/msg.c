@@ -77,6 +77,7 @@ static const char *const type_names[] = {
 	[MSG_SPEND_SETTLE] = "spend-settle",
 	[MSG_SPEND_EXHAUSTED] = "spend-exhausted",
 	[MSG_SPEND_USD] = "spend-usd",
+	[MSG_DNS_BLOCK] = "dns-block",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

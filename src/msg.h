@@ -85,6 +85,11 @@ enum msg_type {
 				 under on_exhausted "stop" */
 	/* spend: supervisor -> key holder */
 	MSG_SPEND_USD,        /* u64 nano-dollars: session.end's spend_usd */
+	/* transparent mode's DNS stub (dnsd.h) -> supervisor */
+	MSG_DNS_BLOCK,        /* u32 would_block, str rule, str host (the
+				 name as displayed), u32 qtype, u32 outcome
+				 (enum dnsstub_outcome), str reason: record
+				 dns.block */
 	MSG_TYPE_COUNT
 };
 

@@ -716,35 +716,14 @@ int spendd_new_channel(struct spendd *d, int *worker_end)
 
 void spendd_reaped(struct spendd *d, int wstatus)
 {
-	uint8_t *buf = util_xmalloc(MSG_MAX);
-	struct msg_reader r;
-	const char *reason;
-	int fd;
-
 	d->pid = -1;
 	d->wstatus = wstatus;
-	while (d->ctl >= 0 && !d->fatal[0]) {
-		ssize_t n = msg_recv(d->ctl, buf, MSG_MAX, &fd, MSG_DONTWAIT);
-
-		if (fd >= 0)
-			close(fd);
-		if (n <= 0)
-			break;
-		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
-		    msg_get_str(&r, sizeof(d->fatal) - 1, &reason, NULL) && msg_end(&r))
-			(void)util_strlcpy(d->fatal, reason, sizeof(d->fatal));
-	}
-	free(buf);
+	child_read_last_words(d->ctl, d->fatal, sizeof(d->fatal));
 }
 
 void spendd_describe_exit(const struct spendd *d, char *out, size_t len)
 {
-	if (d->fatal[0])
-		snprintf(out, len, "%s", d->fatal);
-	else if (WIFSIGNALED(d->wstatus))
-		snprintf(out, len, "killed by signal %d", WTERMSIG(d->wstatus));
-	else
-		snprintf(out, len, "exited with status %d", WEXITSTATUS(d->wstatus));
+	child_describe_exit(d->wstatus, d->fatal, out, len);
 }
 
 int spendd_finish(struct spendd *d, int64_t *own, char *err, size_t errlen)

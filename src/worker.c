@@ -318,6 +318,7 @@ static void serve_ctl(struct wctx *x)
 		case MSG_SPEND_SETTLE:
 		case MSG_SPEND_EXHAUSTED:
 		case MSG_SPEND_USD:
+		case MSG_DNS_BLOCK:
 		case MSG_LEAF:
 		case MSG_LEAF_ANSWER:
 		case MSG_CA_CERT:
@@ -756,12 +757,7 @@ bool worker_exited_cleanly(const struct worker_pool *wp, const struct worker *w)
 
 void worker_describe_exit(const struct worker *w, char *out, size_t len)
 {
-	if (w->fatal[0])
-		snprintf(out, len, "%s", w->fatal);
-	else if (WIFSIGNALED(w->wstatus))
-		snprintf(out, len, "killed by signal %d", WTERMSIG(w->wstatus));
-	else
-		snprintf(out, len, "exited with status %d", WEXITSTATUS(w->wstatus));
+	child_describe_exit(w->wstatus, w->fatal, out, len);
 }
 
 void worker_pool_release(struct worker_pool *wp)
