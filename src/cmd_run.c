@@ -57,6 +57,7 @@
 
 #include "broker.h"
 #include "commands.h"
+#include "confine.h"
 #include "dnsd.h"
 #include "dnsstub.h"
 #include "gitcred.h"
@@ -392,20 +393,12 @@ struct supervise_ctx {
 	struct gitcred *git;   /* the credential the workers inject */
 };
 
-static uint64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void stop_workers(struct supervise_ctx *x)
 {
 	if (x->wp.stopping)
 		return;
 	worker_pool_stop(&x->wp, 0);
-	x->kill_at = monotonic_ms() + WORKER_STOP_MS;
+	x->kill_at = util_now_ms() + WORKER_STOP_MS;
 }
 
 /* A worker ended without being asked to: record it and end the session. */
@@ -500,7 +493,7 @@ static void spend_exhausted(struct supervise_ctx *x)
 		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
 		       "a metered call was refused for the spend cap: the agent is "
 		       "sent SIGTERM in 1 s, and SIGKILL 10 s after that");
-	x->term_at = monotonic_ms() + SPEND_STOP_NOTICE_MS;
+	x->term_at = util_now_ms() + SPEND_STOP_NOTICE_MS;
 	x->term_kill_at = x->term_at + SPEND_STOP_GRACE_MS;
 }
 
@@ -649,6 +642,17 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			close(sb->tlisten_fd[i]);
 		sb->tlisten_fd[i] = -1;
 	}
+	/* Every process of the session is started: from here the supervisor
+	 * waits, signals, talks on its channels and refreshes the git token,
+	 * under a filter of its own (confine.c). */
+	if (confine_supervisor(err, sizeof(err)) < 0) {
+		kill(sb->init_pid, SIGKILL);
+		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+			       "supervisor", json_object(), err);
+		worker_pool_stop(&x.wp, 0);
+		session_end(s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "supervisor: %s", err);
+	}
 	keeper_open = session_fd(s) >= 0;
 	pfd = util_xcalloc(3 + x.wp.n, sizeof(*pfd));
 	while (!x.init_done || x.wp.alive > 0 || (stub && stub->d.pid > 0)) {
@@ -663,7 +667,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 		pfd[n++] = (struct pollfd){ .fd = stub && stub->reading ? stub->d.ctl : -1,
 					    .events = POLLIN };
 		if (x.wp.stopping) {
-			uint64_t now = monotonic_ms();
+			uint64_t now = util_now_ms();
 
 			if (now >= x.kill_at) {
 				/* Stopped workers that do not exit are killed;
@@ -686,7 +690,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				timeout = (int)((gitcred_next(git) - now) * 1000);
 		}
 		if (x.exhausted && !x.init_done) {
-			uint64_t now = monotonic_ms(), next;
+			uint64_t now = util_now_ms(), next;
 
 			if (!x.term_sent && now >= x.term_at) {
 				kill(sb->init_pid, SIGTERM);

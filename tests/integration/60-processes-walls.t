@@ -167,6 +167,19 @@ survey() {
 			"2 1 0000000000000000" \
 			"$_label: $(cat "/proc/$_p/comm") $_p: its own seccomp filter, no_new_privs, no capabilities"
 	done
+	# The supervisor, once the session runs: its own filter, which
+	# refuses exec, fork and ptrace (EPERM), while it may still signal.
+	is "$(field "$_sup" Seccomp) $(field "$_sup" NoNewPrivs)" "2 1" \
+		"$_label: the supervisor runs under its own seccomp filter"
+	_w=${WORKERS##* }
+	is "$(timeout 120 gdb -nx -q -batch -p "$_sup" -ex 'set debuginfod enabled off' \
+		-ex 'print (int)execve("/bin/sh", (char **)0, (char **)0)' \
+		-ex 'print *(int *)__errno_location()' \
+		-ex 'print (int)fork()' -ex 'print *(int *)__errno_location()' \
+		-ex "print (long)ptrace(16, $_w, 0, 0)" -ex 'print *(int *)__errno_location()' \
+		-ex "print (int)kill($_w, 0)" 2>/dev/null | sed -n 's/^\$[0-9]* = //p' | tr '\n' ' ')" \
+		"-1 1 -1 1 -1 1 0 " \
+		"$_label: in the supervisor, execve, fork and ptrace(a worker) fail (EPERM); kill(a worker, 0) works"
 	_counts=$(scan $PIDS)
 	_k=""
 	_s=""
