@@ -230,7 +230,7 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 	return r;
 }
 
-static int drop_capabilities(void)
+int confine_drop_capabilities(void)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
@@ -375,7 +375,7 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
 	int r;
 
 	ASSERT((unsigned)p < CONFINE_PROFILE_COUNT);
-	if (drop_capabilities() < 0) {
+	if (confine_drop_capabilities() < 0) {
 		snprintf(err, errlen, "dropping capabilities: %s", strerror(errno));
 		return -1;
 	}

@@ -58,6 +58,10 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
  * caller's to choose). Returns 0, or -1 with a reason in @err. */
 int confine_supervisor(char *err, size_t errlen);
 
+/* Drops every capability of the calling process (effective, permitted,
+ * inheritable). Returns 0, or -1 with errno. */
+int confine_drop_capabilities(void);
+
 /* Closes every descriptor of the calling process but the @n of @keep
  * (entries < 0 are ignored). For a process just forked from the
  * supervisor: it keeps what its job needs and nothing the supervisor

@@ -78,6 +78,8 @@ static const char *const type_names[] = {
 	[MSG_SPEND_EXHAUSTED] = "spend-exhausted",
 	[MSG_SPEND_USD] = "spend-usd",
 	[MSG_DNS_BLOCK] = "dns-block",
+	[MSG_SANDBOX_READY] = "sandbox-ready",
+	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

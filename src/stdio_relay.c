@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "confine.h"
 #include "util.h"
 
 #define RELAY_BUF (128 * 1024)
@@ -143,7 +144,7 @@ static int write_full(int fd, const char *buf, size_t len)
 
 /* The relay's own process (child_start()): dies with the supervisor,
  * ignores what the terminal sends the whole group, never stops on a closed
- * reader; keeps only @keep. */
+ * reader; keeps only @keep, and no capability. */
 static void become_relay(pid_t parent, const int *keep, size_t nkeep)
 {
 	sigset_t none;
@@ -151,6 +152,9 @@ static void become_relay(pid_t parent, const int *keep, size_t nkeep)
 	child_start(&(struct child_spec){ .name = "airlock-relay", .who = "stdio relay",
 					  .parent = parent, .ctl = -1, .keep = keep,
 					  .nkeep = nkeep, .ignore_session_signals = true });
+	/* It copies between descriptors it holds: no privilege needed. */
+	if (confine_drop_capabilities() < 0)
+		_exit(EXIT_AIRLOCK_FAILURE);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }

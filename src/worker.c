@@ -319,6 +319,8 @@ static void serve_ctl(struct wctx *x)
 		case MSG_SPEND_EXHAUSTED:
 		case MSG_SPEND_USD:
 		case MSG_DNS_BLOCK:
+		case MSG_SANDBOX_READY:
+		case MSG_SANDBOX_SOCKET:
 		case MSG_LEAF:
 		case MSG_LEAF_ANSWER:
 		case MSG_CA_CERT:

@@ -180,6 +180,10 @@ survey() {
 		-ex "print (int)kill($_w, 0)" 2>/dev/null | sed -n 's/^\$[0-9]* = //p' | tr '\n' ' ')" \
 		"-1 1 -1 1 -1 1 0 " \
 		"$_label: in the supervisor, execve, fork and ptrace(a worker) fail (EPERM); kill(a worker, 0) works"
+	for _p in $RELAYS; do
+		is "$(field "$_p" CapEff) $(field "$_p" CapPrm)" "0000000000000000 0000000000000000" \
+			"$_label: relay $_p: no capabilities"
+	done
 	_counts=$(scan $PIDS)
 	_k=""
 	_s=""
