@@ -204,8 +204,9 @@ survey() {
 	fi
 }
 
-# start_run LABEL MODE TRANSPARENT: airlock run with an agent that makes
-# one request, says it is ready and waits (60 s at most). Its standard
+# start_run LABEL MODE TRANSPARENT [SCRIPT]: airlock run with an agent
+# that makes one request, runs SCRIPT, says it is ready and waits (60 s at
+# most). Its standard
 # descriptors are files (so both relays run: the input one blocks on the
 # agent's full stdin pipe).
 start_run() {
@@ -215,6 +216,7 @@ start_run() {
 	API_KEY=$VALUE timeout 120 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" \
 		--events "$EV" --signing-key "$T/k.pem" --workers 2 -- sh -c '
 curl -sS --max-time 20 -o /dev/null -w "%{http_code}\n" http://api.airlock.test/first > first.out 2>&1
+'"${4:-}"'
 touch ready
 i=0
 while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
@@ -259,9 +261,31 @@ is "$(jf "$(tail -n 1 "$EV")" type)" session.end "enforce: session.end is its la
 # --- transparent: the DNS stub is a process of its own; then the supervisor is killed
 
 if "$AIRLOCK" doctor | grep -q '"transparent":true'; then
-	start_run transparent enforce true
+	# The agent throws 1500 datagrams at the stub first: random bytes of
+	# every length around the header's and the limit's, and a valid query
+	# with random bytes changed. The stub answers a good query after.
+	start_run transparent enforce true "python3 -c '
+import random, socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+r = random.Random(21)
+q = bytes.fromhex(\"12340100000100000000000003617069076169726c6f636b04746573740000010001\")
+for i in range(1500):
+    if i % 2:
+        n = r.choice([0, 1, 11, 12, 13, 17, 30, 200, 511, 512, 513, 1400])
+        d = bytes(r.getrandbits(8) for _ in range(n))
+    else:
+        d = bytearray(q)
+        for _ in range(r.randint(1, 4)):
+            d[r.randrange(len(d))] = r.getrandbits(8)
+        d = bytes(d)
+    s.sendto(d, (\"127.0.0.53\", 53))
+' > fuzz.out 2>&1
+getent hosts api.airlock.test > after-fuzz.out 2>&1"
 	survey transparent "$SUP"
 	like "$STUB" '^[0-9]+$' "transparent: the DNS stub is a process of its own (airlock-dns)"
+	is "$(cat "$WS/fuzz.out")" "" "transparent: the agent sent its 1500 datagrams to the stub"
+	like "$(head -n 1 "$WS/after-fuzz.out")" '^240\.0\.0\.[0-9]+ ' \
+		"transparent: after them the stub, the same process, answers a good query with a synthetic address"
 	kill -KILL "$SUP"
 	wait "$TPID"
 	is "$?" 137 "transparent: SIGKILL of the supervisor"
@@ -271,6 +295,30 @@ if "$AIRLOCK" doctor | grep -q '"transparent":true'; then
 	"$AIRLOCK" verify --pubkey "$T/k.pub" "$EV" > "$T/verify.out" 2>&1
 	like "$?:$(cat "$T/verify.out")" '^1:.*truncated' \
 		"transparent: the stream has no session.end: verify says it is truncated"
+else
+	ok 0 "# skip this host cannot run transparent mode (airlock doctor)"
+fi
+
+# --- transparent: a killed DNS stub ends the session, recorded ---------------------
+
+if "$AIRLOCK" doctor | grep -q '"transparent":true'; then
+	start_run stub-kill enforce true
+	STUB=$(pgrep -P "$SUP" -x airlock-dns)
+	like "$STUB" '^[0-9]+$' "stub-kill: the DNS stub runs"
+	PIDS="$SUP $(pgrep -P "$SUP" | tr '\n' ' ')"
+	kill -KILL "$STUB"
+	wait "$TPID"
+	is "$?" 125 "stub-kill: after SIGKILL of the DNS stub, airlock run ends with 125"
+	like "$(cat "$T/stub-kill.err")" "the DNS stub ended \(killed by signal 9\): the agent lost its names" \
+		"stub-kill: saying which process ended and why the session did"
+	wait_gone $PIDS
+	ok $? "stub-kill: nothing of the session is left"
+	r=$(last_receipt proxy.error)
+	is "$(jf "$r" point) $(jf "$r" rule)" "supervisor dns.stub" "stub-kill: proxy.error records it"
+	is "$(jf "$(tail -n 1 "$EV")" type) $(jf "$(tail -n 1 "$EV")" subject.exit)" "session.end 125" \
+		"stub-kill: session.end (125) is the last line"
+	"$AIRLOCK" verify --pubkey "$T/k.pub" "$EV" > "$T/verify.out" 2>&1
+	is "$?" 0 "stub-kill: the stream verifies"
 else
 	ok 0 "# skip this host cannot run transparent mode (airlock doctor)"
 fi
