@@ -666,6 +666,19 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 	free(st);
 }
 
+/* A secret's hosts, on the port egress.allow reads. */
+static bool secret_needs_cleartext(const struct policy *p, const struct host_target *t,
+				   uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecrets; i++)
+		if (filter_host_ruled(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port,
+				      any_port))
+			return true;
+	return false;
+}
+
 const struct filter_ops secretfilter_ops = {
 	.name = "secrets",
 	.attach = sf_attach,
@@ -677,4 +690,5 @@ const struct filter_ops secretfilter_ops = {
 	.response_interim = sf_response_interim,
 	.upgraded = sf_upgraded,
 	.done = sf_done,
+	.needs_cleartext = secret_needs_cleartext,
 };

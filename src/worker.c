@@ -169,43 +169,62 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 	return r < 0 ? -1 : 0;
 }
 
-/* The filters every request runs through, in this order: secrets (the
- * placeholders), then git, then spend. Returns how many are in @reg. */
+/* The filter @d of filter_table made for this worker, or NULL when it
+ * does not run here (spend without a ledger). */
+static void *make_filter(const struct filter_def *d, const struct worker_config *cfg,
+			 struct wctx *x, int ledger_fd, struct secretfilter **sf,
+			 struct spendfilter **spend)
+{
+	static const struct broker none = { 0 };
+
+	if (d->ops == &secretfilter_ops) {
+		*sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
+				       worker_record, x);
+		return *sf;
+	}
+	if (d->ops == &gitfilter_ops) {
+		/* The git credential; the values it injects are scrubbed by
+		 * the secrets' registry, so secrets come first. */
+		ASSERT(*sf);
+		x->git = gitfilter_new(worker_record, x);
+		gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+		if (!gitfilter_set_registry(x->git, secretfilter_registry(*sf)) ||
+		    (cfg->git_token &&
+		     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+					  cfg->git_token_expires)))
+			child_fatal("the git token is not a valid token");
+		return x->git;
+	}
+	if (d->ops == &spendfilter_ops) {
+		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted, x };
+		char err[256];
+
+		if (ledger_fd < 0)
+			return NULL;
+		*spend = spendfilter_new(&sc, err, sizeof(err));
+		if (!*spend)
+			child_fatal("%s", err);
+		return *spend;
+	}
+	child_fatal("filter %s: no constructor in this worker", d->name);
+}
+
+/* The worker's filters: filter_table's, in its order. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 			    int ledger_fd, struct spendfilter **spend,
 			    struct filter_reg *reg)
 {
-	static const struct broker none = { 0 };
-	struct secretfilter *sf;
-	size_t n = 0;
+	struct secretfilter *sf = NULL;
+	size_t i, n = 0;
 
-	/* secrets: placeholders in requests, and every value the proxy
-	 * injects (the git token too) scrubbed from every answer */
-	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
-	reg[n].ops = &secretfilter_ops;
-	reg[n].arg = sf;
-	n++;
-	/* git: every request to a git host, with the session's credential */
-	x->git = gitfilter_new(worker_record, x);
-	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
-	if (!gitfilter_set_registry(x->git, secretfilter_registry(sf)) ||
-	    (cfg->git_token &&
-	     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
-				  cfg->git_token_expires)))
-		child_fatal("the git token is not a valid token");
-	reg[n].ops = &gitfilter_ops;
-	reg[n].arg = x->git;
-	n++;
-	if (ledger_fd >= 0) {
-		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
-						 x };
-		char err[256];
+	ASSERT(filter_table_len <= FILTER_MAX);
+	for (i = 0; i < filter_table_len; i++) {
+		void *arg = make_filter(&filter_table[i], cfg, x, ledger_fd, &sf, spend);
 
-		*spend = spendfilter_new(&sc, err, sizeof(err));
-		if (!*spend)
-			child_fatal("%s", err);
-		reg[n].ops = &spendfilter_ops;
-		reg[n].arg = *spend;
+		if (!arg)
+			continue;
+		reg[n].ops = filter_table[i].ops;
+		reg[n].arg = arg;
 		n++;
 	}
 	return n;
