@@ -4,8 +4,9 @@
 # are processes"): none is dumpable; each helper runs under its own seccomp
 # filter with no capabilities; a scan of every process's memory finds the
 # receipt signing key's bytes in the key holder alone, and the secret value
-# only where the docs say it is (the supervisor, the proxy workers); the DNS
-# stub of transparent mode holds neither. Then one process of each session
+# only where the docs say it is (the supervisor, the proxy workers); the
+# relays, the ledger process and the DNS stub of transparent mode hold
+# neither, and the stub survives bad datagrams. Then one process of a session
 # is killed, and the session ends cleanly: nothing of it is left, and its
 # stream verifies (or, when the key holder or the supervisor was killed,
 # verify says it is truncated, which is the truth).
@@ -23,13 +24,20 @@ ok $? "a signing key"
 openssl pkey -in "$T/k.pem" -outform DER 2>/dev/null | tail -c 32 > "$T/k.raw"
 is "$(wc -c < "$T/k.raw")" 32 "its 32 raw private bytes"
 
-policy() { # MODE TRANSPARENT
+# policy MODE TRANSPARENT [SPEND]: SPEND "spend" meters a provider (the
+# ledger process then runs).
+policy() {
+	_spend=""
+	[ "${3:-}" = spend ] && _spend=',
+  "spend": {"cap_usd": 1, "ledger": "sqlite:'"$T"'/spend.db",
+    "providers": [{"api": "anthropic", "hosts": ["llm.airlock.test"]}],
+    "prices": {"m": {"input": 1, "output": 1}}}'
 	cat > "$POLICY" <<EOF
 {
   "version": 1,
   "mode": "$1",
   "egress": {
-    "allow": ["api.airlock.test"],
+    "allow": ["api.airlock.test", "llm.airlock.test"],
     "ports": [80, 443],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
@@ -38,7 +46,7 @@ policy() { # MODE TRANSPARENT
   },
   "secrets": {
     "api": { "from_env": "API_KEY", "hosts": ["api.airlock.test"], "prefix": "sk-live-" }
-  }
+  }$_spend
 }
 EOF
 }
@@ -138,12 +146,12 @@ wait $c1 $c2 $c3 2>/dev/null
 
 # survey LABEL SUP: checks every process of the session under SUP (SUP
 # itself and its children; the agent, under init, is not airlock's).
-# Sets PIDS (all of them), and KEEPER, WORKERS, INIT, RELAYS, STUB.
+# Sets PIDS (all of them), and KEEPER, WORKERS, INIT, RELAYS, STUB, LEDGER.
 survey() {
 	_label=$1
 	_sup=$2
 	PIDS="$_sup"
-	KEEPER="" WORKERS="" INIT="" RELAYS="" STUB=""
+	KEEPER="" WORKERS="" INIT="" RELAYS="" STUB="" LEDGER=""
 	for _p in $(pgrep -P "$_sup"); do
 		PIDS="$PIDS $_p"
 		case "$(cat "/proc/$_p/comm")" in
@@ -151,6 +159,7 @@ survey() {
 		airlock-proxy) WORKERS="$WORKERS $_p" ;;
 		airlock-relay) RELAYS="$RELAYS $_p" ;;
 		airlock-dns) STUB=$_p ;;
+		airlock-ledger) LEDGER=$_p ;;
 		airlock) INIT=$_p ;;
 		*) diag "$_label: unexpected child $_p $(cat "/proc/$_p/comm")" ;;
 		esac
@@ -162,7 +171,7 @@ survey() {
 		[ "$(dumpable "$_p")" = 0 ] || _nd="$_nd $_p:$(cat "/proc/$_p/comm")"
 	done
 	is "$_nd" "" "$_label: no process of the session is dumpable ($(echo $PIDS | wc -w) checked)"
-	for _p in $KEEPER $WORKERS $STUB; do
+	for _p in $KEEPER $WORKERS $STUB $LEDGER; do
 		is "$(field "$_p" Seccomp) $(field "$_p" NoNewPrivs) $(field "$_p" CapEff)" \
 			"2 1 0000000000000000" \
 			"$_label: $(cat "/proc/$_p/comm") $_p: its own seccomp filter, no_new_privs, no capabilities"
@@ -195,7 +204,8 @@ survey() {
 	done
 	is "$_k" " airlock-keeper" "$_label: the key's bytes are in the key holder's memory and no other's ($_counts)"
 	# The value is loaded by the supervisor; the workers substitute it.
-	# The key holder, init, the relays and the DNS stub never hold it.
+	# The key holder, init, the relays, the ledger process and the DNS stub
+	# never hold it.
 	_s=$(echo "$_s" | tr ' ' '\n' | sort -u | tr '\n' ' ')
 	is "$_s" " airlock airlock-proxy " \
 		"$_label: the secret value is in the supervisor's and the workers' memory only"
@@ -204,13 +214,13 @@ survey() {
 	fi
 }
 
-# start_run LABEL MODE TRANSPARENT [SCRIPT]: airlock run with an agent
+# start_run LABEL MODE TRANSPARENT [SCRIPT [SPEND]]: airlock run with an agent
 # that makes one request, runs SCRIPT, says it is ready and waits (60 s at
 # most). Its standard
 # descriptors are files (so both relays run: the input one blocks on the
 # agent's full stdin pipe).
 start_run() {
-	policy "$2" "$3"
+	policy "$2" "$3" "${5:-}"
 	EV="$T/$1.jsonl"
 	rm -f "$WS/ready" "$WS/go"
 	API_KEY=$VALUE timeout 120 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" \
@@ -247,8 +257,9 @@ is "$?" 0 "shadow: the stream verifies"
 
 # --- enforce: then init is killed ---------------------------------------------
 
-start_run enforce enforce false
+start_run enforce enforce false "" spend
 survey enforce "$SUP"
+like "$LEDGER" '^[0-9]+$' "enforce: spend is metered: the ledger process runs"
 kill -KILL "$INIT"
 wait "$TPID"
 is "$?" 137 "enforce: after SIGKILL of the sandbox's init, airlock run ends as the agent did (137)"
