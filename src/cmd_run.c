@@ -675,6 +675,9 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				for (i = 0; i < x.wp.n; i++)
 					if (x.wp.w[i].pid > 0)
 						kill(x.wp.w[i].pid, SIGKILL);
+				/* So is a stub told to end that has not. */
+				if (stub && stub->d.stopping && stub->d.pid > 0)
+					kill(stub->d.pid, SIGKILL);
 				x.kill_at = now + WORKER_STOP_MS;
 			}
 			timeout = (int)(x.kill_at - now);
