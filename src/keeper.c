@@ -225,11 +225,12 @@ struct kstate {
 	const struct policy *ca_policy; /* what a leaf may be issued for */
 };
 
-/* What a handler says about the request it was given. */
-enum verdict {
-	VERDICT_OK = 0,            /* handled; go on */
-	VERDICT_BAD,               /* invalid: drop the channel (or die) */
-	VERDICT_END,               /* MSG_END: finish the session */
+/* What a handler says about the request it was given (not verdict.h's
+ * verdicts, which are the proxy's answers to requests). */
+enum handled {
+	HANDLED_OK = 0,            /* handled; go on */
+	HANDLED_BAD,               /* invalid: drop the channel (or die) */
+	HANDLED_END,               /* MSG_END: finish the session */
 };
 
 /* Last words to the supervisor, then exit 125. */
@@ -239,7 +240,7 @@ static void write_failed(struct kstate *ks)
 		     strerror(receipt_error(ks->w)));
 }
 
-static enum verdict on_record(struct kstate *ks, struct chan *c,
+static enum handled on_record(struct kstate *ks, struct chan *c,
 			      struct msg_reader *r, int fd)
 {
 	struct keeper_record_req req;
@@ -252,7 +253,7 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (!keeper_parse_record(r, c->peer, &req, why, sizeof(why))) {
 		util_warn("key holder: refused a request of the %s: %s",
 			  keeper_peer_to_string(c->peer), why);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	if (receipt_type_opens_stream(req.type) == ks->started) {
 		util_warn("key holder: refused a request of the %s: %s",
@@ -260,14 +261,14 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 			  ks->started ? "the stream has begun already"
 				      : "the stream has not begun");
 		json_decref(req.subject);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	pub = json_object_get(req.subject, "pubkey");
 	if (!ks->started && (!json_is_string(pub) ||
 			     strcmp(json_string_value(pub), ks->pubkey) != 0)) {
 		util_warn("key holder: the stream's first line must carry its pubkey");
 		json_decref(req.subject);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	seq = receipt_append(ks->w, req.type, req.decision, req.point, req.rule,
 			     req.subject, req.reason);
@@ -277,7 +278,7 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (seq >= 0)
 		ks->started = true;
 	if (!req.want_seq)
-		return VERDICT_OK;
+		return HANDLED_OK;
 	msg_start(&ks->reply, MSG_SEQ);
 	msg_put_u32(&ks->reply, seq >= 0);
 	msg_put_u64(&ks->reply, seq >= 0 ? (uint64_t)seq : 0);
@@ -285,12 +286,12 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (sr < 0) {
 		util_warn("key holder: cannot answer the %s: %s",
 			  keeper_peer_to_string(c->peer), strerror(-sr));
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
+static enum handled on_set_policy(struct kstate *ks, struct chan *c,
 				  struct msg_reader *r, int fd)
 {
 	const char *digest, *subject, *reason;
@@ -304,11 +305,11 @@ static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
 	msg_get_str(r, MSG_MAX, &subject, &slen);
 	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
 	if (!msg_end(r) || !ks->started || !receipt_digest_valid(digest, dlen))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	obj = json_loadb(subject, slen, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(obj)) {
 		json_decref(obj);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	ASSERT(receipt_set_policy(ks->w, digest) == 0);
 	if (receipt_append(ks->w, "policy.reload", RECEIPT_INFO,
@@ -316,22 +317,22 @@ static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
 	    receipt_error(ks->w))
 		write_failed(ks);
 	json_decref(obj);
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_add_channel(struct kstate *ks, struct chan *c,
+static enum handled on_add_channel(struct kstate *ks, struct chan *c,
 				   struct msg_reader *r, int fd)
 {
 	(void)c;
 	if (!msg_end(r) || fd < 0 || ks->nchans >= KEEPER_CHANNELS_MAX)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	ks->chans[ks->nchans].fd = fd;
 	ks->chans[ks->nchans].peer = KEEPER_PEER_WORKER;
 	ks->nchans++;
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_end(struct kstate *ks, struct chan *c,
+static enum handled on_end(struct kstate *ks, struct chan *c,
 			   struct msg_reader *r, int fd)
 {
 	uint32_t status;
@@ -340,14 +341,14 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_u32(r, &status);
 	if (!msg_end(r) || status > 255)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	ks->end_status = (int)status;
-	return VERDICT_END;
+	return HANDLED_END;
 }
 
 /* The App's JWT for the supervisor's mint: the key never leaves this
  * process, the JWT (valid ten minutes) does. */
-static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
+static enum handled on_jwt_sign(struct kstate *ks, struct chan *c,
 				struct msg_reader *r, int fd)
 {
 	char err[1024] = "";
@@ -356,7 +357,7 @@ static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
 
 	(void)fd;
 	if (!msg_end(r) || (!ks->app_key && !ks->app_key_err[0]))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	if (ks->app_key)
 		jwt = ghapp_jwt(ks->app_key, ks->app_id, time(NULL), err, sizeof(err));
 	else
@@ -372,14 +373,14 @@ static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
 		explicit_bzero(jwt, strlen(jwt));
 		free(jwt);
 	}
-	return sr < 0 ? VERDICT_BAD : VERDICT_OK;
+	return sr < 0 ? HANDLED_BAD : HANDLED_OK;
 }
 
 /* A leaf for a host the policy intercepts. A worker's lie (a host it
  * may not have, a name that is not normalised) is answered with a
  * refusal, not by dropping its channel: the request is well formed, and
  * the worker answers its client 502. */
-static enum verdict on_leaf(struct kstate *ks, struct chan *c,
+static enum handled on_leaf(struct kstate *ks, struct chan *c,
 			    struct msg_reader *r, int fd)
 {
 	struct host_target t;
@@ -392,7 +393,7 @@ static enum verdict on_leaf(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_str(r, HOSTNAME_MAX, &host, &hlen);
 	if (!msg_end(r))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	if (strchr(host, ':'))
 		snprintf(bracketed, sizeof(bracketed), "[%s]", host);
 	else
@@ -421,12 +422,12 @@ static enum verdict on_leaf(struct kstate *ks, struct chan *c,
 	if (sr < 0) {
 		util_warn("key holder: cannot answer the %s: %s",
 			  keeper_peer_to_string(c->peer), strerror(-sr));
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
+static enum handled on_ca_cert(struct kstate *ks, struct chan *c,
 			       struct msg_reader *r, int fd)
 {
 	size_t len = 0;
@@ -434,13 +435,13 @@ static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
 
 	(void)fd;
 	if (!msg_end(r))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	msg_start(&ks->reply, MSG_CA_CERT_ANSWER);
 	msg_put_str(&ks->reply, pem, ks->ca ? len : 0);
-	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? VERDICT_BAD : VERDICT_OK;
+	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? HANDLED_BAD : HANDLED_OK;
 }
 
-static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
+static enum handled on_spend_usd(struct kstate *ks, struct chan *c,
 				 struct msg_reader *r, int fd)
 {
 	uint64_t nano;
@@ -449,9 +450,9 @@ static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_u64(r, &nano);
 	if (!msg_end(r) || !ks->started || nano > (uint64_t)INT64_MAX)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	receipt_set_spend(ks->w, (int64_t)nano);
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
 #define PEER_BIT(p) (1u << (p))
@@ -462,7 +463,7 @@ static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
 static const struct {
 	enum msg_type type;
 	unsigned peers;
-	enum verdict (*fn)(struct kstate *ks, struct chan *c,
+	enum handled (*fn)(struct kstate *ks, struct chan *c,
 			   struct msg_reader *r, int fd);
 } requests[] = {
 	{ MSG_RECORD, PEER_BIT(KEEPER_PEER_SUPERVISOR) | PEER_BIT(KEEPER_PEER_WORKER),
@@ -478,9 +479,9 @@ static const struct {
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
  * @fd (owned here). */
-static enum verdict dispatch(struct kstate *ks, struct chan *c, size_t n, int fd)
+static enum handled dispatch(struct kstate *ks, struct chan *c, size_t n, int fd)
 {
-	enum verdict v = VERDICT_BAD;
+	enum handled v = HANDLED_BAD;
 	struct msg_reader r;
 	size_t i;
 
@@ -498,7 +499,7 @@ static enum verdict dispatch(struct kstate *ks, struct chan *c, size_t n, int fd
 		goto out;
 	}
 	v = requests[i].fn(ks, c, &r, fd);
-	if (r.type == MSG_ADD_CHANNEL && v == VERDICT_OK)
+	if (r.type == MSG_ADD_CHANNEL && v == HANDLED_OK)
 		fd = -1; /* kept as the new channel */
 out:
 	if (fd >= 0)
@@ -513,14 +514,14 @@ static void drop(struct chan *c)
 }
 
 /* Handles up to @max messages of @c (0: until none is waiting). Returns
- * VERDICT_END when the session is to end; a worker channel that failed
+ * HANDLED_END when the session is to end; a worker channel that failed
  * or closed is dropped, a failed supervisor channel is fatal. */
-static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
+static enum handled serve(struct kstate *ks, struct chan *c, unsigned max)
 {
 	unsigned done;
 
 	for (done = 0; c->fd >= 0 && (max == 0 || done < max); done++) {
-		enum verdict v;
+		enum handled v;
 		int fd = -1;
 		ssize_t n = msg_recv(c->fd, ks->in, MSG_MAX, &fd, MSG_DONTWAIT);
 
@@ -529,7 +530,7 @@ static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
 		if (n <= 0) {
 			if (c->peer == KEEPER_PEER_SUPERVISOR) {
 				ks->orphaned = true; /* it died */
-				return VERDICT_END;
+				return HANDLED_END;
 			}
 			if (n < 0)
 				util_warn("key holder: a proxy worker's channel: %s",
@@ -538,15 +539,15 @@ static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
 			break;
 		}
 		v = dispatch(ks, c, (size_t)n, fd);
-		if (v == VERDICT_END)
+		if (v == HANDLED_END)
 			return v;
-		if (v == VERDICT_BAD) {
+		if (v == HANDLED_BAD) {
 			if (c->peer == KEEPER_PEER_SUPERVISOR)
 				child_fatal("the supervisor sent an invalid request");
 			drop(c);
 		}
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
 /* Reads until the supervisor ends the session or its channel closes. */
@@ -575,7 +576,7 @@ static void serve_until_end(struct kstate *ks)
 			continue;
 		/* The supervisor first, whole: its lines precede what the
 		 * workers it started later record. */
-		if (serve(ks, &ks->chans[0], 0) == VERDICT_END)
+		if (serve(ks, &ks->chans[0], 0) == HANDLED_END)
 			break;
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)
