@@ -95,8 +95,15 @@ dumpable() {
 			echo 0
 		fi
 	else
-		timeout 120 gdb -nx -q -batch -p "$1" -ex 'set debuginfod enabled off' \
-			-ex 'print (int)prctl(3, 0, 0, 0, 0)' 2>/dev/null | sed -n 's/^\$[0-9]* = //p'
+		# gdb can fail to attach on a loaded machine: up to 3 tries.
+		for _try in 1 2 3; do
+			_d=$(timeout 120 gdb -nx -q -batch -p "$1" -ex 'set debuginfod enabled off' \
+				-ex 'print (int)prctl(3, 0, 0, 0, 0)' 2>/dev/null |
+				sed -n 's/^\$[0-9]* = //p')
+			[ -n "$_d" ] && break
+			sleep 0.5
+		done
+		echo "$_d"
 	fi
 }
 
