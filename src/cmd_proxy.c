@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -48,6 +49,7 @@
 
 #include "addr.h"
 #include "broker.h"
+#include "confine.h"
 #include "gitcred.h"
 #include "oauth.h"
 #include "commands.h"
@@ -118,14 +120,6 @@ struct proxy_state {
 	bool exhausted;       /* on_exhausted stop: the proxy is stopping */
 };
 
-static uint64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static bool parse_listen(const char *text, struct sockaddr_storage *ss,
 			 socklen_t *len)
 {
@@ -155,22 +149,7 @@ static bool parse_listen(const char *text, struct sockaddr_storage *ss,
 		if (!addr_parse(host, &a) || a.family != AF_INET)
 			return false;
 	}
-	memset(ss, 0, sizeof(*ss));
-	if (a.family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)port);
-		memcpy(&sin->sin_addr, a.bytes, 4);
-		*len = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)port);
-		memcpy(&sin6->sin6_addr, a.bytes, 16);
-		*len = sizeof(*sin6);
-	}
+	*len = (socklen_t)addr_to_sockaddr(&a, (uint16_t)port, ss);
 	return true;
 }
 
@@ -179,7 +158,7 @@ static void stop(struct proxy_state *st, unsigned int drain_ms)
 	if (st->wp.stopping)
 		return;
 	worker_pool_stop(&st->wp, drain_ms);
-	st->kill_at = monotonic_ms() + drain_ms + 5000;
+	st->kill_at = util_now_ms() + drain_ms + 5000;
 }
 
 /* Something made the proxy unable to serve as its stream says: record it,
@@ -356,7 +335,7 @@ static void serve(struct proxy_state *st, int sfd)
 		for (i = 0; i < st->wp.n; i++)
 			pfd[n++] = (struct pollfd){ .fd = st->wp.w[i].ctl, .events = POLLIN };
 		if (st->wp.stopping) {
-			uint64_t now = monotonic_ms();
+			uint64_t now = util_now_ms();
 
 			if (now >= st->kill_at) {
 				for (i = 0; i < st->wp.n; i++)
@@ -593,6 +572,11 @@ int cmd_proxy(int argc, char **argv)
 	if (!parse_listen(listen_at, &ss, &sl))
 		util_die(EXIT_AIRLOCK_FAILURE,
 			 "proxy: --listen must be IPV4:PORT or [IPV6]:PORT, not '%s'", listen_at);
+	/* The supervisor will hold secret values: no core dumps, no ptrace
+	 * from the caller's other processes; and its children (the key
+	 * holder and the workers) start as copies of it. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		util_die_errno(EXIT_AIRLOCK_FAILURE, "PR_SET_DUMPABLE");
 	p = policy_load(policy_path, NULL, &errs);
 	if (!p)
 		session_die_invalid_policy(policy_path, &errs);
@@ -677,19 +661,19 @@ int cmd_proxy(int argc, char **argv)
 		     "key holder");
 	if (worker_pool_go(&st.wp) < 0)
 		fail(&st, json_object(), "cannot start the egress proxy workers");
-	if (ss.ss_family == AF_INET6) {
-		char a6[ADDR_STRLEN];
+	{
+		char at[ADDR_STRLEN];
+		struct addr bound;
+		uint16_t port;
 
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, a6, sizeof(a6));
-		snprintf(text, sizeof(text), "[%s]:%u", a6,
-			 ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-	} else {
-		char a4[ADDR_STRLEN];
-
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a4, sizeof(a4));
-		snprintf(text, sizeof(text), "%s:%u", a4,
-			 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+		ASSERT(addr_from_sockaddr((struct sockaddr *)&ss, sl, &bound, &port));
+		addr_format(&bound, at, sizeof(at));
+		snprintf(text, sizeof(text), bound.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+			 at, port);
 	}
+	/* Every process is started: the supervisor's own filter (confine.c). */
+	if (confine_supervisor(err, sizeof(err)) < 0)
+		fail(&st, json_object(), "supervisor: %s", err);
 	fprintf(stderr, "airlock proxy: listening on %s\n", text);
 	fflush(stderr);
 	serve(&st, sfd);

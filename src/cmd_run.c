@@ -57,6 +57,8 @@
 
 #include "broker.h"
 #include "commands.h"
+#include "confine.h"
+#include "dnsd.h"
 #include "dnsstub.h"
 #include "gitcred.h"
 #include "oauth.h"
@@ -374,11 +376,13 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
 /* How long stopped workers get to exit before they are killed. */
 #define WORKER_STOP_MS 5000
 
-/* Transparent mode's DNS stub, served by supervise() on the socket the
- * sandbox made (sb->stub_fd); the table is the writer's. */
+/* Transparent mode's DNS stub: its process (dnsd.c), which answers on
+ * the socket the sandbox made, and the table of synthetic addresses, whose
+ * writable mapping the supervisor drops once the workers are forked. */
 struct stub_run {
 	struct dnsstub_table *table;
-	struct dnsstub *stub;
+	struct dnsd d;
+	bool reading;           /* its channel is read */
 };
 
 struct supervise_ctx {
@@ -399,20 +403,12 @@ struct supervise_ctx {
 	struct gitcred *git;   /* the credential the workers inject */
 };
 
-static uint64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void stop_workers(struct supervise_ctx *x)
 {
 	if (x->wp.stopping)
 		return;
 	worker_pool_stop(&x->wp, 0);
-	x->kill_at = monotonic_ms() + WORKER_STOP_MS;
+	x->kill_at = util_now_ms() + WORKER_STOP_MS;
 }
 
 /* A worker ended without being asked to: record it and end the session. */
@@ -466,6 +462,25 @@ static void spend_lost(struct supervise_ctx *x)
 	stop_workers(x);
 }
 
+/* The DNS stub ended without being asked to: the sandbox has lost its
+ * names, so the session is ended as for a lost worker. */
+static void stub_lost(struct supervise_ctx *x)
+{
+	char how[256];
+
+	if (x->failure[0])
+		return;
+	dnsd_describe_exit(&x->stub->d, how, sizeof(how));
+	snprintf(x->failure, x->failure_len,
+		 "the DNS stub ended (%s): the agent lost its names, so the session "
+		 "was ended", how);
+	session_record(x->s, "proxy.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+		       "dns.stub", json_object(), x->failure);
+	if (!x->init_done)
+		kill(x->sb->init_pid, SIGKILL);
+	stop_workers(x);
+}
+
 /* When the spend cap ends the session (on_exhausted "stop"): the agent
  * gets SIGTERM this long after the refusal (so that the refused call's
  * 429 reaches it, rather than racing the signal), and SIGKILL the grace
@@ -488,7 +503,7 @@ static void spend_exhausted(struct supervise_ctx *x)
 		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
 		       "a metered call was refused for the spend cap: the agent is "
 		       "sent SIGTERM in 1 s, and SIGKILL 10 s after that");
-	x->term_at = monotonic_ms() + SPEND_STOP_NOTICE_MS;
+	x->term_at = util_now_ms() + SPEND_STOP_NOTICE_MS;
 	x->term_kill_at = x->term_at + SPEND_STOP_GRACE_MS;
 }
 
@@ -503,6 +518,15 @@ static void reap_children(struct supervise_ctx *x)
 			x->init_done = true;
 			x->init_status = st;
 			stop_workers(x);
+			if (x->stub)
+				dnsd_stop(&x->stub->d);
+		} else if (x->stub && pid == x->stub->d.pid) {
+			bool asked = x->stub->d.stopping;
+
+			dnsd_reaped(&x->stub->d, st);
+			x->stub->reading = false;
+			if (!asked)
+				stub_lost(x);
 		} else if (pid == x->s->k.pid) {
 			if (!x->init_done)
 				kill(x->sb->init_pid, SIGKILL);
@@ -533,32 +557,17 @@ static void read_signals(struct supervise_ctx *x, int sfd)
 	}
 }
 
-/* Answers every query waiting on the stub's socket; a refused name is
- * recorded once (dns.block). A socket error is logged and the socket kept:
- * the stub must outlive one bad datagram. */
-static void serve_stub(struct supervise_ctx *x)
+/* The DNS stub refused a name (once per name): dns.block, as the stub
+ * says, from the fields dnsd_read() checked. */
+static void on_dns_block(void *arg, const struct dnsd_block *b)
 {
-	struct dnsstub_result res;
-	int i;
+	struct supervise_ctx *x = arg;
 
-	/* Bounded: the next poll() comes back for the rest. */
-	for (i = 0; i < 64; i++) {
-		int r = transparent_stub_serve(x->sb->stub_fd, x->stub->stub, &res);
-		if (r < 0) {
-			util_warn("DNS stub: %s", strerror(-r));
-			return;
-		}
-		if (r == 0)
-			return;
-		if (res.record)
-			session_record(x->s, "dns.block",
-				       res.would_block ? RECEIPT_WOULD_BLOCK : RECEIPT_BLOCK,
-				       RECEIPT_POINT_SUPERVISOR, res.rule_id,
-				       json_pack("{s:s, s:i, s:s}", "host", res.display,
-						 "qtype", (int)res.qtype, "answer",
-						 dnsstub_outcome_to_string(res.outcome)),
-				       res.reason ? res.reason : "refused");
-	}
+	session_record(x->s, "dns.block", b->would_block ? RECEIPT_WOULD_BLOCK : RECEIPT_BLOCK,
+		       RECEIPT_POINT_SUPERVISOR, b->rule,
+		       json_pack("{s:s, s:i, s:s}", "host", b->host, "qtype", (int)b->qtype,
+				 "answer", dnsstub_outcome_to_string(b->outcome)),
+		       b->reason);
 }
 
 static void block_signals(void)
@@ -618,6 +627,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				tl[wc.ntlisten++] = sb->tlisten_fd[i];
 		wc.tlisten_fds = tl;
 		wc.names = stub->table;
+		stub->reading = true;
 	}
 	gitcred_config(git, &wc);
 	wc.intercept = s->open;
@@ -638,6 +648,11 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 	x.wp.oauth_arg = &oc;
 	if (oauth_send(oauth, &x.wp) < 0)
 		util_warn("the OAuth tokens could not reach every proxy worker");
+	/* The DNS stub is the table's only writer now; the workers read it. */
+	if (stub) {
+		dnsstub_table_free(stub->table);
+		stub->table = NULL;
+	}
 	/* The workers serve it: we keep no copy. */
 	close(sb->proxy_fd);
 	sb->proxy_fd = -1;
@@ -646,9 +661,20 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			close(sb->tlisten_fd[i]);
 		sb->tlisten_fd[i] = -1;
 	}
+	/* Every process of the session is started: from here the supervisor
+	 * waits, signals, talks on its channels and refreshes the git token,
+	 * under a filter of its own (confine.c). */
+	if (confine_supervisor(err, sizeof(err)) < 0) {
+		kill(sb->init_pid, SIGKILL);
+		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+			       "supervisor", json_object(), err);
+		worker_pool_stop(&x.wp, 0);
+		session_end(s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "supervisor: %s", err);
+	}
 	keeper_open = session_fd(s) >= 0;
 	pfd = util_xcalloc(3 + x.wp.n, sizeof(*pfd));
-	while (!x.init_done || x.wp.alive > 0) {
+	while (!x.init_done || x.wp.alive > 0 || (stub && stub->d.pid > 0)) {
 		int timeout = -1, n = 0;
 
 		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
@@ -656,11 +682,11 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 					    .events = POLLIN };
 		for (i = 0; i < x.wp.n; i++)
 			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
-		/* The stub's socket, last; -1 (ignored by poll) without it. */
-		pfd[n++] = (struct pollfd){ .fd = stub && !x.init_done ? sb->stub_fd : -1,
+		/* The stub's channel, last; -1 (ignored by poll) without it. */
+		pfd[n++] = (struct pollfd){ .fd = stub && stub->reading ? stub->d.ctl : -1,
 					    .events = POLLIN };
 		if (x.wp.stopping) {
-			uint64_t now = monotonic_ms();
+			uint64_t now = util_now_ms();
 
 			if (now >= x.kill_at) {
 				/* Stopped workers that do not exit are killed;
@@ -668,6 +694,9 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				for (i = 0; i < x.wp.n; i++)
 					if (x.wp.w[i].pid > 0)
 						kill(x.wp.w[i].pid, SIGKILL);
+				/* So is a stub told to end that has not. */
+				if (stub && stub->d.stopping && stub->d.pid > 0)
+					kill(stub->d.pid, SIGKILL);
 				x.kill_at = now + WORKER_STOP_MS;
 			}
 			timeout = (int)(x.kill_at - now);
@@ -693,7 +722,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 				timeout = (int)((oauth_next(oauth) - now) * 1000);
 		}
 		if (x.exhausted && !x.init_done) {
-			uint64_t now = monotonic_ms(), next;
+			uint64_t now = util_now_ms(), next;
 
 			if (!x.term_sent && now >= x.term_at) {
 				kill(sb->init_pid, SIGTERM);
@@ -725,8 +754,8 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			if (x.wp.w[i].exhausted)
 				spend_exhausted(&x);
 		}
-		if (pfd[n - 1].revents & POLLIN)
-			serve_stub(&x);
+		if (pfd[n - 1].revents && !dnsd_read(&stub->d, on_dns_block, &x))
+			stub->reading = false;
 		/* The session has begun: a ready worker serves at once. */
 		(void)worker_pool_go(&x.wp);
 		if (pfd[0].revents)
@@ -1163,6 +1192,8 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	}
 	stdio_relay_detach(&relay);
 	memset(&stub, 0, sizeof(stub));
+	stub.d.pid = -1;
+	stub.d.ctl = -1;
 	if (cfg.transparent) {
 		/* After init exists, so that it never holds the table. */
 		int r = dnsstub_table_new(DNSSTUB_TABLE_MAX, &stub.table);
@@ -1178,12 +1209,24 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 			session_end(&s, EXIT_AIRLOCK_FAILURE);
 			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
 		}
-		stub.stub = dnsstub_new(p, stub.table);
+		/* Its copy of our memory forgets the secret values and the
+		 * token first, as init's does; then our copy of its socket
+		 * goes. */
+		if (dnsd_start(&stub.d, p, stub.table, sb.stub_fd, scrub_secrets, &scrub, err,
+			       sizeof(err)) < 0) {
+			kill(sb.init_pid, SIGKILL);
+			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
+				       RECEIPT_POINT_SUPERVISOR, "transparent",
+				       json_object(), err);
+			session_end(&s, EXIT_AIRLOCK_FAILURE);
+			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+		}
+		close(sb.stub_fd);
+		sb.stub_fd = -1;
 	}
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
 			   &broker, &git, &oauth, metered ? &spend : NULL, err, sizeof(err));
-	dnsstub_free(stub.stub);
 	dnsstub_table_free(stub.table);
 	if (metered) {
 		char serr[256];

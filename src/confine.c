@@ -70,6 +70,7 @@ static const char *const profile_names[] = {
 	[CONFINE_KEEPER] = "keeper",
 	[CONFINE_WORKER] = "worker",
 	[CONFINE_LEDGER] = "ledger",
+	[CONFINE_SUPERVISOR] = "supervisor",
 };
 static_assert(ARRAY_SIZE(profile_names) == CONFINE_PROFILE_COUNT,
 	      "profile_names matches enum confine_profile");
@@ -111,6 +112,18 @@ static const char *const ledger_calls[] = {
 	"shutdown", "pwrite64", "pwritev", "ftruncate", "fallocate", "unlink",
 	"unlinkat", "fchmod", "fchown", "readlink", "readlinkat", "lstat", "stat",
 	"access", "faccessat", "faccessat2", "getcwd", "flock",
+};
+
+/* The supervisor after start-up: its children (wait, signal), the memfd
+ * of a reloaded policy, the App token's HTTPS client (sockets are checked
+ * below), the files libraries look at. */
+static const char *const supervisor_calls[] = {
+	"wait4", "waitid", "kill", "pidfd_open", "pidfd_send_signal",
+	"memfd_create", "ftruncate", "connect", "setsockopt", "getsockopt",
+	"getsockname", "getpeername", "shutdown", "pipe2", "dup", "dup3",
+	"readlink", "readlinkat", "lstat", "stat", "access", "faccessat",
+	"faccessat2", "getcwd", "statfs", "fstatfs", "getrusage",
+	"rt_sigtimedwait", "rt_sigpending", "setitimer", "alarm",
 };
 
 /* Adds @name with @n argument comparisons; a name unknown here is no
@@ -199,7 +212,7 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 			}
 		}
 	}
-	if (p == CONFINE_WORKER) {
+	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR) {
 		for (i = 0; i < ARRAY_SIZE(families); i++) {
 			for (size_t j = 0; j < ARRAY_SIZE(types); j++) {
 				/* The type without SOCK_NONBLOCK and
@@ -217,7 +230,7 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 	return r;
 }
 
-static int drop_capabilities(void)
+int confine_drop_capabilities(void)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
@@ -307,33 +320,12 @@ static int restrict_paths(const char *const *paths, size_t n,
 	return ret;
 }
 
-int confine_self(enum confine_profile p, const char *const *read_paths,
-		 size_t nread, char *err, size_t errlen)
-{
-	return confine_self_rw(p, read_paths, nread, NULL, 0, err, errlen);
-}
-
-int confine_self_rw(enum confine_profile p, const char *const *read_paths,
-		    size_t nread, const char *const *rw_paths, size_t nrw,
-		    char *err, size_t errlen)
+/* Builds and loads the seccomp filter of @p. */
+static int load_filter(enum confine_profile p, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx;
 	int r = 0;
 
-	ASSERT((unsigned)p < CONFINE_PROFILE_COUNT);
-	if (drop_capabilities() < 0) {
-		snprintf(err, errlen, "dropping capabilities: %s", strerror(errno));
-		return -1;
-	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-		return -1;
-	}
-	r = restrict_paths(read_paths, nread, rw_paths, nrw);
-	if (r < 0) {
-		snprintf(err, errlen, "landlock: %s", strerror(-r));
-		return -1;
-	}
 	ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx) {
 		snprintf(err, errlen, "seccomp: cannot build the %s filter",
@@ -347,6 +339,8 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
 		r |= allow_list(ctx, worker_calls, ARRAY_SIZE(worker_calls));
 	if (p == CONFINE_LEDGER)
 		r |= allow_list(ctx, ledger_calls, ARRAY_SIZE(ledger_calls));
+	if (p == CONFINE_SUPERVISOR)
+		r |= allow_list(ctx, supervisor_calls, ARRAY_SIZE(supervisor_calls));
 	r |= allow_checked(ctx, p);
 	if (r == 0)
 		r = seccomp_load(ctx);
@@ -357,6 +351,44 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
 		return -1;
 	}
 	return 0;
+}
+
+int confine_supervisor(char *err, size_t errlen)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	return load_filter(CONFINE_SUPERVISOR, err, errlen);
+}
+
+int confine_self(enum confine_profile p, const char *const *read_paths,
+		 size_t nread, char *err, size_t errlen)
+{
+	return confine_self_rw(p, read_paths, nread, NULL, 0, err, errlen);
+}
+
+int confine_self_rw(enum confine_profile p, const char *const *read_paths,
+		    size_t nread, const char *const *rw_paths, size_t nrw,
+		    char *err, size_t errlen)
+{
+	int r;
+
+	ASSERT((unsigned)p < CONFINE_PROFILE_COUNT);
+	if (confine_drop_capabilities() < 0) {
+		snprintf(err, errlen, "dropping capabilities: %s", strerror(errno));
+		return -1;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		snprintf(err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	r = restrict_paths(read_paths, nread, rw_paths, nrw);
+	if (r < 0) {
+		snprintf(err, errlen, "landlock: %s", strerror(-r));
+		return -1;
+	}
+	return load_filter(p, err, errlen);
 }
 
 static int cmp_int(const void *a, const void *b)

@@ -18,6 +18,12 @@ enum confine_profile {
 	 * the ledger's directory), unix and TCP/UDP sockets, connect; no
 	 * accept, listen, bind, splice. */
 	CONFINE_LEDGER,
+	/* The supervisor once the session runs (confine_supervisor()): the
+	 * keeper's calls plus waiting for and signalling its children, the
+	 * policy's memfd for a reload, and a TCP/UDP client over IP (the
+	 * GitHub App token's refresh); no fork, clone or exec, no ptrace, no
+	 * new namespace, no mount, no file opened for writing. */
+	CONFINE_SUPERVISOR,
 	CONFINE_PROFILE_COUNT
 };
 
@@ -43,6 +49,18 @@ int confine_self(enum confine_profile p, const char *const *read_paths,
 int confine_self_rw(enum confine_profile p, const char *const *read_paths,
 		    size_t nread, const char *const *rw_paths, size_t nrw,
 		    char *err, size_t errlen);
+
+/* Confines the supervisor once the session's processes are started: sets
+ * no_new_privs and loads the CONFINE_SUPERVISOR filter. Its capabilities
+ * stay (it signals the sandbox's init, in another user namespace) and
+ * there is no Landlock (it reads a reloaded policy, the events file for
+ * the summary, the trust store for the App token: what it opens is the
+ * caller's to choose). Returns 0, or -1 with a reason in @err. */
+int confine_supervisor(char *err, size_t errlen);
+
+/* Drops every capability of the calling process (effective, permitted,
+ * inheritable). Returns 0, or -1 with errno. */
+int confine_drop_capabilities(void);
 
 /* Closes every descriptor of the calling process but the @n of @keep
  * (entries < 0 are ignored). For a process just forked from the

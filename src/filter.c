@@ -8,6 +8,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "awsfilter.h"
+#include "gitfilter.h"
+#include "hostname.h"
+#include "policy.h"
+#include "secretfilter.h"
+#include "spendfilter.h"
 #include "util.h"
 
 /* Header values may be credentials (an injected Authorization, a
@@ -131,4 +137,62 @@ void filter_headers_free(struct filter_headers *hs)
 	free(hs->h);
 	hs->h = NULL;
 	hs->count = hs->cap = 0;
+}
+
+/* --- the filter table ------------------------------------------------------- */
+
+const struct filter_def filter_table[] = {
+	/* aws: requests signed with placeholder credentials, verified and
+	 * re-signed (SigV4) before the secrets filter sees them */
+	{ "aws", &awsfilter_ops },
+	/* secrets: placeholders in requests, and every value the proxy
+	 * injects (the git token too) scrubbed from every answer */
+	{ "secrets", &secretfilter_ops },
+	/* git: every request to a git host, with the session's credential */
+	{ "git", &gitfilter_ops },
+	/* spend: metered calls to the providers (only when spend is metered) */
+	{ "spend", &spendfilter_ops },
+};
+const size_t filter_table_len = ARRAY_SIZE(filter_table);
+
+bool filter_table_needs_cleartext(const struct policy *p, const struct host_target *t,
+				  uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < filter_table_len; i++)
+		if (filter_table[i].ops->needs_cleartext &&
+		    filter_table[i].ops->needs_cleartext(p, t, port, any_port))
+			return true;
+	return false;
+}
+
+bool filter_host_named(char *const *names, size_t n, const struct host_target *t)
+{
+	size_t i;
+
+	if (t->is_addr)
+		return false;
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], t->name) == 0)
+			return true;
+	return false;
+}
+
+bool filter_host_ruled(const struct host_rule *rules, size_t n, const struct policy *p,
+		       const struct host_target *t, uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct host_rule r = rules[i];
+
+		if (any_port) {
+			r.port = HOST_RULE_PORT_ANY;
+			port = 443;
+		}
+		if (host_rule_matches(&r, t, port, p->ports, p->nports, false))
+			return true;
+	}
+	return false;
 }

@@ -245,7 +245,35 @@ struct filter_ops {
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);
+	/* Must the requests to @t on @port (on any port when @any_port: a
+	 * leaf is issued per host) be seen in clear for this filter to do
+	 * its job under @p? intercept.c opens a CONNECT tunnel when a filter
+	 * of filter_table says yes. NULL: never. */
+	bool (*needs_cleartext)(const struct policy *p, const struct host_target *t,
+				uint16_t port, bool any_port);
 };
+
+/* The filters, in the order the exchange runs them (src/filter.c): the
+ * one list that intercept.c reads to know which tunnels to open and
+ * worker.c to build each worker's filters. */
+struct filter_def {
+	const char *name;
+	const struct filter_ops *ops;
+};
+extern const struct filter_def filter_table[];
+extern const size_t filter_table_len;
+
+/* Does any filter of filter_table need @t on @port in clear under @p? */
+bool filter_table_needs_cleartext(const struct policy *p, const struct host_target *t,
+				  uint16_t port, bool any_port);
+
+/* For needs_cleartext hooks: is @t one of the @n names (never an IP
+ * literal)? Is it matched by one of the @n rules, on @port as
+ * egress.allow reads it, or on any port when @any_port? */
+bool filter_host_named(char *const *names, size_t n, const struct host_target *t);
+struct host_rule;
+bool filter_host_ruled(const struct host_rule *rules, size_t n, const struct policy *p,
+		       const struct host_target *t, uint16_t port, bool any_port);
 
 /* A filter as registered with the proxy. */
 struct filter_reg {

@@ -825,17 +825,9 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
 /* The client                                                         */
 /* ------------------------------------------------------------------ */
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int left_ms(long long deadline)
 {
-	long long l = deadline - mono_ms();
+	long long l = deadline - (long long)util_now_ms();
 
 	return l <= 0 ? 0 : l > INT_MAX ? INT_MAX : (int)l;
 }
@@ -981,22 +973,7 @@ static int connect_addr(const struct addr *a, uint16_t port, long long deadline)
 	int fd, e = 0, rc;
 	socklen_t el = sizeof(e);
 
-	memset(&ss, 0, sizeof(ss));
-	if (a->family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		memcpy(&s4->sin_addr, a->bytes, 4);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		memcpy(&s6->sin6_addr, a->bytes, 16);
-		sl = sizeof(*s6);
-	}
+	sl = (socklen_t)addr_to_sockaddr(a, port, &ss);
 	fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -1431,7 +1408,7 @@ int ghapp_https(const struct policy *p, const char *host, uint16_t port, const c
 	out->len = alen;
 	rc = 0;
 out:
-	if (rc != 0 && !why[0] && mono_ms() >= deadline)
+	if (rc != 0 && !why[0] && (long long)util_now_ms() >= deadline)
 		snprintf(why, whylen, "timed out");
 	if (ssl) {
 		SSL_shutdown(ssl);
@@ -1447,7 +1424,7 @@ out:
 
 long long ghapp_deadline(unsigned int timeout_ms)
 {
-	return mono_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
+	return (long long)util_now_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
 }
 
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,

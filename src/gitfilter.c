@@ -495,10 +495,21 @@ static void g_done(void *arg, enum filter_outcome outcome, const struct filter_s
 	free(arg);
 }
 
+/* git's hosts and its API hosts, on 443. */
+static bool git_needs_cleartext(const struct policy *p, const struct host_target *t,
+				uint16_t port, bool any_port)
+{
+	if (!any_port && port != 443)
+		return false;
+	return filter_host_named(p->git_hosts, p->ngit_hosts, t) ||
+	       filter_host_named(p->git_api_hosts, p->ngit_api_hosts, t);
+}
+
 const struct filter_ops gitfilter_ops = {
 	.name = "git",
 	.attach = g_attach,
 	.request_head = g_request_head,
 	.request_body = g_request_body,
 	.done = g_done,
+	.needs_cleartext = git_needs_cleartext,
 };

@@ -67,6 +67,7 @@
 
 #include "clienthello.h"
 #include "h2.h"
+#include "filter.h"
 #include "tls.h"
 #include "util.h"
 
@@ -74,67 +75,16 @@
 
 /* --- which hosts ----------------------------------------------------------- */
 
-static bool name_in(char *const *names, size_t n, const struct host_target *t)
-{
-	size_t i;
-
-	if (t->is_addr)
-		return false;
-	for (i = 0; i < n; i++)
-		if (strcmp(names[i], t->name) == 0)
-			return true;
-	return false;
-}
-
-/* A rule on any port, when @any_port; else on @port as egress.allow reads
- * it. */
-static bool rule_in(const struct host_rule *rules, size_t n, const struct policy *p,
-		    const struct host_target *t, uint16_t port, bool any_port)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		struct host_rule r = rules[i];
-
-		if (any_port) {
-			r.port = HOST_RULE_PORT_ANY;
-			port = 443;
-		}
-		if (host_rule_matches(&r, t, port, p->ports, p->nports, false))
-			return true;
-	}
-	return false;
-}
-
+/* The tunnels a filter needs in clear (filter_table: secrets, git, spend)
+ * and egress.intercept's hosts, which are opened up for audit alone. */
 static bool wanted(const struct policy *p, const struct host_target *t, uint16_t port,
 		   bool any_port)
 {
-	size_t i;
-
 	if (p->mode == POLICY_MODE_OFF)
 		return false;
-	for (i = 0; i < p->nsecrets; i++) {
-		size_t j;
-
-		if (rule_in(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port, any_port))
-			return true;
-		/* the answers a capture rule reads */
-		for (j = 0; j < p->secrets[i].ncapture; j++)
-			if (rule_in(p->secrets[i].capture[j].hosts, p->secrets[i].capture[j].nhosts,
-				    p, t, port, any_port))
-				return true;
-	}
-	if (rule_in(p->intercept, p->nintercept, p, t, port, any_port))
+	if (filter_host_ruled(p->intercept, p->nintercept, p, t, port, any_port))
 		return true;
-	if (!any_port && port != 443)
-		return false;
-	if (name_in(p->git_hosts, p->ngit_hosts, t) ||
-	    name_in(p->git_api_hosts, p->ngit_api_hosts, t))
-		return true;
-	for (i = 0; i < p->nspend_providers; i++)
-		if (name_in(p->spend_providers[i].hosts, p->spend_providers[i].nhosts, t))
-			return true;
-	return false;
+	return filter_table_needs_cleartext(p, t, port, any_port);
 }
 
 bool intercept_host_wanted(const struct policy *p, const struct host_target *t,

@@ -77,6 +77,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "confine.h"
 #include "ghapp.h"
 #include "hostname.h"
@@ -232,43 +233,19 @@ struct kstate {
 				      cosignature of the last checkpoint */
 };
 
-/* What a handler says about the request it was given. */
-enum verdict {
-	VERDICT_OK = 0,            /* handled; go on */
-	VERDICT_BAD,               /* invalid: drop the channel (or die) */
-	VERDICT_END,               /* MSG_END: finish the session */
+/* What a handler says about the request it was given (not verdict.h's
+ * verdicts, which are the proxy's answers to requests). */
+enum handled {
+	HANDLED_OK = 0,            /* handled; go on */
+	HANDLED_BAD,               /* invalid: drop the channel (or die) */
+	HANDLED_END,               /* MSG_END: finish the session */
 };
 
 /* Last words to the supervisor, then exit 125. */
-__attribute__((noreturn, format(printf, 2, 3))) static void
-keeper_fatal(struct kstate *ks, const char *fmt, ...)
-{
-	char reason[256];
-	struct msg m = { 0 };
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
-	msg_start(&m, MSG_FATAL);
-	msg_put_cstr(&m, reason);
-	if (msg_send(ks->chans[0].fd, &m, -1, MSG_DONTWAIT) < 0)
-		util_warn("key holder: %s", reason);
-	_exit(EXIT_AIRLOCK_FAILURE);
-}
-
 static void write_failed(struct kstate *ks)
 {
-	keeper_fatal(ks, "--events %s: cannot write a receipt: %s", ks->events,
+	child_fatal("--events %s: cannot write a receipt: %s", ks->events,
 		     strerror(receipt_error(ks->w)));
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Checkpoint mode: signs the lines written unsigned so far. */
@@ -294,7 +271,7 @@ static int checkpoint_timer(struct kstate *ks)
 		ks->checkpoint_due = 0;
 		return -1;
 	}
-	now = now_ms();
+	now = (int64_t)util_now_ms();
 	if (!ks->checkpoint_due)
 		ks->checkpoint_due = now + ks->checkpoint_ms;
 	if (now >= ks->checkpoint_due) {
@@ -304,7 +281,7 @@ static int checkpoint_timer(struct kstate *ks)
 	return (int)(ks->checkpoint_due - now);
 }
 
-static enum verdict on_record(struct kstate *ks, struct chan *c,
+static enum handled on_record(struct kstate *ks, struct chan *c,
 			      struct msg_reader *r, int fd)
 {
 	struct keeper_record_req req;
@@ -317,7 +294,7 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (!keeper_parse_record(r, c->peer, &req, why, sizeof(why))) {
 		util_warn("key holder: refused a request of the %s: %s",
 			  keeper_peer_to_string(c->peer), why);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	if (receipt_type_opens_stream(req.type) == ks->started) {
 		util_warn("key holder: refused a request of the %s: %s",
@@ -325,14 +302,14 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 			  ks->started ? "the stream has begun already"
 				      : "the stream has not begun");
 		json_decref(req.subject);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	pub = json_object_get(req.subject, "pubkey");
 	if (!ks->started && (!json_is_string(pub) ||
 			     strcmp(json_string_value(pub), ks->pubkey) != 0)) {
 		util_warn("key holder: the stream's first line must carry its pubkey");
 		json_decref(req.subject);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	seq = receipt_append(ks->w, req.type, req.decision, req.point, req.rule,
 			     req.subject, req.reason);
@@ -347,7 +324,7 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (seq >= 0)
 		ks->started = true;
 	if (!req.want_seq)
-		return VERDICT_OK;
+		return HANDLED_OK;
 	msg_start(&ks->reply, MSG_SEQ);
 	msg_put_u32(&ks->reply, seq >= 0);
 	msg_put_u64(&ks->reply, seq >= 0 ? (uint64_t)seq : 0);
@@ -355,12 +332,12 @@ static enum verdict on_record(struct kstate *ks, struct chan *c,
 	if (sr < 0) {
 		util_warn("key holder: cannot answer the %s: %s",
 			  keeper_peer_to_string(c->peer), strerror(-sr));
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
+static enum handled on_set_policy(struct kstate *ks, struct chan *c,
 				  struct msg_reader *r, int fd)
 {
 	const char *digest, *subject, *reason;
@@ -374,11 +351,11 @@ static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
 	msg_get_str(r, MSG_MAX, &subject, &slen);
 	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
 	if (!msg_end(r) || !ks->started || !receipt_digest_valid(digest, dlen))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	obj = json_loadb(subject, slen, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(obj)) {
 		json_decref(obj);
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
 	ASSERT(receipt_set_policy(ks->w, digest) == 0);
 	if (receipt_append(ks->w, "policy.reload", RECEIPT_INFO,
@@ -386,22 +363,22 @@ static enum verdict on_set_policy(struct kstate *ks, struct chan *c,
 	    receipt_error(ks->w))
 		write_failed(ks);
 	json_decref(obj);
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_add_channel(struct kstate *ks, struct chan *c,
+static enum handled on_add_channel(struct kstate *ks, struct chan *c,
 				   struct msg_reader *r, int fd)
 {
 	(void)c;
 	if (!msg_end(r) || fd < 0 || ks->nchans >= KEEPER_CHANNELS_MAX)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	ks->chans[ks->nchans].fd = fd;
 	ks->chans[ks->nchans].peer = KEEPER_PEER_WORKER;
 	ks->nchans++;
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_end(struct kstate *ks, struct chan *c,
+static enum handled on_end(struct kstate *ks, struct chan *c,
 			   struct msg_reader *r, int fd)
 {
 	uint32_t status;
@@ -410,14 +387,14 @@ static enum verdict on_end(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_u32(r, &status);
 	if (!msg_end(r) || status > 255)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	ks->end_status = (int)status;
-	return VERDICT_END;
+	return HANDLED_END;
 }
 
 /* The App's JWT for the supervisor's mint: the key never leaves this
  * process, the JWT (valid ten minutes) does. */
-static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
+static enum handled on_jwt_sign(struct kstate *ks, struct chan *c,
 				struct msg_reader *r, int fd)
 {
 	char err[1024] = "";
@@ -426,7 +403,7 @@ static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
 
 	(void)fd;
 	if (!msg_end(r) || (!ks->app_key && !ks->app_key_err[0]))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	if (ks->app_key)
 		jwt = ghapp_jwt(ks->app_key, ks->app_id, time(NULL), err, sizeof(err));
 	else
@@ -442,14 +419,14 @@ static enum verdict on_jwt_sign(struct kstate *ks, struct chan *c,
 		explicit_bzero(jwt, strlen(jwt));
 		free(jwt);
 	}
-	return sr < 0 ? VERDICT_BAD : VERDICT_OK;
+	return sr < 0 ? HANDLED_BAD : HANDLED_OK;
 }
 
 /* A leaf for a host the policy intercepts. A worker's lie (a host it
  * may not have, a name that is not normalised) is answered with a
  * refusal, not by dropping its channel: the request is well formed, and
  * the worker answers its client 502. */
-static enum verdict on_leaf(struct kstate *ks, struct chan *c,
+static enum handled on_leaf(struct kstate *ks, struct chan *c,
 			    struct msg_reader *r, int fd)
 {
 	struct host_target t;
@@ -462,7 +439,7 @@ static enum verdict on_leaf(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_str(r, HOSTNAME_MAX, &host, &hlen);
 	if (!msg_end(r))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	if (strchr(host, ':'))
 		snprintf(bracketed, sizeof(bracketed), "[%s]", host);
 	else
@@ -491,12 +468,12 @@ static enum verdict on_leaf(struct kstate *ks, struct chan *c,
 	if (sr < 0) {
 		util_warn("key holder: cannot answer the %s: %s",
 			  keeper_peer_to_string(c->peer), strerror(-sr));
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
-static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
+static enum handled on_ca_cert(struct kstate *ks, struct chan *c,
 			       struct msg_reader *r, int fd)
 {
 	size_t len = 0;
@@ -504,13 +481,13 @@ static enum verdict on_ca_cert(struct kstate *ks, struct chan *c,
 
 	(void)fd;
 	if (!msg_end(r))
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	msg_start(&ks->reply, MSG_CA_CERT_ANSWER);
 	msg_put_str(&ks->reply, pem, ks->ca ? len : 0);
-	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? VERDICT_BAD : VERDICT_OK;
+	return msg_send(c->fd, &ks->reply, -1, 0) < 0 ? HANDLED_BAD : HANDLED_OK;
 }
 
-static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
+static enum handled on_spend_usd(struct kstate *ks, struct chan *c,
 				 struct msg_reader *r, int fd)
 {
 	uint64_t nano;
@@ -519,9 +496,9 @@ static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
 	(void)fd;
 	msg_get_u64(r, &nano);
 	if (!msg_end(r) || !ks->started || nano > (uint64_t)INT64_MAX)
-		return VERDICT_BAD;
+		return HANDLED_BAD;
 	receipt_set_spend(ks->w, (int64_t)nano);
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
 #define PEER_BIT(p) (1u << (p))
@@ -532,7 +509,7 @@ static enum verdict on_spend_usd(struct kstate *ks, struct chan *c,
 static const struct {
 	enum msg_type type;
 	unsigned peers;
-	enum verdict (*fn)(struct kstate *ks, struct chan *c,
+	enum handled (*fn)(struct kstate *ks, struct chan *c,
 			   struct msg_reader *r, int fd);
 } requests[] = {
 	{ MSG_RECORD, PEER_BIT(KEEPER_PEER_SUPERVISOR) | PEER_BIT(KEEPER_PEER_WORKER),
@@ -548,9 +525,9 @@ static const struct {
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
  * @fd (owned here). */
-static enum verdict dispatch(struct kstate *ks, struct chan *c, size_t n, int fd)
+static enum handled dispatch(struct kstate *ks, struct chan *c, size_t n, int fd)
 {
-	enum verdict v = VERDICT_BAD;
+	enum handled v = HANDLED_BAD;
 	struct msg_reader r;
 	size_t i;
 
@@ -568,7 +545,7 @@ static enum verdict dispatch(struct kstate *ks, struct chan *c, size_t n, int fd
 		goto out;
 	}
 	v = requests[i].fn(ks, c, &r, fd);
-	if (r.type == MSG_ADD_CHANNEL && v == VERDICT_OK)
+	if (r.type == MSG_ADD_CHANNEL && v == HANDLED_OK)
 		fd = -1; /* kept as the new channel */
 out:
 	if (fd >= 0)
@@ -583,14 +560,14 @@ static void drop(struct chan *c)
 }
 
 /* Handles up to @max messages of @c (0: until none is waiting). Returns
- * VERDICT_END when the session is to end; a worker channel that failed
+ * HANDLED_END when the session is to end; a worker channel that failed
  * or closed is dropped, a failed supervisor channel is fatal. */
-static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
+static enum handled serve(struct kstate *ks, struct chan *c, unsigned max)
 {
 	unsigned done;
 
 	for (done = 0; c->fd >= 0 && (max == 0 || done < max); done++) {
-		enum verdict v;
+		enum handled v;
 		int fd = -1;
 		ssize_t n = msg_recv(c->fd, ks->in, MSG_MAX, &fd, MSG_DONTWAIT);
 
@@ -599,7 +576,7 @@ static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
 		if (n <= 0) {
 			if (c->peer == KEEPER_PEER_SUPERVISOR) {
 				ks->orphaned = true; /* it died */
-				return VERDICT_END;
+				return HANDLED_END;
 			}
 			if (n < 0)
 				util_warn("key holder: a proxy worker's channel: %s",
@@ -608,15 +585,15 @@ static enum verdict serve(struct kstate *ks, struct chan *c, unsigned max)
 			break;
 		}
 		v = dispatch(ks, c, (size_t)n, fd);
-		if (v == VERDICT_END)
+		if (v == HANDLED_END)
 			return v;
-		if (v == VERDICT_BAD) {
+		if (v == HANDLED_BAD) {
 			if (c->peer == KEEPER_PEER_SUPERVISOR)
-				keeper_fatal(ks, "the supervisor sent an invalid request");
+				child_fatal("the supervisor sent an invalid request");
 			drop(c);
 		}
 	}
-	return VERDICT_OK;
+	return HANDLED_OK;
 }
 
 /* Reads until the supervisor ends the session or its channel closes. */
@@ -640,12 +617,12 @@ static void serve_until_end(struct kstate *ks)
 		}
 		r = poll(pfd, n, checkpoint_timer(ks));
 		if (r < 0 && errno != EINTR)
-			keeper_fatal(ks, "poll: %s", strerror(errno));
+			child_fatal("poll: %s", strerror(errno));
 		if (r <= 0)
 			continue;
 		/* The supervisor first, whole: its lines precede what the
 		 * workers it started later record. */
-		if (serve(ks, &ks->chans[0], 0) == VERDICT_END)
+		if (serve(ks, &ks->chans[0], 0) == HANDLED_END)
 			break;
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)
@@ -703,7 +680,7 @@ __attribute__((noreturn)) static void finish(struct kstate *ks)
 	if (ks->witness)
 		ask_witness(ks);
 	if (receipt_close(ks->w, ks->end_status) < 0)
-		keeper_fatal(ks, "--events %s: cannot write session.end: %s", ks->events,
+		child_fatal("--events %s: cannot write session.end: %s", ks->events,
 			     strerror(errno));
 	_exit(0);
 }
@@ -729,20 +706,18 @@ static void make_ca(struct kstate *ks, const struct keeper_config *cfg)
 				    cfg->ca_lifetime ? cfg->ca_lifetime : TLS_CA_LIFETIME,
 				    err, sizeof(err));
 	if (!ks->ca)
-		keeper_fatal(ks, "session CA: %s", err);
+		child_fatal("session CA: %s", err);
 	ks->ca_policy = cfg->ca_policy;
 }
 
 __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cfg,
-						  int sup, int events_fd)
+						  int sup, int events_fd, pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sup, events_fd };
 	struct kstate ks;
 	struct chan first = { sup, KEEPER_PEER_SUPERVISOR };
 	char err[512], ts[25];
 	EVP_PKEY *key;
-	sigset_t set;
-	int sig;
 
 	memset(&ks, 0, sizeof(ks));
 	ks.events = cfg->events;
@@ -751,25 +726,22 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	ks.chans[0] = first;
 	ks.nchans = 1;
 	ks.in = util_xmalloc(MSG_MAX);
-	confine_close_fds(keep, ARRAY_SIZE(keep));
-	confine_wipe_environment();
-	(void)prctl(PR_SET_NAME, "airlock-keeper", 0, 0, 0);
-	/* The terminal signals the whole process group: the session ends
-	 * through the supervisor, never by a signal here. */
-	util_session_sigset(&set);
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGCHLD && sigismember(&set, sig) == 1)
-			signal(sig, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
+	child_start(&(struct child_spec){ .name = "airlock-keeper", .who = "key holder",
+					  .parent = parent, .ctl = sup, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep),
+					  .ignore_session_signals = true,
+					  /* It writes what it was sent when its
+					   * channels close, then exits. */
+					  .outlives_parent = true });
 
 	if (cfg->signing_key) {
 		key = receipt_key_load(cfg->signing_key, err, sizeof(err));
 		if (!key)
-			keeper_fatal(&ks, "--signing-key %s: %s", cfg->signing_key, err);
+			child_fatal("--signing-key %s: %s", cfg->signing_key, err);
 	} else {
 		key = receipt_key_generate();
 		if (!key)
-			keeper_fatal(&ks, "cannot generate a signing key");
+			child_fatal("cannot generate a signing key");
 	}
 	if (cfg->github_app_key) {
 		/* A key that cannot be used is the supervisor's to report, in
@@ -784,15 +756,15 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 		ks.app_id = cfg->github_app_id;
 	}
 	if (!receipt_pubkey_b64(key, ks.pubkey, sizeof(ks.pubkey)))
-		keeper_fatal(&ks, "cannot encode the signing public key");
+		child_fatal("cannot encode the signing public key");
 	ks.w = receipt_open(cfg->events, key, cfg->session, cfg->policy_digest, err,
 			    sizeof(err));
 	EVP_PKEY_free(key);
 	if (!ks.w)
-		keeper_fatal(&ks, "--events %s: %s", cfg->events, err);
+		child_fatal("--events %s: %s", cfg->events, err);
 	if (cfg->sign_checkpoint &&
 	    receipt_set_sign_mode(ks.w, RECEIPT_SIGN_CHECKPOINT) < 0)
-		keeper_fatal(&ks, "receipts.sign checkpoint: the session id %s is not "
+		child_fatal("receipts.sign checkpoint: the session id %s is not "
 			     "a note key name (no spaces or '+')", cfg->session);
 	ks.sign_checkpoint = cfg->sign_checkpoint;
 	ks.witness = cfg->witness_url != NULL;
@@ -802,7 +774,7 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	/* gmtime_r loads the time zone once: before the filter, not after. */
 	util_rfc3339_now(ts);
 	if (confine_self(CONFINE_KEEPER, NULL, 0, err, sizeof(err)) < 0)
-		keeper_fatal(&ks, "key holder: %s", err);
+		child_fatal("key holder: %s", err);
 	msg_start(&ks.reply, MSG_KEEPER_READY);
 	msg_put_cstr(&ks.reply, ks.pubkey);
 	if (msg_send(sup, &ks.reply, -1, 0) < 0)
@@ -859,7 +831,7 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		keeper_main(cfg, sv[1], events_fd);
+		keeper_main(cfg, sv[1], events_fd, getppid());
 	}
 	close(sv[1]);
 	k->pid = pid;

@@ -82,6 +82,9 @@ static const char *const type_names[] = {
 	[MSG_WITNESS_NOTE] = "witness-note",
 	[MSG_WITNESS_COSIG] = "witness-cosig",
 	[MSG_OAUTH_401] = "oauth-401",
+	[MSG_DNS_BLOCK] = "dns-block",
+	[MSG_SANDBOX_READY] = "sandbox-ready",
+	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

@@ -98,12 +98,28 @@ enum msg_type {
 	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
 				 bytes the access token a bound host
 				 answered 401 to (oauth.c refreshes) */
+	/* transparent mode's DNS stub (dnsd.h) -> supervisor */
+	MSG_DNS_BLOCK,        /* u32 would_block, str rule, str host (the
+				 name as displayed), u32 qtype, u32 outcome
+				 (enum dnsstub_outcome), str reason: record
+				 dns.block */
+	/* the sandbox's init -> supervisor, while the sandbox starts
+	 * (sandbox.c); failures are MSG_FATAL */
+	MSG_SANDBOX_READY,    /* no fields: init is dumpable, its id maps
+				 may be written */
+	MSG_SANDBOX_SOCKET,   /* u32 role (MSG_SANDBOX_SOCK_*), u32 more (1:
+				 another socket of this hand-over follows);
+				 carries the socket */
 	MSG_TYPE_COUNT
 };
 
 #define MSG_RECORD_WANT_SEQ 1u
 #define MSG_SPEND_CHANNEL_KEEPER 0u
 #define MSG_SPEND_CHANNEL_WORKER 1u
+#define MSG_SANDBOX_SOCK_PROXY 0u     /* the proxy's listener, 127.0.0.1 */
+#define MSG_SANDBOX_SOCK_TLISTEN4 1u  /* transparent listener, 127.0.0.1 */
+#define MSG_SANDBOX_SOCK_STUB 2u      /* the DNS stub's UDP socket */
+#define MSG_SANDBOX_SOCK_TLISTEN6 3u  /* transparent listener, [::1] */
 
 const char *msg_type_to_string(enum msg_type t);
 

@@ -25,9 +25,10 @@
  *      process of the namespace, so nothing can outlive the supervisor;
  *   2. brings up loopback, the only interface of its network namespace, and
  *      creates the proxy's listening socket there (127.0.0.1:PORT). The
- *      socket goes to the supervisor over a unix socket pair (SCM_RIGHTS),
- *      so the proxy is served from outside: the agent can reach the proxy
- *      and nothing else;
+ *      socket goes to the supervisor over a unix socket pair, as a typed
+ *      message of msg.h carrying it (MSG_SANDBOX_SOCKET; a failure is
+ *      MSG_FATAL), so the proxy is served from outside: the agent can
+ *      reach the proxy and nothing else;
  *   3. builds the filesystem view on a tmpfs (as bubblewrap does): the host
  *      root bound read-only (recursively, with mount_setattr), a fresh
  *      /proc for the new PID namespace, a minimal /dev, then the plan of
@@ -103,6 +104,7 @@
 #include "transparent.h"
 #include "tls_ca.h"
 #include "usock.h"
+#include "msg.h"
 #include "util.h"
 #include "view.h"
 
@@ -145,24 +147,40 @@ struct init_ctx {
 	gid_t gid;
 };
 
-/* Reports a setup failure to the supervisor and exits. */
+/* Reports a setup failure to the supervisor (MSG_FATAL) and exits. */
 __attribute__((noreturn, format(printf, 2, 3))) static void
 init_fail(const struct init_ctx *c, const char *fmt, ...)
 {
-	char msg[512];
+	char reason[512];
+	struct msg m = { 0 };
 	va_list ap;
 	int err = errno;
 	size_t n;
 
-	msg[0] = 'E';
 	va_start(ap, fmt);
-	vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	n = strlen(msg);
-	if (err && n + 3 < sizeof(msg))
-		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(err));
-	(void)send(c->ctl_fd, msg, strlen(msg), MSG_NOSIGNAL);
+	n = strlen(reason);
+	if (err && n + 3 < sizeof(reason))
+		snprintf(reason + n, sizeof(reason) - n, ": %s", strerror(err));
+	msg_start(&m, MSG_FATAL);
+	msg_put_cstr(&m, reason);
+	(void)msg_send(c->ctl_fd, &m, -1, 0);
 	_exit(EXIT_AIRLOCK_FAILURE);
+}
+
+/* Hands @fd, the socket of @role, to the supervisor; @more: another
+ * follows in this hand-over. */
+static void send_socket(const struct init_ctx *c, uint32_t role, bool more, int fd)
+{
+	struct msg m = { 0 };
+
+	msg_start(&m, MSG_SANDBOX_SOCKET);
+	msg_put_u32(&m, role);
+	msg_put_u32(&m, more ? 1u : 0u);
+	if (msg_send(c->ctl_fd, &m, fd, 0) < 0)
+		init_fail(c, "passing a socket to the supervisor");
+	msg_free(&m);
 }
 
 static int write_file(const char *path, const char *text)
@@ -199,11 +217,6 @@ static void loopback_up(const struct init_ctx *c)
 static void hand_over_proxy_socket(const struct init_ctx *c)
 {
 	struct sockaddr_in sin;
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	char ok = 'S';
 	int fd, one = 1;
 
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -220,63 +233,31 @@ static void hand_over_proxy_socket(const struct init_ctx *c)
 	if (listen(fd, SOMAXCONN) < 0)
 		init_fail(c, "listen on the proxy socket");
 
-	memset(&msg, 0, sizeof(msg));
-	memset(cbuf, 0, sizeof(cbuf));
-	iov.iov_base = &ok;
-	iov.iov_len = 1;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = sizeof(cbuf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
-		init_fail(c, "passing the proxy socket");
+	send_socket(c, MSG_SANDBOX_SOCK_PROXY, false, fd);
 	close(fd);
 }
 
 /* Transparent mode: the listener's and the stub's sockets, made here and
- * passed to the supervisor as one message "T" with the count of
- * descriptors: the IPv4 listener, the stub, and the IPv6 listener when
- * the namespace has IPv6. The redirect is loaded before they leave. */
+ * passed to the supervisor one message each: the IPv4 listener, the stub,
+ * and the IPv6 listener when the namespace has IPv6. The redirect is
+ * loaded before they leave. */
 static void hand_over_transparent(const struct init_ctx *c)
 {
-	char cbuf[CMSG_SPACE(3 * sizeof(int))], err[256], tag[2] = { 'T', 0 };
-	int fds[3], lfd[2], stub;
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	size_t n = 0, i;
+	char err[256];
+	int lfd[2], stub;
 
 	if (transparent_sandbox_prepare(lfd, &stub, err, sizeof(err)) < 0) {
 		errno = 0;
 		init_fail(c, "transparent mode: %s", err);
 	}
-	fds[n++] = lfd[0];
-	fds[n++] = stub;
+	send_socket(c, MSG_SANDBOX_SOCK_TLISTEN4, true, lfd[0]);
+	send_socket(c, MSG_SANDBOX_SOCK_STUB, lfd[1] >= 0, stub);
 	if (lfd[1] >= 0)
-		fds[n++] = lfd[1];
-	tag[1] = (char)n;
-	memset(&msg, 0, sizeof(msg));
-	memset(cbuf, 0, sizeof(cbuf));
-	iov.iov_base = tag;
-	iov.iov_len = sizeof(tag);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
-		init_fail(c, "passing the transparent mode's sockets");
-	for (i = 0; i < n; i++)
-		close(fds[i]);
+		send_socket(c, MSG_SANDBOX_SOCK_TLISTEN6, false, lfd[1]);
+	close(lfd[0]);
+	close(stub);
+	if (lfd[1] >= 0)
+		close(lfd[1]);
 }
 
 /* @path (absolute, inside the view) with "." and ".." components and
@@ -788,8 +769,14 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 	 * written. */
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
 		init_fail(c, "PR_SET_DUMPABLE");
-	if (send(c->ctl_fd, "R", 1, MSG_NOSIGNAL) != 1)
-		_exit(EXIT_AIRLOCK_FAILURE);
+	{
+		struct msg m = { 0 };
+
+		msg_start(&m, MSG_SANDBOX_READY);
+		if (msg_send(c->ctl_fd, &m, -1, 0) < 0)
+			_exit(EXIT_AIRLOCK_FAILURE);
+		msg_free(&m);
+	}
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		init_fail(c, "PR_SET_PDEATHSIG");
 	/* The supervisor writes our id maps, then one byte. EOF means it
@@ -871,115 +858,104 @@ static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errl
 	return r;
 }
 
-/* Waits for init's "R": it is dumpable, so its id maps may be written. */
-static int wait_ready(int ctl, char *err, size_t errlen)
+/* Receives init's next message, which must be @want: MSG_SANDBOX_READY,
+ * or MSG_SANDBOX_SOCKET (its role and more flag in @role and @more, its
+ * socket in *@fd); MSG_TYPE_COUNT wants none. Init's MSG_FATAL, or
+ * anything else, is an error in @err. */
+static int from_init(int ctl, enum msg_type want, uint32_t *role, uint32_t *more,
+		     int *fd, char *err, size_t errlen)
 {
-	char buf[512];
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *reason;
+	uint32_t ro = 0, mo = 0;
+	int rfd = -1, ret = -1;
 	ssize_t n;
 
 	do
-		n = recv(ctl, buf, sizeof(buf) - 1, 0);
-	while (n < 0 && errno == EINTR);
-	if (n == 1 && buf[0] == 'R')
-		return 0;
-	if (n > 1 && buf[0] == 'E') {
-		buf[n] = '\0';
-		snprintf(err, errlen, "%s", buf + 1);
-	} else {
+		n = msg_recv(ctl, buf, MSG_MAX, &rfd, 0);
+	while (n == -EINTR);
+	if (n <= 0 || !msg_reader_init(&r, buf, (size_t)n)) {
 		snprintf(err, errlen, "the sandbox ended during setup");
+		goto out;
 	}
-	return -1;
+	if (r.type == MSG_FATAL) {
+		if (msg_get_str(&r, 511, &reason, NULL) && msg_end(&r))
+			snprintf(err, errlen, "%s", reason);
+		else
+			snprintf(err, errlen, "the sandbox sent a bad message: %s", r.error);
+		goto out;
+	}
+	if (r.type != want ||
+	    (want == MSG_SANDBOX_SOCKET &&
+	     (!msg_get_u32(&r, &ro) || !msg_get_u32(&r, &mo) || rfd < 0 || mo > 1)) ||
+	    (want != MSG_SANDBOX_SOCKET && rfd >= 0) || !msg_end(&r)) {
+		if (want == MSG_TYPE_COUNT)
+			snprintf(err, errlen, "the sandbox sent %s during its setup",
+				 msg_type_to_string(r.type));
+		else
+			snprintf(err, errlen, "the sandbox sent %s where %s was due",
+				 msg_type_to_string(r.type), msg_type_to_string(want));
+		goto out;
+	}
+	if (role)
+		*role = ro;
+	if (more)
+		*more = mo;
+	if (fd) {
+		*fd = rfd;
+		rfd = -1;
+	}
+	ret = 0;
+out:
+	if (rfd >= 0)
+		close(rfd);
+	free(buf);
+	return ret;
+}
+
+/* Waits for init's MSG_SANDBOX_READY: it is dumpable, so its id maps may
+ * be written. */
+static int wait_ready(int ctl, char *err, size_t errlen)
+{
+	return from_init(ctl, MSG_SANDBOX_READY, NULL, NULL, NULL, err, errlen);
 }
 
 /* Receives the proxy socket, or init's error line. */
 static int receive_proxy_socket(int ctl, int *fd_out, char *err, size_t errlen)
 {
-	char buf[512], cbuf[CMSG_SPACE(sizeof(int))];
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	ssize_t n;
+	uint32_t role, more;
 
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = buf;
-	iov.iov_len = sizeof(buf) - 1;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = sizeof(cbuf);
-	do
-		n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0) {
-		snprintf(err, errlen, "the sandbox ended during setup");
+	if (from_init(ctl, MSG_SANDBOX_SOCKET, &role, &more, fd_out, err, errlen) < 0)
 		return -1;
-	}
-	buf[n] = '\0';
-	if (buf[0] == 'E') {
-		snprintf(err, errlen, "%s", buf + 1);
-		return -1;
-	}
-	cm = CMSG_FIRSTHDR(&msg);
-	if (buf[0] != 'S' || !cm || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+	if (role != MSG_SANDBOX_SOCK_PROXY || more) {
+		close(*fd_out);
+		*fd_out = -1;
 		snprintf(err, errlen, "the sandbox sent no proxy socket");
 		return -1;
 	}
-	memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
 	return 0;
 }
 
-/* Transparent mode: receives init's "T" message (hand_over_transparent)
- * into @sb, or its error line. */
+/* Transparent mode: receives init's sockets (hand_over_transparent)
+ * into @sb, or its error line: the IPv4 listener, the stub, and the IPv6
+ * listener when there is one, in that order. */
 static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t errlen)
 {
-	char buf[512], cbuf[CMSG_SPACE(3 * sizeof(int))];
-	int fds[3] = { -1, -1, -1 };
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	ssize_t r;
-	size_t n;
+	static const uint32_t order[] = { MSG_SANDBOX_SOCK_TLISTEN4, MSG_SANDBOX_SOCK_STUB,
+					  MSG_SANDBOX_SOCK_TLISTEN6 };
+	int *slot[] = { &sb->tlisten_fd[0], &sb->stub_fd, &sb->tlisten_fd[1] };
+	uint32_t role, more = 1;
+	size_t i;
 
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = buf;
-	iov.iov_len = sizeof(buf) - 1;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = sizeof(cbuf);
-	do
-		r = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
-	while (r < 0 && errno == EINTR);
-	if (r <= 0) {
-		snprintf(err, errlen, "the sandbox ended during setup");
-		return -1;
+	for (i = 0; i < ARRAY_SIZE(order) && more; i++) {
+		if (from_init(ctl, MSG_SANDBOX_SOCKET, &role, &more, slot[i], err, errlen) < 0)
+			return -1;
+		if (role != order[i] || (i == 0 && !more) || (i == 2 && more)) {
+			snprintf(err, errlen, "the sandbox sent a wrong transparent mode socket");
+			return -1;
+		}
 	}
-	buf[r] = '\0';
-	if (buf[0] == 'E') {
-		snprintf(err, errlen, "%s", buf + 1);
-		return -1;
-	}
-	cm = CMSG_FIRSTHDR(&msg);
-	if (r != 2 || buf[0] != 'T' || !cm || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len < CMSG_LEN(2 * sizeof(int)) ||
-	    cm->cmsg_len > CMSG_LEN(3 * sizeof(int))) {
-		snprintf(err, errlen, "the sandbox sent no transparent mode sockets");
-		return -1;
-	}
-	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
-	if ((size_t)(unsigned char)buf[1] != n) {
-		size_t i;
-
-		for (i = 0; i < n; i++)
-			close(fds[i]);
-		snprintf(err, errlen, "the sandbox sent a wrong number of sockets");
-		return -1;
-	}
-	sb->tlisten_fd[0] = fds[0];
-	sb->stub_fd = fds[1];
-	sb->tlisten_fd[1] = fds[2];
 	return 0;
 }
 
@@ -995,14 +971,14 @@ static void close_transparent(struct sandbox *sb)
 }
 
 /* Waits for init to finish setup: the control socket closes (EOF) when the
- * agent has been forked, or carries an error line. */
+ * agent has been forked, or carries init's MSG_FATAL. */
 static int wait_setup(int ctl, char *err, size_t errlen)
 {
-	char buf[512];
+	uint8_t probe;
 	ssize_t n;
 
 	do
-		n = recv(ctl, buf, sizeof(buf) - 1, 0);
+		n = recv(ctl, &probe, 1, MSG_PEEK);
 	while (n < 0 && errno == EINTR);
 	if (n == 0)
 		return 0;
@@ -1010,9 +986,7 @@ static int wait_setup(int ctl, char *err, size_t errlen)
 		snprintf(err, errlen, "sandbox setup: %s", strerror(errno));
 		return -1;
 	}
-	buf[n] = '\0';
-	snprintf(err, errlen, "%s", buf[0] == 'E' ? buf + 1 : buf);
-	return -1;
+	return from_init(ctl, MSG_TYPE_COUNT, NULL, NULL, NULL, err, errlen) < 0 ? -1 : 0;
 }
 
 int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,

@@ -1158,6 +1158,28 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 	free(st);
 }
 
+/* A secret's hosts, on the port egress.allow reads. */
+static bool secret_needs_cleartext(const struct policy *p, const struct host_target *t,
+				   uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecrets; i++) {
+		size_t j;
+
+		if (filter_host_ruled(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port,
+				      any_port))
+			return true;
+		/* the answers a capture rule reads */
+		for (j = 0; j < p->secrets[i].ncapture; j++)
+			if (filter_host_ruled(p->secrets[i].capture[j].hosts,
+					      p->secrets[i].capture[j].nhosts, p, t, port,
+					      any_port))
+				return true;
+	}
+	return false;
+}
+
 const struct filter_ops secretfilter_ops = {
 	.name = "secrets",
 	.attach = sf_attach,
@@ -1170,4 +1192,5 @@ const struct filter_ops secretfilter_ops = {
 	.upgraded = sf_upgraded,
 	.response_trailers = sf_response_trailers,
 	.done = sf_done,
+	.needs_cleartext = secret_needs_cleartext,
 };

@@ -65,6 +65,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "confine.h"
 #include "keeper.h"
 #include "ledger.h"
@@ -126,22 +127,6 @@ struct dctx {
 	struct msg out;
 };
 
-__attribute__((noreturn, format(printf, 2, 3))) static void
-spendd_fatal(struct dctx *x, const char *fmt, ...)
-{
-	char reason[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
-	msg_start(&x->out, MSG_FATAL);
-	msg_put_cstr(&x->out, reason);
-	if (msg_send(x->ctl, &x->out, -1, MSG_DONTWAIT) < 0)
-		util_warn("spend ledger: %s", reason);
-	_exit(EXIT_AIRLOCK_FAILURE);
-}
-
 static bool env_kept(const char *entry)
 {
 	size_t i, n = strcspn(entry, "=");
@@ -158,31 +143,6 @@ static bool env_kept(const char *entry)
 
 /* Wipes the inherited environment but the variables libpq reads, which
  * are copied first and set again. */
-static void keep_libpq_environment(void)
-{
-	char **kept = NULL;
-	size_t n = 0, i;
-
-	for (i = 0; environ && environ[i]; i++) {
-		if (!env_kept(environ[i]))
-			continue;
-		kept = util_xrealloc(kept, (n + 1) * sizeof(*kept));
-		kept[n++] = util_xstrdup(environ[i]);
-	}
-	confine_wipe_environment();
-	for (i = 0; i < n; i++) {
-		char *eq = strchr(kept[i], '=');
-
-		if (eq) {
-			*eq = '\0';
-			(void)setenv(kept[i], eq + 1, 1);
-		}
-		explicit_bzero(kept[i], strlen(kept[i]) + (eq ? strlen(eq + 1) + 1 : 0));
-		free(kept[i]);
-	}
-	free(kept);
-}
-
 static json_t *usd_json(int64_t nano)
 {
 	return json_real((double)nano / (double)METER_NANO_PER_USD);
@@ -339,7 +299,7 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 			  RECEIPT_POINT_EGRESS_PROXY, "spend.prices", subj, line, &seq);
 	json_decref(subj);
 	if (r < 0)
-		spendd_fatal(x, "cannot record a charge: the key holder's channel "
+		child_fatal("cannot record a charge: the key holder's channel "
 			     "failed (%s)", strerror(-r));
 }
 
@@ -446,7 +406,7 @@ __attribute__((noreturn)) static void finish(struct dctx *x, bool answer)
 		(void)serve_worker(x, i);
 	flush_reserves(x); /* no one reads the answers: charged in full below */
 	if (ledger_session_close(x->s, &t) != LEDGER_OK)
-		spendd_fatal(x, "closing the session in the ledger: %s", ledger_error(x->l));
+		child_fatal("closing the session in the ledger: %s", ledger_error(x->l));
 	ledger_close(x->l);
 	if (answer) {
 		msg_start(&x->out, MSG_SPEND_TOTAL);
@@ -471,7 +431,7 @@ static void serve_ctl(struct dctx *x)
 		if (n <= 0)
 			finish(x, false); /* the supervisor is gone */
 		if (!msg_reader_init(&r, x->in, (size_t)n))
-			spendd_fatal(x, "the supervisor sent a bad message: %s", r.error);
+			child_fatal("the supervisor sent a bad message: %s", r.error);
 		if (r.type == MSG_SPEND_CHANNEL && msg_get_u32(&r, &kind) && msg_end(&r) &&
 		    fd >= 0 && kind <= MSG_SPEND_CHANNEL_WORKER) {
 			if (kind == MSG_SPEND_CHANNEL_KEEPER) {
@@ -490,14 +450,14 @@ static void serve_ctl(struct dctx *x)
 			close(fd);
 		if (r.type == MSG_SPEND_CLOSE && msg_end(&r))
 			finish(x, true);
-		spendd_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
 	}
 }
 
 /* Confines the process once its ledger is open: no exec, no new
  * privileges or capabilities, files written only in an SQLite ledger's
  * directory, read only where libpq and OpenSSL look. */
-static void confine_ledger(struct dctx *x, const struct policy *p)
+static void confine_ledger(const struct policy *p)
 {
 	const char *reads[ARRAY_SIZE(ledger_reads) + 5], *rw[1];
 	char *home_files[3] = { NULL, NULL, NULL }, *dir = NULL, err[256];
@@ -535,7 +495,7 @@ static void confine_ledger(struct dctx *x, const struct policy *p)
 		free(home_files[i]);
 	free(dir);
 	if (rc < 0)
-		spendd_fatal(x, "cannot confine the spend ledger process: %s", err);
+		child_fatal("cannot confine the spend ledger process: %s", err);
 }
 
 __attribute__((noreturn)) static void spendd_main(const struct policy *p, const char *id,
@@ -548,7 +508,6 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 	enum ledger_status st;
 	char err[512], *shown;
 	time_t beat;
-	int null;
 
 	memset(&x, 0, sizeof(x));
 	x.ctl = ctl;
@@ -556,45 +515,30 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 	x.shadow = p->mode == POLICY_MODE_SHADOW;
 	x.keeper.fd = -1;
 	x.in = util_xmalloc(MSG_MAX);
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-		spendd_fatal(&x, "/dev/null: %s", strerror(errno));
-	if (null > STDERR_FILENO)
-		close(null);
-	confine_close_fds(keep, ARRAY_SIZE(keep));
-	keep_libpq_environment();
-	(void)prctl(PR_SET_NAME, SPENDD_PROC_NAME, 0, 0, 0);
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
-	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		spendd_fatal(&x, "prctl: %s", strerror(errno));
-	if (getppid() != sup)
-		_exit(EXIT_AIRLOCK_FAILURE);
-	signal(SIGPIPE, SIG_IGN);
-	/* The terminal signals the whole process group: the session ends
-	 * through the supervisor, which closes this process's channel. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
+	child_start(&(struct child_spec){ .name = SPENDD_PROC_NAME, .who = "spend ledger",
+					  .parent = sup, .ctl = ctl, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
+					  .ignore_session_signals = true,
+					  .keep_env = env_kept });
 
 	shown = ledger_redact(p->spend_ledger ? p->spend_ledger : "null");
 	st = ledger_open(p->spend_ledger, &lo, &x.l, err, sizeof(err));
 	if (st != LEDGER_OK)
-		spendd_fatal(&x, "spend.ledger %s: %s", shown, err);
+		child_fatal("spend.ledger %s: %s", shown, err);
 	st = ledger_session_open(x.l, id, parent, ledger_cap_of_policy(p), &x.s);
 	if (st == LEDGER_NO_PARENT)
-		spendd_fatal(&x, "spend.parent: the parent session '%s' is not in the "
+		child_fatal("spend.parent: the parent session '%s' is not in the "
 			     "ledger %s (create it with 'airlock spend set')", parent, shown);
 	if (st == LEDGER_CONFLICT)
-		spendd_fatal(&x, "spend.parent: session '%s' is already in the ledger %s "
+		child_fatal("spend.parent: session '%s' is already in the ledger %s "
 			     "under another parent than %s%s%s", id, shown,
 			     parent ? "'" : "", parent ? parent : "none",
 			     parent ? "'" : "");
 	if (st != LEDGER_OK)
-		spendd_fatal(&x, "spend.ledger %s: cannot open session '%s' (%s): %s",
+		child_fatal("spend.ledger %s: cannot open session '%s' (%s): %s",
 			     shown, id, ledger_status_to_string(st), ledger_error(x.l));
 	free(shown);
-	confine_ledger(&x, p);
+	confine_ledger(p);
 	msg_start(&x.out, MSG_SPEND_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
 		_exit(EXIT_AIRLOCK_FAILURE);
@@ -618,7 +562,7 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 		if (poll(pfd, (nfds_t)n, timeout < 0 ? 0 : timeout) < 0) {
 			if (errno == EINTR)
 				continue;
-			spendd_fatal(&x, "poll: %s", strerror(errno));
+			child_fatal("poll: %s", strerror(errno));
 		}
 		/* Workers first: what they sent before the supervisor said
 		 * CLOSE is handled before the session closes. Their
@@ -772,35 +716,14 @@ int spendd_new_channel(struct spendd *d, int *worker_end)
 
 void spendd_reaped(struct spendd *d, int wstatus)
 {
-	uint8_t *buf = util_xmalloc(MSG_MAX);
-	struct msg_reader r;
-	const char *reason;
-	int fd;
-
 	d->pid = -1;
 	d->wstatus = wstatus;
-	while (d->ctl >= 0 && !d->fatal[0]) {
-		ssize_t n = msg_recv(d->ctl, buf, MSG_MAX, &fd, MSG_DONTWAIT);
-
-		if (fd >= 0)
-			close(fd);
-		if (n <= 0)
-			break;
-		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
-		    msg_get_str(&r, sizeof(d->fatal) - 1, &reason, NULL) && msg_end(&r))
-			(void)util_strlcpy(d->fatal, reason, sizeof(d->fatal));
-	}
-	free(buf);
+	child_read_last_words(d->ctl, d->fatal, sizeof(d->fatal));
 }
 
 void spendd_describe_exit(const struct spendd *d, char *out, size_t len)
 {
-	if (d->fatal[0])
-		snprintf(out, len, "%s", d->fatal);
-	else if (WIFSIGNALED(d->wstatus))
-		snprintf(out, len, "killed by signal %d", WTERMSIG(d->wstatus));
-	else
-		snprintf(out, len, "exited with status %d", WEXITSTATUS(d->wstatus));
+	child_describe_exit(d->wstatus, d->fatal, out, len);
 }
 
 int spendd_finish(struct spendd *d, int64_t *own, char *err, size_t errlen)

@@ -678,6 +678,21 @@ static void sf_done(void *arg, enum filter_outcome outcome,
 	state_free(st);
 }
 
+/* The spend providers' hosts, on 443. */
+static bool spend_needs_cleartext(const struct policy *p, const struct host_target *t,
+				  uint16_t port, bool any_port)
+{
+	size_t i;
+
+	if (!any_port && port != 443)
+		return false;
+	for (i = 0; i < p->nspend_providers; i++)
+		if (filter_host_named(p->spend_providers[i].hosts,
+				      p->spend_providers[i].nhosts, t))
+			return true;
+	return false;
+}
+
 const struct filter_ops spendfilter_ops = {
 	.name = "spend",
 	.attach = sf_attach,
@@ -686,4 +701,5 @@ const struct filter_ops spendfilter_ops = {
 	.response_head = sf_response_head,
 	.response_body = sf_response_body,
 	.done = sf_done,
+	.needs_cleartext = spend_needs_cleartext,
 };

@@ -65,6 +65,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
+#include "confine.h"
 #include "util.h"
 
 #define RELAY_BUF (128 * 1024)
@@ -108,30 +110,6 @@ static void ensure_open(void)
 	}
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Closes every descriptor but the @n of @keep (which it sorts). */
-static void close_others(int *keep, size_t n)
-{
-	unsigned int from = 0;
-	size_t i;
-
-	qsort(keep, n, sizeof(*keep), cmp_int);
-	for (i = 0; i < n; i++) {
-		if (keep[i] < 0)
-			continue;
-		if ((unsigned int)keep[i] > from)
-			(void)syscall(SYS_close_range, from, (unsigned int)keep[i] - 1, 0);
-		from = (unsigned int)keep[i] + 1;
-	}
-	(void)syscall(SYS_close_range, from, ~0U, 0);
-}
-
 /* Waits until @fd is ready for @events (a descriptor of the caller's that
  * is non-blocking). */
 static void wait_ready(int fd, short events)
@@ -164,20 +142,19 @@ static int write_full(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* The relay's own process: dies with the supervisor, ignores what the
- * terminal sends the whole group, never stops on a closed reader. */
-static void become_relay(pid_t parent, const char *name)
+/* The relay's own process (child_start()): dies with the supervisor,
+ * ignores what the terminal sends the whole group, never stops on a closed
+ * reader; keeps only @keep, and no capability. */
+static void become_relay(pid_t parent, const int *keep, size_t nkeep)
 {
-	static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1,
-				       SIGUSR2, SIGPIPE };
 	sigset_t none;
-	size_t i;
 
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+	child_start(&(struct child_spec){ .name = "airlock-relay", .who = "stdio relay",
+					  .parent = parent, .ctl = -1, .keep = keep,
+					  .nkeep = nkeep, .ignore_session_signals = true });
+	/* It copies between descriptors it holds: no privilege needed. */
+	if (confine_drop_capabilities() < 0)
 		_exit(EXIT_AIRLOCK_FAILURE);
-	(void)prctl(PR_SET_NAME, name, 0, 0, 0);
-	for (i = 0; i < ARRAY_SIZE(ignored); i++)
-		signal(ignored[i], SIG_IGN);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
@@ -309,8 +286,7 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 		if (r->out_pid == 0) {
 			int keep[] = { 1, 2, out[0], er[0] };
 
-			become_relay(parent, "airlock-relay");
-			close_others(keep, ARRAY_SIZE(keep));
+			become_relay(parent, keep, ARRAY_SIZE(keep));
 			copy_out(out[0], er[0]);
 		}
 		r->out_pidfd = child_pidfd(r->out_pid);
@@ -324,8 +300,7 @@ int stdio_relay_start(struct stdio_relay *r, char *err, size_t errlen)
 		if (r->in_pid == 0) {
 			int keep[] = { 0, in[1] };
 
-			become_relay(parent, "airlock-relay");
-			close_others(keep, ARRAY_SIZE(keep));
+			become_relay(parent, keep, ARRAY_SIZE(keep));
 			copy_in(in[1]);
 		}
 		r->in_pidfd = child_pidfd(r->in_pid);

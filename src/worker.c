@@ -67,6 +67,7 @@
 
 #include "awsfilter.h"
 #include "broker.h"
+#include "child.h"
 #include "confine.h"
 #include "dnsstub.h"
 #include "gitfilter.h"
@@ -133,23 +134,6 @@ struct wctx {
 	struct secretfilter *sf;   /* the secrets (captured values join it) */
 };
 
-/* Last words to the supervisor, then exit 125. */
-__attribute__((noreturn, format(printf, 2, 3))) static void
-worker_fatal(struct wctx *x, const char *fmt, ...)
-{
-	char reason[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
-	msg_start(&x->out, MSG_FATAL);
-	msg_put_cstr(&x->out, reason);
-	if (msg_send(x->ctl, &x->out, -1, MSG_DONTWAIT) < 0)
-		util_warn("egress proxy worker %u: %s", x->index, reason);
-	_exit(EXIT_AIRLOCK_FAILURE);
-}
-
 static int64_t worker_record(void *arg, const char *type, enum receipt_decision d,
 			     enum receipt_point point, const char *rule,
 			     json_t *subject, const char *reason)
@@ -166,7 +150,7 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 
 	r = keeper_record(&x->link, want, type, d, point, rule, subject, reason, &seq);
 	if (r < 0)
-		worker_fatal(x, "cannot record a receipt: the key holder's channel "
+		child_fatal("cannot record a receipt: the key holder's channel "
 			     "failed (%s)", strerror(-r));
 	return seq;
 }
@@ -180,7 +164,7 @@ static void worker_exhausted(void *arg, const char *reason)
 	msg_start(&x->out, MSG_SPEND_EXHAUSTED);
 	msg_put_cstr(&x->out, reason);
 	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
-		worker_fatal(x, "cannot tell the supervisor the spend cap is exhausted");
+		child_fatal("cannot tell the supervisor the spend cap is exhausted");
 }
 
 static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *err,
@@ -190,7 +174,7 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 	int r = keeper_leaf(&x->link, host, out, err, errlen);
 
 	if (r < -1)
-		worker_fatal(x, "cannot ask for a leaf: %s", err);
+		child_fatal("cannot ask for a leaf: %s", err);
 	return r < 0 ? -1 : 0;
 }
 
@@ -199,52 +183,69 @@ static void worker_oauth401(void *arg, const char *secret, const char *value, si
 static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
 			       size_t len, const char *ph, size_t phlen);
 
-/* The filters every request runs through, in this order: aws (re-signs
- * what the agent signed with placeholder credentials), secrets (the
- * placeholders), then git, then spend. Returns how many are in @reg. */
+/* The filter @d of filter_table made for this worker, or NULL when it
+ * does not run here (spend without a ledger). */
+static void *make_filter(const struct filter_def *d, const struct worker_config *cfg,
+			 struct wctx *x, int ledger_fd, struct secretfilter **sf,
+			 struct spendfilter **spend)
+{
+	static const struct broker none = { 0 };
+
+	if (d->ops == &awsfilter_ops)
+		/* NULL when no secret is of kind aws */
+		return awsfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
+				     worker_record, x);
+	if (d->ops == &secretfilter_ops) {
+		*sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
+				       worker_record, x);
+		x->sf = *sf;
+		secretfilter_set_capture_hooks(*sf, worker_announce, worker_sync, x);
+		secretfilter_set_oauth_hook(*sf, worker_oauth401);
+		return *sf;
+	}
+	if (d->ops == &gitfilter_ops) {
+		/* The git credential; the values it injects are scrubbed by
+		 * the secrets' registry, so secrets come first. */
+		ASSERT(*sf);
+		x->git = gitfilter_new(worker_record, x);
+		gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
+		if (!gitfilter_set_registry(x->git, secretfilter_registry(*sf)) ||
+		    (cfg->git_token &&
+		     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
+					  cfg->git_token_expires)))
+			child_fatal("the git token is not a valid token");
+		return x->git;
+	}
+	if (d->ops == &spendfilter_ops) {
+		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted, x };
+		char err[256];
+
+		if (ledger_fd < 0)
+			return NULL;
+		*spend = spendfilter_new(&sc, err, sizeof(err));
+		if (!*spend)
+			child_fatal("%s", err);
+		return *spend;
+	}
+	child_fatal("filter %s: no constructor in this worker", d->name);
+}
+
+/* The worker's filters: filter_table's, in its order. */
 static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
 			    int ledger_fd, struct spendfilter **spend,
 			    struct filter_reg *reg)
 {
-	static const struct broker none = { 0 };
-	struct secretfilter *sf;
-	size_t n = 0;
+	struct secretfilter *sf = NULL;
+	size_t i, n = 0;
 
-	/* aws: requests signed with placeholder credentials, re-signed */
-	reg[n].arg = awsfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
-				   worker_record, x);
-	if (reg[n].arg)
-		reg[n++].ops = &awsfilter_ops;
-	/* secrets: placeholders in requests, and every value the proxy
-	 * injects (the git token too) scrubbed from every answer */
-	sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy, worker_record, x);
-	x->sf = sf;
-	secretfilter_set_capture_hooks(sf, worker_announce, worker_sync, x);
-	secretfilter_set_oauth_hook(sf, worker_oauth401);
-	reg[n].ops = &secretfilter_ops;
-	reg[n].arg = sf;
-	n++;
-	/* git: every request to a git host, with the session's credential */
-	x->git = gitfilter_new(worker_record, x);
-	gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
-	if (!gitfilter_set_registry(x->git, secretfilter_registry(sf)) ||
-	    (cfg->git_token &&
-	     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
-				  cfg->git_token_expires)))
-		worker_fatal(x, "the git token is not a valid token");
-	reg[n].ops = &gitfilter_ops;
-	reg[n].arg = x->git;
-	n++;
-	if (ledger_fd >= 0) {
-		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted,
-						 x };
-		char err[256];
+	ASSERT(filter_table_len <= FILTER_MAX);
+	for (i = 0; i < filter_table_len; i++) {
+		void *arg = make_filter(&filter_table[i], cfg, x, ledger_fd, &sf, spend);
 
-		*spend = spendfilter_new(&sc, err, sizeof(err));
-		if (!*spend)
-			worker_fatal(x, "%s", err);
-		reg[n].ops = &spendfilter_ops;
-		reg[n].arg = *spend;
+		if (!arg)
+			continue;
+		reg[n].ops = filter_table[i].ops;
+		reg[n].arg = arg;
 		n++;
 	}
 	return n;
@@ -261,7 +262,7 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 
 	if (fstat(fd, &st) < 0 || st.st_size < 0 ||
 	    (uint64_t)st.st_size > WORKER_POLICY_MAX)
-		worker_fatal(x, "the reloaded policy cannot be read");
+		child_fatal("the reloaded policy cannot be read");
 	text = util_xmalloc((size_t)st.st_size + 1);
 	while (done < (size_t)st.st_size) {
 		ssize_t n = pread(fd, text + done, (size_t)st.st_size - done, (off_t)done);
@@ -269,19 +270,19 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			worker_fatal(x, "the reloaded policy cannot be read");
+			child_fatal("the reloaded policy cannot be read");
 		done += (size_t)n;
 	}
 	np = policy_parse(text, done, NULL, &errs);
 	free(text);
 	if (!np)
-		worker_fatal(x, "the reloaded policy does not parse in the worker "
+		child_fatal("the reloaded policy does not parse in the worker "
 			     "(%zu errors)", errs.count);
 	if (strcmp(np->digest, digest) != 0)
-		worker_fatal(x, "the reloaded policy is not the one the supervisor "
+		child_fatal("the reloaded policy is not the one the supervisor "
 			     "named (%s)", np->digest);
 	if (proxy_set_policy(x->px, np, err, sizeof(err)) < 0)
-		worker_fatal(x, "cannot put the reloaded policy in force: %s", err);
+		child_fatal("cannot put the reloaded policy in force: %s", err);
 	x->policies = util_xrealloc(x->policies,
 				    (x->npolicies + 1) * sizeof(struct policy *));
 	x->policies[x->npolicies++] = np;
@@ -298,7 +299,7 @@ static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
 	msg_get_bytes(r, GITRULES_TOKEN_MAX, &tok, &len);
 	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
 	    !gitfilter_set_token(x->git, tok, len, (time_t)expires))
-		worker_fatal(x, "the supervisor sent a bad git token message");
+		child_fatal("the supervisor sent a bad git token message");
 	explicit_bzero(x->in, MSG_MAX);
 }
 
@@ -316,7 +317,7 @@ static void learn_capture(struct wctx *x, struct msg_reader *r, int fd)
 	msg_get_bytes(r, REGISTRY_VALUE_MAX, &val, &len);
 	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
 	    secretfilter_add_captured(x->sf, secret, val, len, ph, phlen, (time_t)expires) < 0)
-		worker_fatal(x, "the supervisor sent a bad capture message");
+		child_fatal("the supervisor sent a bad capture message");
 	explicit_bzero(x->in, MSG_MAX);
 }
 
@@ -333,18 +334,18 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		return false;
 	}
 	if (!msg_reader_init(&r, x->in, (size_t)n))
-		worker_fatal(x, "the supervisor sent a bad message: %s", r.error);
+		child_fatal("the supervisor sent a bad message: %s", r.error);
 	switch (r.type) {
 	case MSG_POLICY:
 		msg_get_str(&r, 128, &digest, NULL);
 		if (!msg_end(&r) || fd < 0)
-			worker_fatal(x, "the supervisor sent a bad policy message");
+			child_fatal("the supervisor sent a bad policy message");
 		apply_policy(x, digest, fd);
 		break;
 	case MSG_STOP:
 		msg_get_u32(&r, &drain);
 		if (!msg_end(&r) || fd >= 0)
-			worker_fatal(x, "the supervisor sent a bad stop message");
+			child_fatal("the supervisor sent a bad stop message");
 		proxy_stop(x->px, drain);
 		break;
 	case MSG_GIT_TOKEN:
@@ -354,7 +355,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		learn_capture(x, &r, fd);
 		break;
 	case MSG_OAUTH_401:
-		worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
 		break;
 	case MSG_CAPTURE_ACK:
 		/* late: the capture it answers was given up on */
@@ -379,6 +380,9 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_SPEND_SETTLE:
 	case MSG_SPEND_EXHAUSTED:
 	case MSG_SPEND_USD:
+	case MSG_DNS_BLOCK:
+	case MSG_SANDBOX_READY:
+	case MSG_SANDBOX_SOCKET:
 	case MSG_WITNESS_NOTE:
 	case MSG_WITNESS_COSIG:
 	case MSG_LEAF:
@@ -386,7 +390,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_CA_CERT:
 	case MSG_CA_CERT_ANSWER:
 	case MSG_TYPE_COUNT:
-		worker_fatal(x, "the supervisor sent %s", msg_type_to_string(r.type));
+		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
 	}
 	if (fd >= 0)
 		close(fd);
@@ -422,7 +426,7 @@ static void worker_oauth401(void *arg, const char *secret, const char *value, si
 	msg_put_cstr(&x->out, secret);
 	msg_put_bytes(&x->out, value, len);
 	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
-		worker_fatal(x, "cannot ask the supervisor for an OAuth refresh");
+		child_fatal("cannot ask the supervisor for an OAuth refresh");
 	explicit_bzero(x->out.buf, x->out.cap);
 }
 
@@ -507,7 +511,7 @@ static bool wait_go(struct wctx *x)
 	}
 	if (r.type == MSG_STOP)
 		return false;
-	worker_fatal(x, "the supervisor sent %s before go", msg_type_to_string(r.type));
+	child_fatal("the supervisor sent %s before go", msg_type_to_string(r.type));
 }
 
 /* The paths a worker reads after its filter: the fixed ones, where
@@ -536,6 +540,23 @@ static size_t read_paths(const struct policy *p, const char **out, char **dir)
 	return n;
 }
 
+/* The environment a worker keeps: what OpenSSL reads for the trust store
+ * and its configuration, what c-ares reads, and the tests' timeouts. The
+ * rest (the caller's, which may hold secret values) is wiped. */
+static bool worker_env_kept(const char *entry)
+{
+	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
+					     "OPENSSL_CONF", "OPENSSL_MODULES",
+					     "LOCALDOMAIN", "RES_OPTIONS",
+					     "AIRLOCK_TEST_TIMEOUTS" };
+	size_t i, n = strcspn(entry, "=");
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+			return true;
+	return false;
+}
+
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
@@ -551,9 +572,9 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	struct intercept_opts io;
 	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
-	char err[512], *dir;
+	char err[512], who[64], *dir;
 	sigset_t set;
-	int sfd, null, rc;
+	int sfd, rc;
 
 	memset(&x, 0, sizeof(x));
 	x.ctl = ctl;
@@ -563,30 +584,24 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.in = util_xmalloc(MSG_MAX);
 	/* Before any descriptor is closed: the table's memfd is dropped
 	 * here, and the only mapping left cannot be made writable. */
+	snprintf(who, sizeof(who), "egress proxy worker %u", index);
+	child_set_channel(ctl);
 	rc = cfg->names ? dnsstub_table_make_reader(cfg->names) : 0;
 	if (rc < 0)
-		worker_fatal(&x, "the table of synthetic addresses: %s", strerror(-rc));
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-		worker_fatal(&x, "/dev/null: %s", strerror(errno));
-	if (null > STDERR_FILENO)
-		close(null);
-	confine_close_fds(keep, ARRAY_SIZE(keep));
-	(void)prctl(PR_SET_NAME, WORKER_PROC_NAME, 0, 0, 0);
+		child_fatal("the table of synthetic addresses: %s", strerror(-rc));
+	child_start(&(struct child_spec){ .name = WORKER_PROC_NAME, .who = who,
+					  .parent = parent, .ctl = ctl, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
+					  .keep_env = worker_env_kept });
 	if (cfg->forget)
 		cfg->forget(cfg->forget_arg);
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
-	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		worker_fatal(&x, "prctl: %s", strerror(errno));
-	if (getppid() != parent)
-		_exit(EXIT_AIRLOCK_FAILURE); /* the supervisor died first */
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		worker_fatal(&x, "sigprocmask: %s", strerror(errno));
+		child_fatal("sigprocmask: %s", strerror(errno));
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
-		worker_fatal(&x, "signalfd: %s", strerror(errno));
+		child_fatal("signalfd: %s", strerror(errno));
 	/* splice() into a socket the peer has closed raises SIGPIPE (it has
 	 * no MSG_NOSIGNAL): a peer must only ever close its own connection. */
 	signal(SIGPIPE, SIG_IGN);
@@ -611,10 +626,10 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		memset(&io, 0, sizeof(io));
 		io.server = tls_server_ctx_new(err, sizeof(err));
 		if (!io.server)
-			worker_fatal(&x, "%s", err);
+			child_fatal("%s", err);
 		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
 		if (!io.client)
-			worker_fatal(&x, "%s", err);
+			child_fatal("%s", err);
 		io.leaf = kfd >= 0 ? worker_leaf : NULL;
 		io.leaf_arg = &x;
 		po.intercept = &io;
@@ -623,12 +638,12 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
-		worker_fatal(&x, "%s", err);
+		child_fatal("%s", err);
 	if (spend && spendfilter_start(spend, x.px) < 0)
-		worker_fatal(&x, "cannot watch the spend ledger's channel");
+		child_fatal("cannot watch the spend ledger's channel");
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
-		worker_fatal(&x, "%s", err);
+		child_fatal("%s", err);
 	free(dir);
 	msg_start(&x.out, MSG_WORKER_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
@@ -952,12 +967,7 @@ bool worker_exited_cleanly(const struct worker_pool *wp, const struct worker *w)
 
 void worker_describe_exit(const struct worker *w, char *out, size_t len)
 {
-	if (w->fatal[0])
-		snprintf(out, len, "%s", w->fatal);
-	else if (WIFSIGNALED(w->wstatus))
-		snprintf(out, len, "killed by signal %d", WTERMSIG(w->wstatus));
-	else
-		snprintf(out, len, "exited with status %d", WEXITSTATUS(w->wstatus));
+	child_describe_exit(w->wstatus, w->fatal, out, len);
 }
 
 void worker_pool_release(struct worker_pool *wp)

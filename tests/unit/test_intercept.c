@@ -17,6 +17,7 @@
 #include "intercept.h"
 #include "keeper.h"
 #include "policy.h"
+#include "filter.h"
 #include "receipt.h"
 #include "tap.h"
 #include "tls_ca.h"
@@ -209,11 +210,54 @@ out:
 	}
 }
 
+/* The filter table: its order, and each filter answers for its own hosts
+ * (intercept.c asks them all, and egress.intercept itself). */
+static void test_filter_table(void)
+{
+	static const struct {
+		const char *host;
+		uint16_t port;
+		const char *needs; /* the filters that say yes, in table order */
+	} cases[] = {
+		{ "api.test", 443, "secrets" },
+		{ "git.test", 443, "git" },
+		{ "git.test", 8443, "" },
+		{ "api.git.test", 443, "git" },
+		{ "llm.test", 443, "spend" },
+		{ "x.audit.test", 443, "" }, /* egress.intercept: no filter's */
+		{ "other.test", 443, "" },
+	};
+	struct policy *p = load(policy_text, "enforce");
+	char got[64];
+	size_t i, j;
+
+	tap_is_int((int)filter_table_len, 3, "three filters in the table");
+	tap_is_str(filter_table[0].name, "secrets", "secrets run first");
+	tap_is_str(filter_table[1].name, "git", "then git");
+	tap_is_str(filter_table[2].name, "spend", "then spend");
+	for (i = 0; i < filter_table_len; i++)
+		tap_is_str(filter_table[i].ops->name, filter_table[i].name,
+			   "entry %zu: its ops are the %s filter's", i, filter_table[i].name);
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct host_target t = target(cases[i].host);
+
+		got[0] = '\0';
+		for (j = 0; j < filter_table_len; j++)
+			if (filter_table[j].ops->needs_cleartext(p, &t, cases[i].port, false))
+				snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s",
+					 got[0] ? " " : "", filter_table[j].name);
+		tap_is_str(got, cases[i].needs, "%s:%u: the filters that need it in clear",
+			   cases[i].host, cases[i].port);
+	}
+	policy_free(p);
+}
+
 int main(void)
 {
 	ASSERT(mkdtemp(tmpdir));
 	signal(SIGPIPE, SIG_IGN);
 	test_hosts();
+	test_filter_table();
 	test_leaves();
 	rmdir(tmpdir);
 	return tap_done();
