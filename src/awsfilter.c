@@ -44,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy.h"
 #include "sigv4.h"
 #include "util.h"
 
@@ -412,6 +413,21 @@ static void af_done(void *vst, enum filter_outcome outcome, const struct filter_
 	free(st);
 }
 
+/* The hosts of the secrets of kind aws: their requests are verified and
+ * re-signed, so they are read in clear. */
+static bool af_needs_cleartext(const struct policy *p, const struct host_target *t,
+			       uint16_t port, bool any_port)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecrets; i++)
+		if (p->secrets[i].aws != POLICY_AWS_NONE &&
+		    filter_host_ruled(p->secrets[i].hosts, p->secrets[i].nhosts, p, t, port,
+				      any_port))
+			return true;
+	return false;
+}
+
 const struct filter_ops awsfilter_ops = {
 	.name = "aws",
 	.attach = af_attach,
@@ -423,4 +439,5 @@ const struct filter_ops awsfilter_ops = {
 	.response_interim = NULL,
 	.upgraded = NULL,
 	.done = af_done,
+	.needs_cleartext = af_needs_cleartext,
 };

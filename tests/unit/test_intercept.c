@@ -26,7 +26,9 @@
 static const char policy_text[] =
 	"{\"version\": 1, \"mode\": \"enforce\","
 	" \"egress\": {\"ports\": [443, 8443], \"intercept\": [\"*.audit.test\", \"exact.test:9443\"]},"
-	" \"secrets\": {\"k\": {\"from_env\": \"K\", \"hosts\": [\"api.test\", \"10.0.0.7\"]}},"
+	" \"secrets\": {\"k\": {\"from_env\": \"K\", \"hosts\": [\"api.test\", \"10.0.0.7\"]},"
+	"   \"s3\": {\"kind\": \"aws\", \"from_env\": {\"access_key_id\": \"AK\","
+	"     \"secret_access_key\": \"SK\"}, \"hosts\": [\"s3.aws.test\"]}},"
 	" \"git\": {\"hosts\": [\"git.test\"], \"api_hosts\": [\"api.git.test\"]},"
 	" \"spend\": {\"cap_usd\": 1, \"ledger\": null,"
 	"   \"providers\": [{\"api\": \"anthropic\", \"hosts\": [\"llm.test\"]}],"
@@ -220,6 +222,7 @@ static void test_filter_table(void)
 		const char *needs; /* the filters that say yes, in table order */
 	} cases[] = {
 		{ "api.test", 443, "secrets" },
+		{ "s3.aws.test", 443, "aws secrets" },
 		{ "git.test", 443, "git" },
 		{ "git.test", 8443, "" },
 		{ "api.git.test", 443, "git" },
@@ -231,10 +234,11 @@ static void test_filter_table(void)
 	char got[64];
 	size_t i, j;
 
-	tap_is_int((int)filter_table_len, 3, "three filters in the table");
-	tap_is_str(filter_table[0].name, "secrets", "secrets run first");
-	tap_is_str(filter_table[1].name, "git", "then git");
-	tap_is_str(filter_table[2].name, "spend", "then spend");
+	tap_is_int((int)filter_table_len, 4, "four filters in the table");
+	tap_is_str(filter_table[0].name, "aws", "aws runs first (it re-signs before placeholders are looked for)");
+	tap_is_str(filter_table[1].name, "secrets", "then secrets");
+	tap_is_str(filter_table[2].name, "git", "then git");
+	tap_is_str(filter_table[3].name, "spend", "then spend");
 	for (i = 0; i < filter_table_len; i++)
 		tap_is_str(filter_table[i].ops->name, filter_table[i].name,
 			   "entry %zu: its ops are the %s filter's", i, filter_table[i].name);
