@@ -98,7 +98,9 @@ is "$("$AIRLOCK" check "$T/canonical.json")" "ok $digest" \
 python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"version", "mode", "session", "egress", "secrets", "git", "spend", "env", "fs"}, d
+assert set(d) == {"version", "mode", "session", "egress", "secrets", "git", "spend", "env", "fs",
+                  "publish"}, d
+assert d["publish"] == [], d["publish"]
 assert set(d["egress"]) == {"allow", "deny", "ports", "allow_ranges", "resolver", "upstream_ca",
                             "intercept", "transparent"}, d["egress"]
 assert set(d["secrets"]["anthropic"]) == {"from_env", "from_file", "env", "prefix", "hosts",
