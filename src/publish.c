@@ -531,6 +531,7 @@ struct pconn {
 	unsigned int status;
 	uint64_t req_bytes, resp_bytes, resp_body, total_in, total_out;
 	bool resp_keep;
+	bool req_keep;            /* the request allows another after it */
 };
 
 struct relay {
@@ -798,17 +799,19 @@ static void take_request(struct relay *x, struct pconn *c)
 	else
 		snprintf(line, sizeof(line), "\r\n");
 	put_sout(c, line, strlen(line));
-	/* The credential's bytes leave the relay's buffer too. */
-	OPENSSL_cleanse(c->cin, req.head_len);
-	c->req_bytes = req.head_len;
-	memmove(c->cin, c->cin + req.head_len, c->cin_len - req.head_len);
-	c->cin_len -= req.head_len;
-	c->head_req = strcmp(c->method, "HEAD") == 0;
 	{
 		int u = http_header_find(&req.headers, "upgrade", 0);
 
 		c->ws = u >= 0 && http_slice_eq_ci(req.headers.h[u].value, "websocket");
 	}
+	/* The credential's bytes leave the relay's buffer too (the slices
+	 * of @req point there: not used after this). */
+	OPENSSL_cleanse(c->cin, req.head_len);
+	c->req_bytes = req.head_len;
+	memmove(c->cin, c->cin + req.head_len, c->cin_len - req.head_len);
+	c->cin_len -= req.head_len;
+	c->head_req = strcmp(c->method, "HEAD") == 0;
+	c->req_keep = req.keep_alive;
 	c->r = R_HEAD;
 	if (req.body == HTTP_BODY_LENGTH && req.content_length > 0) {
 		c->q = Q_BODY_LEN;
@@ -1007,7 +1010,7 @@ static void pump_sandbox(struct relay *x, struct pconn *c)
 			if (resp.status < 200)
 				break; /* 100 Continue and friends: the final head follows */
 			c->resp_body = 0;
-			c->resp_keep = resp.keep_alive;
+			c->resp_keep = resp.keep_alive && c->req_keep;
 			switch (resp.body) {
 			case HTTP_BODY_NONE:
 				response_done(x, c);
