@@ -205,10 +205,10 @@ SH
 policy() {
 	cat > "$T/policy.json" <<EOF
 {"version": 1, "mode": "enforce",
- "egress": {"allow": ["page.airlock.test"], "intercept": ["page.airlock.test"],
+ "egress": {"allow": ["page.airlock.test"${2:-}], "intercept": ["page.airlock.test"],
             "allow_ranges": ["198.18.0.0/15"], "resolver": ["$PL_RESOLVER"],
             "upstream_ca": "$CA", "transparent": $1},
- "env": {"pass": ["PATH", "LANG"]}}
+ "env": {"pass": ["PATH", "LANG", "HOME"]}}
 EOF
 }
 
@@ -227,9 +227,9 @@ check_mode() {
 	like "$dom" 'id="own">page-ok<' "$mode: the allowed page loads through interception (session CA trusted)"
 	[ -n "$dom" ] || { diag_file "$T/$mode.out"; diag_file "$WS/$mode.html.err"; }
 	like "$dom" 'done \{.*"own":"second-ok"' "$mode: the page's own fetch works and its script ran to the end"
-	grep -q '"type":"http.request".*"host":"page.airlock.test".*"path":"/","status":200' "$T/$mode.jsonl"
+	grep -q '"type":"http.request".*"path":"/",.*"host":"page.airlock.test".*"status":200' "$T/$mode.jsonl"
 	ok $? "$mode: the page's request is recorded by interception (http.request, status 200)"
-	grep -q '"type":"http.request".*"host":"page.airlock.test".*"path":"/redirect","status":302' "$T/$mode.jsonl"
+	grep -q '"type":"http.request".*"path":"/redirect",.*"host":"page.airlock.test".*"status":302' "$T/$mode.jsonl"
 	ok $? "$mode: the redirect to the evil host was answered (302) and recorded"
 	grep -q '"decision":"block".*"evil.airlock.test' "$T/$mode.jsonl"
 	ok $? "$mode: the receipts show blocks for evil.airlock.test"
@@ -247,6 +247,15 @@ browse proxy --proxy-server=http://127.0.0.1:3128
 check_mode proxy
 grep -Eq '"type":"egress.block".*"rule":"egress.default".*"host":"evil.airlock.test"|"type":"egress.block".*"host":"evil.airlock.test".*"rule":"egress.default"' "$T/proxy.jsonl"
 ok $? "proxy: egress.block receipts name evil.airlock.test and the default deny"
+: > "$T/origins.log"
+
+# --- control: the same page with the evil host allowed reaches it ------------------------
+# (so "the evil origin received nothing" above is the policy's doing, not a
+# page that never tried)
+policy false ', "evil.airlock.test"'
+browse control --proxy-server=http://127.0.0.1:3128
+n=$(grep -c 'evil tcp 443' "$T/origins.log")
+ok $([ "$n" -ge 3 ]; echo $?) "control: with evil.airlock.test allowed, the page reaches it ($n connections)"
 : > "$T/origins.log"
 
 # --- transparent mode, no proxy flags --------------------------------------------------------
