@@ -590,6 +590,8 @@ static void conn_free(struct relay *x, size_t i)
 			      "bytes_in", (json_int_t)c->total_in,
 			      "bytes_out", (json_int_t)c->total_out),
 		    "the inbound connection closed");
+	/* What the buffers held may include a credential. */
+	OPENSSL_cleanse(c, sizeof(*c));
 	free(c);
 	x->c[i] = x->c[--x->nc];
 }

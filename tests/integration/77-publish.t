@@ -282,9 +282,58 @@ if [ -n "$relay" ]; then
 	is "$(awk '/^Seccomp:/ {print $2}' "/proc/$relay/status")" 2 "the relay is under seccomp"
 fi
 
+# The auth value's bytes: in the supervisor (the control: it read the
+# secret), in no byte of the relay's memory, though requests carrying it
+# went through it.
+printf '%s' pub-s3cret-value > "$T/value.raw"
+counts=$(python3 - "$T/value.raw" "$rpid" "$relay" <<'PY'
+import sys
+raw = open(sys.argv[1], "rb").read()
+out = []
+for pid in sys.argv[2:]:
+    n = 0
+    with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            f = line.split()
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            if f[1][0] != "r" or hi - lo > (1 << 30) or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
+                continue
+            try:
+                mem.seek(lo)
+                n += mem.read(hi - lo).count(raw)
+            except (OSError, ValueError):
+                pass
+    out.append(str(n))
+print(" ".join(out))
+PY
+)
+sup_n=${counts%% *}
+relay_n=${counts##* }
+ok $([ "${sup_n:-0}" -gt 0 ]; echo $?) "control: the supervisor's memory holds the auth value ($sup_n times)"
+is "$relay_n" 0 "the relay's memory holds no copy of the auth value"
+
 touch "$WS/stop"
 wait "$rpid"
 is "$?" 0 "the session ends with the agent's status"
+
+# rate_bytes: a second session whose listener passes 100000 bytes a second.
+cat > "$T/rate.json" <<EOF
+{"version": 1, "mode": "enforce",
+ "publish": [{"listen": "127.0.0.1:$P3", "port": 8000, "rate_bytes": 100000}]}
+EOF
+rm -f "$WS/ready" "$WS/stop"
+"$AIRLOCK" run --policy "$T/rate.json" --events "$T/rate.jsonl" --workspace "$WS" -- \
+	python3 servers.py "$WS/ready" "$WS/stop" > /dev/null 2>&1 &
+rate_pid=$!
+wait_grep "$WS/ready" ready 30
+start=$(date +%s%N)
+curl -s -m 30 -o "$T/rated" "http://127.0.0.1:$P3/big"
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+is "$(wc -c < "$T/rated" | tr -d ' ')" 1000000 "rate_bytes: the whole 1 MB answer arrives"
+ok $([ "$elapsed" -ge 7000 ]; echo $?) "rate_bytes 100000: 1 MB takes at least 7 s ($elapsed ms)"
+touch "$WS/stop"
+wait "$rate_pid"
+is "$?" 0 "the rate-limited session ends with the agent's status"
 "$AIRLOCK" verify "$EV" > /dev/null
 ok $? "the stream verifies"
 
