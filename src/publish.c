@@ -532,9 +532,12 @@ struct pconn {
 	uint64_t req_bytes, resp_bytes, resp_body, total_in, total_out;
 	bool resp_keep;
 	bool req_keep;            /* the request allows another after it */
+	uint64_t head_since;      /* when the wait for a request head began */
 };
 
 struct relay {
+	unsigned int head_ms;     /* a started request head must end within */
+	unsigned int idle_ms;     /* a connection between requests */
 	struct keeper_link link;
 	int ctl;
 	struct listener *ls;
@@ -928,6 +931,7 @@ static void response_done(struct relay *x, struct pconn *c)
 		c->q = Q_DONE;
 	} else if (c->q == Q_WAIT) {
 		c->q = Q_HEAD;
+		c->head_since = util_now_ms();
 	}
 }
 
@@ -1177,6 +1181,7 @@ static void accept_one(struct relay *x, struct listener *l)
 	c->l = l;
 	c->cfd = fd;
 	c->sfd = -1;
+	c->head_since = util_now_ms();
 	memcpy(c->peer, peer, sizeof(peer));
 	l->nconns++;
 	x->c = util_xrealloc(x->c, (x->nc + 1) * sizeof(*x->c));
@@ -1257,6 +1262,28 @@ static void refill(struct relay *x)
 	}
 }
 
+/* A request head that does not come: a started one within head_ms
+ * (408 and a receipt: slowloris), none at all within idle_ms (closed). */
+static void head_timeout(struct relay *x, struct pconn *c)
+{
+	uint64_t waited;
+
+	if (c->l->def->protocol != POLICY_PUBLISH_HTTP || c->q != Q_HEAD ||
+	    c->r != R_IDLE || c->closing || c->dead)
+		return;
+	waited = util_now_ms() - c->head_since;
+	if (c->cin_len > 0 && waited >= x->head_ms) {
+		strcpy(c->method, "-");
+		c->path[0] = '\0';
+		c->req_bytes = c->cin_len;
+		c->resp_bytes = 0;
+		refuse(x, c, 408, "Request Timeout", "publish.http",
+		       "the request head did not end in time", NULL);
+	} else if (c->cin_len == 0 && waited >= x->idle_ms) {
+		c->closing = true;
+	}
+}
+
 static void serve(struct relay *x)
 {
 	struct pollfd *pfd = NULL;
@@ -1274,6 +1301,13 @@ static void serve(struct relay *x)
 		pfd[n++] = (struct pollfd){ .fd = x->ctl, .events = POLLIN };
 		for (i = 0; i < x->nls; i++)
 			pfd[n++] = (struct pollfd){ .fd = x->ls[i].fd, .events = POLLIN };
+		for (i = 0; i < x->nc; i++) {
+			struct pconn *c = x->c[i];
+
+			if (c->l->def->protocol == POLICY_PUBLISH_HTTP && c->q == Q_HEAD &&
+			    c->r == R_IDLE && !c->closing && (timeout < 0 || timeout > 1000))
+				timeout = 1000;
+		}
 		for (i = 0; i < x->nc; i++) {
 			struct pconn *c = x->c[i];
 			bool tok = !c->l->def->rate_bytes || c->l->tokens >= 1;
@@ -1308,6 +1342,9 @@ static void serve(struct relay *x)
 			if (cp->revents & (POLLIN | POLLHUP | POLLERR)) {
 				r = read_some(c->l, c->cfd, c->cin + c->cin_len, BUFCAP - c->cin_len,
 					      &c->c_eof);
+				/* A head's time starts with its first byte. */
+				if (r > 0 && c->cin_len == 0 && c->q == Q_HEAD)
+					c->head_since = util_now_ms();
 				if (r > 0) {
 					c->cin_len += (size_t)r;
 					c->total_in += (size_t)r;
@@ -1320,6 +1357,7 @@ static void serve(struct relay *x)
 					c->sin_len += (size_t)r;
 			}
 			pump(x, c);
+			head_timeout(x, c);
 			if (c->sfd >= 0 && !flush(c->sfd, c->sout, &c->sout_len, &c->sout_off))
 				c->dead = true;
 			if (!flush(c->cfd, c->cout, &c->cout_len, &c->cout_off))
@@ -1368,6 +1406,10 @@ static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl
 		relay_fail(ctl, "publish: prctl: %s", strerror(errno));
 	if (getppid() != parent)
 		_exit(EXIT_AIRLOCK_FAILURE);
+	/* Tests shorten these (docs/TESTING.md); read before the
+	 * environment is wiped. */
+	x.head_ms = util_test_ms("head", 10000);
+	x.idle_ms = util_test_ms("idle", 300000);
 	confine_wipe_environment();
 	signal(SIGPIPE, SIG_IGN);
 	/* The terminal's signals reach the whole group: the supervisor

@@ -108,7 +108,7 @@ cat > "$T/policy.json" <<EOF
  ]}
 EOF
 
-PUB_TOKEN=pub-s3cret-value "$AIRLOCK" run --policy "$T/policy.json" --events "$EV" \
+PUB_TOKEN=pub-s3cret-value AIRLOCK_TEST_TIMEOUTS=head=1500 "$AIRLOCK" run --policy "$T/policy.json" --events "$EV" \
 	--workspace "$WS" --publish "127.0.0.1:$P4:8000" -- \
 	python3 servers.py "$WS/ready" "$WS/stop" > "$T/run.out" 2> "$T/run.err" &
 rpid=$!
@@ -180,6 +180,13 @@ out=$(raw "$P1" 'GET http://evil.example/ HTTP/1.1\r\nHost: evil.example\r\nAuth
 like "$out" '^HTTP/1.1 400 ' "an absolute-form request (a proxy request) to a published port: 400"
 out=$(raw "$P1" 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\nAuthorization: Bearer pub-s3cret-value\r\n\r\n')
 like "$out" '^HTTP/1.1 400 ' "CONNECT to a published port: 400"
+
+# A head that never ends (slowloris): 408 after the head time-out (1.5 s
+# here, AIRLOCK_TEST_TIMEOUTS), a receipt, the connection closed.
+out=$(raw "$P1" 'GET /slow HTTP/1.1\r\nHost: a\r\nX-Slow: 1\r\n')
+like "$out" '^HTTP/1.1 408 ' "a request head that does not end in time: 408"
+wait_grep "$EV" '"type":"http.inbound","decision":"block".*"status":408'
+ok $? "the 408 is an http.inbound block receipt"
 
 # Two requests on one connection, pipelined: both answered, in order.
 out=$(raw "$P1" 'GET /one HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer pub-s3cret-value\r\n\r\nGET /two HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer pub-s3cret-value\r\nConnection: close\r\n\r\n')
