@@ -533,6 +533,7 @@ struct pconn {
 	bool resp_keep;
 	bool req_keep;            /* the request allows another after it */
 	uint64_t head_since;      /* when the wait for a request head began */
+	bool connecting;          /* sfd's connect() is under way */
 };
 
 struct relay {
@@ -1141,6 +1142,22 @@ static void pump(struct relay *x, struct pconn *c)
 		c->closing = true;
 }
 
+/* Nothing listens on the published port in the sandbox: 502 (http) or
+ * the connection closed (tcp). */
+static void connect_failed(struct relay *x, struct pconn *c)
+{
+	c->s_eof = true;
+	if (c->l->def->protocol == POLICY_PUBLISH_HTTP) {
+		c->closing = false;
+		strcpy(c->method, "-");
+		c->status = 502;
+		refuse(x, c, 502, "Bad Gateway", "publish.connect",
+		       "nothing listens on the published port in the sandbox", NULL);
+	} else {
+		c->closing = true;
+	}
+}
+
 static void accept_one(struct relay *x, struct listener *l)
 {
 	struct sockaddr_storage ss;
@@ -1172,7 +1189,9 @@ static void accept_one(struct relay *x, struct listener *l)
 		      policy_publish_protocol_to_string(l->def->protocol)),
 	    "an inbound connection to a published port");
 	/* In the sandbox's network namespace: its loopback, the listed port. */
-	sfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: an agent that never accepts (a full backlog) must not
+	 * stall the other connections. */
+	sfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons(l->def->port);
@@ -1186,23 +1205,30 @@ static void accept_one(struct relay *x, struct listener *l)
 	l->nconns++;
 	x->c = util_xrealloc(x->c, (x->nc + 1) * sizeof(*x->c));
 	x->c[x->nc++] = c;
-	if (sfd < 0 || connect(sfd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+	if (sfd < 0 || (connect(sfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 &&
+			errno != EINPROGRESS)) {
 		if (sfd >= 0)
 			close(sfd);
-		c->s_eof = true;
-		if (l->def->protocol == POLICY_PUBLISH_HTTP) {
-			c->closing = false;
-			strcpy(c->method, "-");
-			c->status = 502;
-			refuse(x, c, 502, "Bad Gateway", "publish.connect",
-			       "nothing listens on the published port in the sandbox", NULL);
-		} else {
-			c->closing = true;
-		}
+		connect_failed(x, c);
 		return;
 	}
-	(void)fcntl(sfd, F_SETFL, O_NONBLOCK);
+	c->connecting = errno == EINPROGRESS;
 	c->sfd = sfd;
+}
+
+/* The connection to the sandbox's port is done: true when it succeeded. */
+static bool connect_done(struct relay *x, struct pconn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	c->connecting = false;
+	if (getsockopt(c->sfd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+		return true;
+	close(c->sfd);
+	c->sfd = -1;
+	connect_failed(x, c);
+	return false;
 }
 
 /* Reads what the listener's tokens allow; returns bytes read, 0 at EOF
@@ -1321,10 +1347,16 @@ static void serve(struct relay *x)
 				ce |= POLLOUT;
 			if (c->sfd >= 0 && !c->s_eof && !c->closing && c->sin_len < BUFCAP && tok)
 				se |= POLLIN;
-			if (c->sfd >= 0 && c->sout_len > c->sout_off)
+			if (c->sfd >= 0 && (c->sout_len > c->sout_off || c->connecting))
 				se |= POLLOUT;
-			pfd[n++] = (struct pollfd){ .fd = c->cfd, .events = ce };
-			pfd[n++] = (struct pollfd){ .fd = c->sfd, .events = se };
+			if (c->connecting)
+				se = POLLOUT;
+			/* A side at its end with nothing to write is not polled (a
+			 * hung-up socket would report POLLHUP at once, every time). */
+			pfd[n++] = (struct pollfd){ .fd = c->c_eof && !(ce & POLLOUT) ? -1 : c->cfd,
+						    .events = ce };
+			pfd[n++] = (struct pollfd){ .fd = c->s_eof && !(se & POLLOUT) ? -1 : c->sfd,
+						    .events = se };
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -1350,15 +1382,19 @@ static void serve(struct relay *x)
 					c->total_in += (size_t)r;
 				}
 			}
-			if (c->sfd >= 0 && (sp->revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (c->connecting && sp->revents && !connect_done(x, c))
+				sp->revents = 0;
+			if (c->sfd >= 0 && !c->connecting &&
+			    (sp->revents & (POLLIN | POLLHUP | POLLERR))) {
 				r = read_some(c->l, c->sfd, c->sin + c->sin_len, BUFCAP - c->sin_len,
 					      &c->s_eof);
 				if (r > 0)
 					c->sin_len += (size_t)r;
 			}
-			pump(x, c);
+			if (!c->connecting)
+				pump(x, c);
 			head_timeout(x, c);
-			if (c->sfd >= 0 && !flush(c->sfd, c->sout, &c->sout_len, &c->sout_off))
+			if (c->sfd >= 0 && !c->connecting && !flush(c->sfd, c->sout, &c->sout_len, &c->sout_off))
 				c->dead = true;
 			if (!flush(c->cfd, c->cout, &c->cout_len, &c->cout_off))
 				c->dead = true;

@@ -96,6 +96,10 @@ P4=$(free_port)
 while [ "$P2" = "$P1" ]; do P2=$(free_port); done
 while [ "$P3" = "$P1" ] || [ "$P3" = "$P2" ]; do P3=$(free_port); done
 while [ "$P4" = "$P1" ] || [ "$P4" = "$P2" ] || [ "$P4" = "$P3" ]; do P4=$(free_port); done
+P5=$(free_port)
+while [ "$P5" = "$P1" ] || [ "$P5" = "$P2" ] || [ "$P5" = "$P3" ] || [ "$P5" = "$P4" ]; do
+	P5=$(free_port)
+done
 
 cat > "$T/policy.json" <<EOF
 {"version": 1, "mode": "enforce",
@@ -104,7 +108,8 @@ cat > "$T/policy.json" <<EOF
   {"listen": "127.0.0.1:$P1", "port": 8000, "auth": "pubauth", "auth_cookie": "airlock_auth",
    "max_response_bytes": 100000},
   {"listen": "127.0.0.1:$P2", "port": 8001, "protocol": "tcp", "max_response_bytes": 5000},
-  {"listen": "127.0.0.1:$P3", "port": 8000, "max_conns": 1}
+  {"listen": "127.0.0.1:$P3", "port": 8000, "max_conns": 1},
+  {"listen": "127.0.0.1:$P5", "port": 8002}
  ]}
 EOF
 
@@ -264,6 +269,11 @@ ok $? "the refused connection is recorded (inbound.accept block, publish.max_con
 # --publish on the command line: an entry like the file's (protocol http).
 out=$(curl -s -m 10 "http://127.0.0.1:$P4/cli")
 like "$out" '^method=GET target=/cli ' "--publish 127.0.0.1:$P4:8000 reaches the agent's server"
+
+out=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P5/")
+is "$out" 502 "a published port nothing listens on in the sandbox: 502"
+wait_grep "$EV" '"type":"http.inbound","decision":"block".*"rule":"publish.connect"'
+ok $? "and a receipt (publish.connect)"
 
 # --- what is not published ---------------------------------------------------------------
 
