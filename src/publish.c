@@ -273,6 +273,10 @@ int publish_start(struct session *s, const struct policy *p, char *err, size_t e
 				 "hosts)", i, name);
 			return -1;
 		}
+		if (p->mode == POLICY_MODE_SHADOW && !pb->exposed &&
+		    !listen_is_loopback(&pb->listen))
+			util_warn("publish[%zu].listen %s is not a loopback address: enforce "
+				  "mode refuses it without \"exposed\": true", i, name);
 		if (pb->port == SANDBOX_PROXY_PORT) {
 			snprintf(err, errlen, "publish[%zu].port %u is airlock's own proxy "
 				 "port in the sandbox: it cannot be published", i,
@@ -328,6 +332,27 @@ int publish_attach(struct sandbox *sb, const struct broker *b, char *err, size_t
 
 	if (sup.pid <= 0)
 		return 0;
+	/* Transparent mode's listener took an ephemeral port of the sandbox's
+	 * loopback: a published port must not name it (it would hand the
+	 * proxy to whoever reaches the listener). */
+	for (i = 0; i < 2; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct addr a;
+		uint16_t port;
+
+		if (sb->tlisten_fd[i] < 0 ||
+		    getsockname(sb->tlisten_fd[i], (struct sockaddr *)&ss, &sl) < 0 ||
+		    !addr_from_sockaddr((struct sockaddr *)&ss, sl, &a, &port))
+			continue;
+		for (j = 0; j < sup.p->npublish; j++)
+			if (sup.p->publish[j].port == port) {
+				snprintf(err, errlen, "publish[%zu].port %u is the port transparent "
+					 "mode's listener took in the sandbox this time: publish "
+					 "a port below 32768", j, (unsigned)port);
+				return -1;
+			}
+	}
 	memset(digests, 0, sizeof(digests));
 	for (i = 0; i < sup.p->npublish; i++) {
 		const char *name = sup.p->publish[i].auth;

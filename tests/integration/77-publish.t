@@ -376,6 +376,15 @@ EOF
 "$AIRLOCK" run --policy "$T/exposed.json" --events "$T/exp.jsonl" --workspace "$WS" -- true
 is "$?" 0 "with exposed: true the same listen is accepted"
 
+cat > "$T/shadow.json" <<EOF
+{"version": 1, "mode": "shadow", "publish": [{"listen": "0.0.0.0:$P1", "port": 8000}]}
+EOF
+"$AIRLOCK" run --policy "$T/shadow.json" --events "$T/shadow.jsonl" --workspace "$WS" --quiet \
+	-- true 2> "$T/shadow.err"
+is "$?" 0 "shadow: the wildcard listen runs"
+like "$(cat "$T/shadow.err")" 'publish\[0\]\.listen 0\.0\.0\.0:[0-9]+ is not a loopback address: enforce mode refuses it' \
+	"shadow: with a warning that enforce refuses it"
+
 cat > "$T/proxyport.json" <<EOF
 {"version": 1, "mode": "enforce", "publish": [{"listen": "127.0.0.1:$P1", "port": 3128}]}
 EOF
