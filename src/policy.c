@@ -445,6 +445,7 @@ struct ctx {
 	struct policy_spend_provider *cur_provider;
 	const char *cur_provider_path;
 	struct policy_publish *cur_pub; /* the publish entry being walked */
+	json_t *publish_auths;     /* secret names publish[].auth gives */
 	bool pub_has_listen, pub_has_port;
 	/* spend.providers hosts seen so far -> the path of their provider. */
 	json_t *provider_hosts;
@@ -1194,6 +1195,13 @@ static const struct list_kind secret_hosts_list = {
 	.empty = "must not be empty: a secret needs the hosts it may be sent to",
 };
 
+/* The same, where [] is valid: a secret that publish[].auth names may be
+ * sent nowhere (it is only compared with what inbound requests carry). */
+static const struct list_kind auth_secret_hosts_list = {
+	.size = sizeof(struct host_rule), .parse = el_rule, .key = key_rule,
+	.strings = true,
+};
+
 static bool el_port(struct ctx *c, json_t *el, const char *path, void *out)
 {
 	json_int_t port = json_integer_value(el);
@@ -1782,7 +1790,10 @@ static void parse_secret_env(struct ctx *c, json_t *v, const char *path)
 static void parse_secret_hosts(struct ctx *c, json_t *v, const char *path)
 {
 	c->cur_has_hosts = true;
-	LIST_SET(c, v, path, &secret_hosts_list, c->cur->hosts, c->cur->nhosts);
+	if (json_object_get(c->publish_auths, c->cur->name))
+		LIST_SET(c, v, path, &auth_secret_hosts_list, c->cur->hosts, c->cur->nhosts);
+	else
+		LIST_SET(c, v, path, &secret_hosts_list, c->cur->hosts, c->cur->nhosts);
 }
 
 static void parse_secret_headers(struct ctx *c, json_t *v, const char *path)
@@ -3080,6 +3091,14 @@ static void prescan(struct ctx *c, json_t *root)
 			json_object_set_new(c->git_hosts, name, json_true());
 	}
 
+	c->publish_auths = seen_new();
+	json_array_foreach(json_object_get(root, "publish"), i, el) {
+		const char *a = json_string_value(json_object_get(el, "auth"));
+
+		if (a)
+			json_object_set_new(c->publish_auths, a, json_true());
+	}
+
 	c->session_repo_ok = !repo || json_is_null(repo);
 	if (json_is_string(repo)) {
 		struct repo_ref r;
@@ -3433,6 +3452,7 @@ out:
 	json_decref(c.provider_hosts);
 	json_decref(c.fs_ro_seen);
 	json_decref(c.fs_other_seen);
+	json_decref(c.publish_auths);
 	json_decref(root);
 	if (errs->count > 0) {
 		policy_free(p);

@@ -103,7 +103,7 @@ done
 
 cat > "$T/policy.json" <<EOF
 {"version": 1, "mode": "enforce",
- "secrets": {"pubauth": {"from_env": "PUB_TOKEN", "hosts": ["platform.invalid"]}},
+ "secrets": {"pubauth": {"from_env": "PUB_TOKEN", "hosts": []}},
  "publish": [
   {"listen": "127.0.0.1:$P1", "port": 8000, "auth": "pubauth", "auth_cookie": "airlock_auth",
    "max_response_bytes": 100000},

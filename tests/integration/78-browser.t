@@ -197,7 +197,7 @@ certutil -d "sql:$HOME/.pki/nssdb" -A -t "C,," -n "airlock session CA" -i "$HOME
 # No --ignore-certificate-errors: the page loads only if the session CA
 # is trusted. --no-sandbox: Chromium's own sandbox needs namespaces, which
 # airlock's seccomp filter refuses to the agent.
-chromium --headless --no-sandbox --disable-gpu --no-first-run \
+timeout -k 5 150 chromium --headless --no-sandbox --disable-gpu --no-first-run \
 	--user-data-dir="$HOME/chromium" --virtual-time-budget=10000 \
 	"$@" --dump-dom https://page.airlock.test/ > "$out" 2> "$out.err" || true
 SH

@@ -582,6 +582,9 @@ static const struct err_case err_cases[] = {
 	/* publish */
 #define PUBSEC " 'secrets': {'t': {'from_env': 'T', 'hosts': ['p.example']}}"
 	{ "{" V "'publish': {}}", "publish: expected an array\n", NULL },
+	{ "{" V "'secrets': {'t': {'from_env': 'T', 'hosts': []}},"
+	  " 'publish': [{'listen': '127.0.0.1:80', 'port': 80}]}",
+	  "secrets.t.hosts: must not be empty: a secret needs the hosts it may be sent to\n", NULL },
 	{ "{" V "'publish': [{}]}",
 	  "publish[0].listen: required key is missing: the address and port to listen on\n"
 	  "publish[0].port: required key is missing: the sandbox's port to relay to\n", NULL },
@@ -665,6 +668,9 @@ static const char *const valid_docs[] = {
 	" {'listen': '[::1]:8080', 'port': 3000, 'auth': 't', 'auth_cookie': 'airlock_auth',"
 	" 'max_response_bytes': 1048576}],"
 	" 'secrets': {'t': {'from_env': 'T', 'hosts': ['p.example']}}}",
+	/* a secret only publish[].auth uses may be sent nowhere */
+	"{'version': 1, 'secrets': {'t': {'from_env': 'T', 'hosts': []}},"
+	" 'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth': 't'}]}",
 	"{'version': 1, 'mode': 'off'}",
 	"{'version': 1, 'egress': {'ports': []}}",
 	"{'version': 1, 'session': {'id': 'a', 'repo': null}}",
