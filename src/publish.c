@@ -928,6 +928,13 @@ static void pump_client(struct relay *x, struct pconn *c)
 			c->req_bytes += n;
 			break;
 		case Q_WAIT:
+			/* An answer that came before the request's body had all
+			 * gone (a 413, say) is done: the next request may come. */
+			if (c->r != R_IDLE)
+				return;
+			c->q = Q_HEAD;
+			c->head_since = util_now_ms();
+			break;
 		case Q_DONE:
 			return;
 		}

@@ -38,6 +38,11 @@ def http_conn(c):
             k, v = h.split(":", 1)
             hdrs[k.strip().lower()] = v.strip()
         n = int(hdrs.get("content-length", "0"))
+        if target == "/early":
+            # An answer before the body is read (a 413, say), then the body.
+            c.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n")
+            f.read(n)
+            continue
         body = f.read(n) if n else b""
         if hdrs.get("upgrade", "").lower() == "websocket":
             key = hdrs["sec-websocket-key"]
@@ -197,6 +202,31 @@ ok $? "the 408 is an http.inbound block receipt"
 out=$(raw "$P1" 'GET /one HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer pub-s3cret-value\r\n\r\nGET /two HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer pub-s3cret-value\r\nConnection: close\r\n\r\n')
 like "$(printf '%s' "$out" | tr -d '\r' | grep '^method=' | tr '\n' ' ')" \
 	'target=/one .*target=/two ' "pipelined requests are answered in order on one connection"
+
+# An answer that comes before the request's body has gone: the body still
+# goes, and the next request on the connection is answered.
+out=$(python3 - "$P1" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+auth = b"Authorization: Bearer pub-s3cret-value\r\n"
+s.sendall(b"POST /early HTTP/1.1\r\nHost: a\r\n" + auth + b"Content-Length: 5\r\n\r\n")
+got = b""
+while b"\r\n\r\n" not in got:
+    got += s.recv(4096)
+s.sendall(b"hello" + b"GET /after HTTP/1.1\r\nHost: a\r\n" + auth + b"Connection: close\r\n\r\n")
+while True:
+    try:
+        b = s.recv(65536)
+    except socket.timeout:
+        break
+    if not b:
+        break
+    got += b
+sys.stdout.write(got.decode("latin-1"))
+PY
+)
+like "$(printf '%s' "$out" | tr -d '\r' | tr '\n' ' ')" '^HTTP/1.1 413 .*method=GET target=/after ' \
+	"an answer before the request body: the body goes on, the next request is answered"
 
 # --- WebSocket ------------------------------------------------------------------------
 
