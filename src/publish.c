@@ -543,7 +543,7 @@ struct pconn {
 	size_t cin_len, sin_len;
 	char sout[OUTCAP], cout[OUTCAP];
 	size_t sout_len, sout_off, cout_len, cout_off;
-	bool c_eof, s_eof, s_shut, c_shut;
+	bool c_eof, s_eof, s_shut;
 	bool closing;             /* flush cout, then close */
 	bool dead;
 	enum qstate q;
@@ -725,7 +725,6 @@ static void take_request(struct relay *x, struct pconn *c)
 	enum http_result r = http_parse_request(c->cin, c->cin_len, &req, NULL);
 	char line[256];
 	size_t i, need;
-	int ai, ci;
 	bool bearer = false;
 
 	if (r == HTTP_INCOMPLETE) {
@@ -763,6 +762,7 @@ static void take_request(struct relay *x, struct pconn *c)
 	if (c->l->has_auth) {
 		size_t n = 0;
 		const char *v = NULL;
+		int ai, ci;
 
 		ai = http_header_find(&req.headers, "authorization", 0);
 		ci = http_header_find(&req.headers, "cookie", 0);
@@ -1235,7 +1235,7 @@ static void accept_one(struct relay *x, struct listener *l)
 	c->head_since = util_now_ms();
 	memcpy(c->peer, peer, sizeof(peer));
 	l->nconns++;
-	x->c = util_xrealloc(x->c, (x->nc + 1) * sizeof(*x->c));
+	x->c = util_xrealloc(x->c, (x->nc + 1) * sizeof(struct pconn *));
 	x->c[x->nc++] = c;
 	if (sfd < 0 || (connect(sfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 &&
 			errno != EINPROGRESS)) {
@@ -1352,7 +1352,7 @@ static void serve(struct relay *x)
 		int timeout = -1;
 
 		refill(x);
-		if (cap < x->nls + 2 * x->nc + 1) {
+		if (!pfd || cap < x->nls + 2 * x->nc + 1) {
 			cap = x->nls + 2 * x->nc + 64;
 			pfd = util_xrealloc(pfd, cap * sizeof(*pfd));
 		}
