@@ -631,14 +631,16 @@ static void put_out(struct pconn *c, const char *b, size_t n)
 
 	if (n > room)
 		n = room;
-	memcpy(c->cout + c->cout_len, b, n);
+	if (n > 0)
+		memcpy(c->cout + c->cout_len, b, n);
 	c->cout_len += n;
 }
 
 static void put_sout(struct pconn *c, const char *b, size_t n)
 {
 	ASSERT(n <= OUTCAP - c->sout_len);
-	memcpy(c->sout + c->sout_len, b, n);
+	if (n > 0)
+		memcpy(c->sout + c->sout_len, b, n);
 	c->sout_len += n;
 }
 
@@ -713,7 +715,8 @@ static void slice_copy(char *out, size_t cap, const char *p, size_t n)
 {
 	if (n >= cap)
 		n = cap - 1;
-	memcpy(out, p, n);
+	if (n > 0) /* an absent slice is {NULL, 0} */
+		memcpy(out, p, n);
 	out[n] = '\0';
 }
 
