@@ -625,6 +625,15 @@ static void conn_free(struct relay *x, size_t i)
 	x->c[i] = x->c[--x->nc];
 }
 
+/* Drops the first @n bytes of the client's buffer. The bytes left behind
+ * by the move are wiped: what a client sends may carry a credential. */
+static void cin_consume(struct pconn *c, size_t n)
+{
+	memmove(c->cin, c->cin + n, c->cin_len - n);
+	OPENSSL_cleanse(c->cin + c->cin_len - n, n);
+	c->cin_len -= n;
+}
+
 static void put_out(struct pconn *c, const char *b, size_t n)
 {
 	size_t room = OUTCAP - c->cout_len;
@@ -840,10 +849,8 @@ static void take_request(struct relay *x, struct pconn *c)
 	}
 	/* The credential's bytes leave the relay's buffer too (the slices
 	 * of @req point there: not used after this). */
-	OPENSSL_cleanse(c->cin, req.head_len);
 	c->req_bytes = req.head_len;
-	memmove(c->cin, c->cin + req.head_len, c->cin_len - req.head_len);
-	c->cin_len -= req.head_len;
+	cin_consume(c, req.head_len);
 	c->head_req = strcmp(c->method, "HEAD") == 0;
 	c->req_keep = req.keep_alive;
 	c->r = R_HEAD;
@@ -888,8 +895,7 @@ static void pump_client(struct relay *x, struct pconn *c)
 			if (n == 0)
 				return;
 			put_sout(c, c->cin, n);
-			memmove(c->cin, c->cin + n, c->cin_len - n);
-			c->cin_len -= n;
+			cin_consume(c, n);
 			c->q_left -= n;
 			c->req_bytes += n;
 			if (c->q_left == 0)
@@ -912,8 +918,7 @@ static void pump_client(struct relay *x, struct pconn *c)
 				return;
 			}
 			put_sout(c, c->cin, used);
-			memmove(c->cin, c->cin + used, c->cin_len - used);
-			c->cin_len -= used;
+			cin_consume(c, used);
 			c->req_bytes += used;
 			if (cr == HTTP_CHUNKED_DONE)
 				c->q = Q_WAIT;
@@ -926,8 +931,7 @@ static void pump_client(struct relay *x, struct pconn *c)
 			if (n == 0)
 				return;
 			put_sout(c, c->cin, n);
-			memmove(c->cin, c->cin + n, c->cin_len - n);
-			c->cin_len -= n;
+			cin_consume(c, n);
 			c->req_bytes += n;
 			break;
 		case Q_WAIT:
@@ -1145,8 +1149,7 @@ static void pump_tcp(struct relay *x, struct pconn *c)
 	uint64_t max = c->l->def->max_response_bytes;
 
 	put_sout(c, c->cin, n);
-	memmove(c->cin, c->cin + n, c->cin_len - n);
-	c->cin_len -= n;
+	cin_consume(c, n);
 	n = c->sin_len < OUTCAP - c->cout_len ? c->sin_len : OUTCAP - c->cout_len;
 	if (max && c->total_out + n > max) {
 		n = (size_t)(max - c->total_out);
