@@ -65,6 +65,7 @@
 #include "doctor.h"
 #include "env.h"
 #include "policy.h"
+#include "publish.h"
 #include "receipt.h"
 #include "run_hints.h"
 #include "runfiles.h"
@@ -108,6 +109,11 @@ const char cmd_run_help[] =
 	"  --parent ID         the parent session in the spend ledger (same as\n"
 	"                      spend.parent, which it overrides): this session's\n"
 	"                      spend also counts against every ancestor's cap\n"
+	"  --publish [ADDR:]PORT:SANDBOX_PORT\n"
+	"                      publish the sandbox's loopback port SANDBOX_PORT\n"
+	"                      on ADDR:PORT of the host (ADDR default 127.0.0.1;\n"
+	"                      repeatable), as an entry of the policy's publish\n"
+	"                      list with protocol http (see docs/SANDBOX.md)\n"
 	"  --quiet             no summary of what the session blocked at the end\n"
 	"                      (by default, when it blocked anything: the count\n"
 	"                      by rule, the first targets and the events file)\n"
@@ -142,6 +148,8 @@ struct run_opts {
 	unsigned int workers;      /* 0: one per online CPU */
 	const char *parent;        /* --parent, or NULL */
 	bool quiet;                /* --quiet: no summary of blocks */
+	char **publish;            /* --publish arguments */
+	size_t npublish;
 	char **cmd;
 };
 
@@ -149,7 +157,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
 	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT, OPT_QUIET,
-	       OPT_WITNESS };
+	       OPT_WITNESS, OPT_PUBLISH };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -162,6 +170,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "witness", required_argument, NULL, OPT_WITNESS },
+		{ "publish", required_argument, NULL, OPT_PUBLISH },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -221,6 +230,11 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_PUBLISH:
+			o->publish = util_xrealloc(o->publish,
+						   (o->npublish + 1) * sizeof(char *));
+			o->publish[o->npublish++] = optarg;
 			break;
 		case 'h':
 			fputs(cmd_run_help, stdout);
@@ -532,6 +546,8 @@ static void reap_children(struct supervise_ctx *x)
 				kill(x->sb->init_pid, SIGKILL);
 			worker_pool_release(&x->wp);
 			session_lost(x->s, st);
+		} else if (publish_reaped(pid, st)) {
+			/* recorded there */
 		} else if ((w = worker_pool_find(&x->wp, pid))) {
 			worker_pool_reaped(&x->wp, w, st);
 			if (!worker_exited_cleanly(&x->wp, w))
@@ -1134,6 +1150,11 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		if (spendd_start(&spend, p, id, o->parent, &rule, err, sizeof(err)) < 0)
 			session_refuse(&s, rule, err);
 	}
+	/* Before any secret is read: the relay of published ports is
+	 * forked (publish.c). */
+	if (publish_start(&s, p, err, sizeof(err)) < 0)
+		session_refuse(&s, "publish", err);
+	cfg.pass_ns = publish_active();
 	cfg.home = getenv("HOME");
 	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
 	cfg.ca_bundle = ca_bundle;
@@ -1191,6 +1212,13 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
 	}
 	stdio_relay_detach(&relay);
+	if (publish_attach(&sb, &broker, err, sizeof(err)) < 0) {
+		kill(sb.init_pid, SIGKILL);
+		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+			       "publish", json_object(), err);
+		session_end(&s, EXIT_AIRLOCK_FAILURE);
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+	}
 	memset(&stub, 0, sizeof(stub));
 	stub.d.pid = -1;
 	stub.d.ctl = -1;
@@ -1227,6 +1255,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
 			   o->workers ? o->workers : worker_default_count(),
 			   &broker, &git, &oauth, metered ? &spend : NULL, err, sizeof(err));
+	publish_stop();
 	dnsstub_table_free(stub.table);
 	if (metered) {
 		char serr[256];
@@ -1314,6 +1343,7 @@ int cmd_run(int argc, char **argv)
 	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
 		doctor_probe_begin();
 	p = load_policy(&o);
+	publish_merge_args(&p, o.publish, o.npublish);
 	/* Transparent mode's probe (nftables) only when the policy wants it. */
 	if (p->transparent && p->mode != POLICY_MODE_OFF)
 		doctor_transparent_begin();
@@ -1355,6 +1385,7 @@ int cmd_run(int argc, char **argv)
 	}
 	policy_free(p);
 	free(session);
+	free(o.publish);
 	free(workspace);
 	free(events_default);
 	return status;

@@ -447,6 +447,9 @@ struct ctx {
 	struct policy_price *cur_price;
 	struct policy_spend_provider *cur_provider;
 	const char *cur_provider_path;
+	struct policy_publish *cur_pub; /* the publish entry being walked */
+	json_t *publish_auths;     /* secret names publish[].auth gives */
+	bool pub_has_listen, pub_has_port;
 	/* spend.providers hosts seen so far -> the path of their provider. */
 	json_t *provider_hosts;
 	/* fs paths seen so far -> path: fs.ro's, and fs.rw's and fs.hide's. */
@@ -1257,6 +1260,13 @@ static const struct list_kind secret_hosts_list = {
 	.empty = "must not be empty: a secret needs the hosts it may be sent to",
 };
 
+/* The same, where [] is valid: a secret that publish[].auth names may be
+ * sent nowhere (it is only compared with what inbound requests carry). */
+static const struct list_kind auth_secret_hosts_list = {
+	.size = sizeof(struct host_rule), .parse = el_rule, .key = key_rule,
+	.strings = true,
+};
+
 static bool el_port(struct ctx *c, json_t *el, const char *path, void *out)
 {
 	json_int_t port = json_integer_value(el);
@@ -1857,7 +1867,10 @@ static void parse_secret_env(struct ctx *c, json_t *v, const char *path)
 static void parse_secret_hosts(struct ctx *c, json_t *v, const char *path)
 {
 	c->cur_has_hosts = true;
-	LIST_SET(c, v, path, &secret_hosts_list, c->cur->hosts, c->cur->nhosts);
+	if (json_object_get(c->publish_auths, c->cur->name))
+		LIST_SET(c, v, path, &auth_secret_hosts_list, c->cur->hosts, c->cur->nhosts);
+	else
+		LIST_SET(c, v, path, &secret_hosts_list, c->cur->hosts, c->cur->nhosts);
 }
 
 static void parse_secret_headers(struct ctx *c, json_t *v, const char *path)
@@ -3530,6 +3543,206 @@ static void parse_receipts(struct ctx *c, json_t *v, const char *path)
 	walk_object(c, v, path, receipts_fields, ARRAY_SIZE(receipts_fields));
 }
 
+/* ---- publish ----------------------------------------------------------- */
+
+static const char *const publish_protocol_names[] = {
+	[POLICY_PUBLISH_HTTP] = "http",
+	[POLICY_PUBLISH_TCP] = "tcp",
+};
+static_assert(ARRAY_SIZE(publish_protocol_names) == POLICY_PUBLISH_PROTOCOL_COUNT,
+	      "publish_protocol_names out of sync");
+
+const char *policy_publish_protocol_to_string(enum policy_publish_protocol p)
+{
+	ASSERT((unsigned)p < POLICY_PUBLISH_PROTOCOL_COUNT);
+	return publish_protocol_names[p];
+}
+
+static void parse_pub_listen(struct ctx *c, json_t *v, const char *path)
+{
+	c->pub_has_listen = true;
+	if (!json_is_string(v) || !endpoint_parse(json_string_value(v), &c->cur_pub->listen))
+		err_add(c, path, "expected \"IP:PORT\" (IPv6 as \"[ADDR]:PORT\"), "
+				 "such as \"127.0.0.1:8080\"");
+}
+
+static void parse_pub_port(struct ctx *c, json_t *v, const char *path)
+{
+	uint64_t port = 0;
+
+	c->pub_has_port = true;
+	parse_uint_range(c, v, path, 65535, &port);
+	c->cur_pub->port = (uint16_t)port;
+}
+
+static void parse_pub_protocol(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	if (s && strcmp(s, "http") == 0)
+		c->cur_pub->protocol = POLICY_PUBLISH_HTTP;
+	else if (s && strcmp(s, "tcp") == 0)
+		c->cur_pub->protocol = POLICY_PUBLISH_TCP;
+	else
+		err_add(c, path, "expected \"http\" or \"tcp\"");
+}
+
+static void parse_pub_auth(struct ctx *c, json_t *v, const char *path)
+{
+	const char *s = json_string_value(v);
+
+	if (json_is_null(v))
+		return;
+	if (!s) {
+		err_add(c, path, "expected the name of a secret, or null");
+		return;
+	}
+	if (c->secrets_ok && !(c->secrets && json_object_get(c->secrets, s))) {
+		char *q = quote(s);
+
+		err_add(c, path, "%s is not a key of secrets", q);
+		free(q);
+		return;
+	}
+	set_str(&c->cur_pub->auth, v);
+}
+
+/* A cookie name: an HTTP token (RFC 6265 cookie-name). */
+static bool cookie_name_ok(const char *s)
+{
+	static const char tchar[] = "!#$%&'*+-.^_`|~";
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 128)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr(tchar, s[i])))
+			return false;
+	return true;
+}
+
+static void parse_pub_auth_cookie(struct ctx *c, json_t *v, const char *path)
+{
+	if (json_is_null(v))
+		return;
+	if (!json_is_string(v) || !cookie_name_ok(json_string_value(v)))
+		err_add(c, path, "expected a cookie name (1-128 token characters), or null");
+	else
+		set_str(&c->cur_pub->auth_cookie, v);
+}
+
+/* An integer from 1 to @max, or null (0: unlimited). */
+static void parse_uint_or_null(struct ctx *c, json_t *v, const char *path,
+			       uint64_t max, uint64_t *out)
+{
+	if (json_is_null(v))
+		*out = 0;
+	else if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		 (uint64_t)json_integer_value(v) > max)
+		err_add(c, path, "expected an integer from 1 to %llu, or null (no limit)",
+			(unsigned long long)max);
+	else
+		*out = (uint64_t)json_integer_value(v);
+}
+
+static void parse_pub_max_response(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_or_null(c, v, path, (uint64_t)1 << 50, &c->cur_pub->max_response_bytes);
+}
+
+static void parse_pub_rate(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_or_null(c, v, path, (uint64_t)1 << 40, &c->cur_pub->rate_bytes);
+}
+
+static void parse_pub_max_conns(struct ctx *c, json_t *v, const char *path)
+{
+	parse_uint_range(c, v, path, POLICY_PUBLISH_CONNS_MAX, &c->cur_pub->max_conns);
+}
+
+static void parse_pub_exposed(struct ctx *c, json_t *v, const char *path)
+{
+	parse_bool(c, v, path, &c->cur_pub->exposed);
+}
+
+static const struct field publish_fields[] = {
+	{ "listen", parse_pub_listen },
+	{ "port", parse_pub_port },
+	{ "protocol", parse_pub_protocol },
+	{ "auth", parse_pub_auth },
+	{ "auth_cookie", parse_pub_auth_cookie },
+	{ "max_response_bytes", parse_pub_max_response },
+	{ "max_conns", parse_pub_max_conns },
+	{ "rate_bytes", parse_pub_rate },
+	{ "exposed", parse_pub_exposed },
+};
+
+static void drop_publish(void *el)
+{
+	struct policy_publish *pb = el;
+
+	free(pb->auth);
+	free(pb->auth_cookie);
+}
+
+static bool el_publish(struct ctx *c, json_t *el, const char *path, void *out)
+{
+	size_t before = c->errs->count;
+	struct policy_publish *pb = out;
+
+	pb->max_conns = POLICY_PUBLISH_CONNS_DEFAULT;
+	c->cur_pub = pb;
+	c->pub_has_listen = c->pub_has_port = false;
+	if (walk_object(c, el, path, publish_fields, ARRAY_SIZE(publish_fields))) {
+		if (!c->pub_has_listen)
+			err_missing(c, path, "listen", "the address and port to listen on");
+		if (!c->pub_has_port)
+			err_missing(c, path, "port", "the sandbox's port to relay to");
+		if (pb->auth_cookie && !pb->auth)
+			err_add(c, path, "auth_cookie names the cookie that carries "
+					 "auth's value: set auth too");
+		if (pb->auth && pb->protocol == POLICY_PUBLISH_TCP)
+			err_add(c, path, "auth needs protocol \"http\" (a tcp stream "
+					 "carries no request to check)");
+	}
+	c->cur_pub = NULL;
+	if (c->errs->count == before)
+		return true;
+	drop_publish(out);
+	return false;
+}
+
+static const char *key_publish(const void *el, char *buf, size_t len)
+{
+	endpoint_format(&((const struct policy_publish *)el)->listen, buf, len);
+	return buf;
+}
+
+static int cmp_publish(const void *a, const void *b)
+{
+	char x[ADDR_STRLEN + 8], y[ADDR_STRLEN + 8];
+
+	key_publish(a, x, sizeof(x));
+	key_publish(b, y, sizeof(y));
+	return strcmp(x, y);
+}
+
+static const struct list_kind publish_list = {
+	.size = sizeof(struct policy_publish), .parse = el_publish,
+	.drop = drop_publish, .key = key_publish, .cmp = cmp_publish,
+	.dup = "same listen as",
+};
+
+static void parse_publish(struct ctx *c, json_t *v, const char *path)
+{
+	if (json_is_array(v) && json_array_size(v) > POLICY_PUBLISH_MAX) {
+		err_add(c, path, "at most %d entries", POLICY_PUBLISH_MAX);
+		return;
+	}
+	LIST_SET(c, v, path, &publish_list, c->p->publish, c->p->npublish);
+}
+
 static const struct field root_fields[] = {
 	{ "version", parse_version },
 	{ "mode", parse_mode },
@@ -3541,6 +3754,7 @@ static const struct field root_fields[] = {
 	{ "env", parse_env },
 	{ "fs", parse_fs },
 	{ "receipts", parse_receipts },
+	{ "publish", parse_publish },
 };
 
 /* ---- pre-scan and defaults -------------------------------------------- */
@@ -3630,6 +3844,14 @@ static void prescan(struct ctx *c, json_t *root)
 		(void)gitprov_from_name(json_string_value(json_object_get(git, "provider")), &id);
 		c->gp = gitprov_get(id);
 	}
+	c->publish_auths = seen_new();
+	json_array_foreach(json_object_get(root, "publish"), i, el) {
+		const char *a = json_string_value(json_object_get(el, "auth"));
+
+		if (a)
+			json_object_set_new(c->publish_auths, a, json_true());
+	}
+
 	c->session_repo_ok = !repo || json_is_null(repo);
 	if (json_is_string(repo)) {
 		struct repo_ref r;
@@ -3952,6 +4174,35 @@ static json_t *spend_to_json(const struct policy *p)
 			 "ledger_timeout_ms", (json_int_t)p->spend_ledger_timeout_ms);
 }
 
+static json_t *publish_to_json(const struct policy *p)
+{
+	json_t *a = json_array();
+	char buf[ADDR_STRLEN + 8];
+	size_t i;
+
+	for (i = 0; i < p->npublish; i++) {
+		const struct policy_publish *pb = &p->publish[i];
+		json_t *o;
+
+		endpoint_format(&pb->listen, buf, sizeof(buf));
+		o = json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:I, s:o, s:b}",
+			      "listen", buf, "port", (int)pb->port,
+			      "protocol", policy_publish_protocol_to_string(pb->protocol),
+			      "auth", jstr(pb->auth), "auth_cookie", jstr(pb->auth_cookie),
+			      "max_response_bytes", pb->max_response_bytes
+				      ? json_integer((json_int_t)pb->max_response_bytes)
+				      : json_null(),
+			      "max_conns", (json_int_t)pb->max_conns,
+			      "rate_bytes", pb->rate_bytes
+				      ? json_integer((json_int_t)pb->rate_bytes)
+				      : json_null(),
+			      "exposed", pb->exposed);
+		ASSERT(o);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 /* The effective policy as JSON; every key of the schema is present. */
 static json_t *policy_to_json(const struct policy *p)
 {
@@ -3987,6 +4238,7 @@ static json_t *policy_to_json(const struct policy *p)
 					     p->receipts_checkpoint ? "checkpoint" : "line",
 					     "checkpoint_ms",
 					     (json_int_t)p->receipts_checkpoint_ms)) == 0);
+	json_object_set_new(j, "publish", publish_to_json(p));
 	return j;
 }
 
@@ -4060,6 +4312,7 @@ out:
 	json_decref(c.provider_hosts);
 	json_decref(c.fs_ro_seen);
 	json_decref(c.fs_other_seen);
+	json_decref(c.publish_auths);
 	json_decref(root);
 	if (errs->count > 0) {
 		policy_free(p);
@@ -4204,6 +4457,7 @@ void policy_free(struct policy *p)
 	strv_free(p->fs_ro, p->nfs_ro);
 	strv_free(p->fs_hide, p->nfs_hide);
 	strv_free(p->fs_protect, p->nfs_protect);
+	list_free(&publish_list, p->publish, p->npublish);
 	free(p->canonical);
 	free(p);
 }

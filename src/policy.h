@@ -232,6 +232,34 @@ struct policy_price {
 	double cache_read;  /* default 0.1 x input */
 };
 
+/* publish: one port of the sandbox reachable from outside (docs/SANDBOX.md,
+ * "Publishing"). */
+enum policy_publish_protocol {
+	POLICY_PUBLISH_HTTP = 0,
+	POLICY_PUBLISH_TCP,
+	POLICY_PUBLISH_PROTOCOL_COUNT
+};
+
+const char *policy_publish_protocol_to_string(enum policy_publish_protocol p);
+
+#define POLICY_PUBLISH_MAX 64               /* entries */
+#define POLICY_PUBLISH_CONNS_DEFAULT 64     /* max_conns */
+#define POLICY_PUBLISH_CONNS_MAX 4096
+
+struct policy_publish {
+	struct policy_endpoint listen;  /* where the supervisor side listens */
+	uint16_t port;                  /* the sandbox's loopback port */
+	enum policy_publish_protocol protocol; /* default http */
+	char *auth;                     /* a key of secrets, or NULL */
+	char *auth_cookie;              /* a cookie name, or NULL (bearer only) */
+	uint64_t max_response_bytes;    /* 0: unlimited */
+	uint64_t max_conns;             /* open connections at once */
+	uint64_t rate_bytes;            /* bytes per second, both ways, over
+					   the listener; 0: unlimited */
+	bool exposed;                   /* a wildcard or non-loopback listen
+					   is meant */
+};
+
 struct policy {
 	enum policy_mode mode;
 	char *session_id;   /* NULL when the policy names none */
@@ -335,6 +363,9 @@ struct policy {
 			       "." or ".."), cleaned, sorted: read-only to
 			       the agent */
 	size_t nfs_protect;
+
+	struct policy_publish *publish; /* sorted by listen */
+	size_t npublish;
 
 	char *canonical;    /* canonical JSON of the effective policy */
 	char digest[7 + 64 + 1]; /* "sha256:" + hex */

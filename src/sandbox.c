@@ -260,6 +260,42 @@ static void hand_over_transparent(const struct init_ctx *c)
 		close(lfd[1]);
 }
 
+/* publish: the descriptors of init's user and network namespaces, as
+ * one message "N", for the relay (publish.c) to make its connections to
+ * the sandbox's loopback in. A namespace descriptor grants nothing by
+ * itself: joining it takes CAP_SYS_ADMIN over it, which the supervisor's
+ * side has as the creator of the user namespace. */
+static void hand_over_ns(const struct init_ctx *c)
+{
+	char cbuf[CMSG_SPACE(2 * sizeof(int))], tag = 'N';
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	int fds[2];
+
+	fds[0] = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+	fds[1] = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fds[0] < 0 || fds[1] < 0)
+		init_fail(c, "opening the namespaces' descriptors");
+	memset(&msg, 0, sizeof(msg));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = &tag;
+	iov.iov_len = 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(c->ctl_fd, &msg, MSG_NOSIGNAL) < 0)
+		init_fail(c, "passing the namespaces' descriptors");
+	close(fds[0]);
+	close(fds[1]);
+}
+
 /* @path (absolute, inside the view) with "." and ".." components and
  * duplicate slashes resolved lexically, never above the view's root. */
 static void view_path_clean(char *path)
@@ -792,6 +828,8 @@ __attribute__((noreturn)) static void init_main(struct init_ctx *c)
 	hand_over_proxy_socket(c);
 	if (c->cfg->transparent)
 		hand_over_transparent(c);
+	if (c->cfg->pass_ns)
+		hand_over_ns(c);
 	build_root(c);
 
 	util_session_sigset(&set);
@@ -959,8 +997,53 @@ static int receive_transparent(int ctl, struct sandbox *sb, char *err, size_t er
 	return 0;
 }
 
+/* publish: receives init's "N" message (hand_over_ns) into @sb. */
+static int receive_ns(int ctl, struct sandbox *sb, char *err, size_t errlen)
+{
+	char buf[512], cbuf[CMSG_SPACE(2 * sizeof(int))];
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	ssize_t r;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf) - 1;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	do
+		r = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		snprintf(err, errlen, "the sandbox ended during setup");
+		return -1;
+	}
+	buf[r] = '\0';
+	if (buf[0] == 'E') {
+		snprintf(err, errlen, "%s", buf + 1);
+		return -1;
+	}
+	cm = CMSG_FIRSTHDR(&msg);
+	if (r != 1 || buf[0] != 'N' || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+		snprintf(err, errlen, "the sandbox sent no namespace descriptors");
+		return -1;
+	}
+	memcpy(sb->ns_fd, CMSG_DATA(cm), 2 * sizeof(int));
+	return 0;
+}
+
 static void close_transparent(struct sandbox *sb)
 {
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (sb->ns_fd[i] >= 0)
+			close(sb->ns_fd[i]);
+		sb->ns_fd[i] = -1;
+	}
 	if (sb->tlisten_fd[0] >= 0)
 		close(sb->tlisten_fd[0]);
 	if (sb->tlisten_fd[1] >= 0)
@@ -968,6 +1051,7 @@ static void close_transparent(struct sandbox *sb)
 	if (sb->stub_fd >= 0)
 		close(sb->stub_fd);
 	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
+	sb->ns_fd[0] = sb->ns_fd[1] = -1;
 }
 
 /* Waits for init to finish setup: the control socket closes (EOF) when the
@@ -1002,6 +1086,7 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	sb->init_pid = -1;
 	sb->proxy_fd = -1;
 	sb->tlisten_fd[0] = sb->tlisten_fd[1] = sb->stub_fd = -1;
+	sb->ns_fd[0] = sb->ns_fd[1] = -1;
 	sb->exec_err_fd = -1;
 	if (view_plan_build(cfg, &view, err, errlen) < 0)
 		goto out;
@@ -1047,6 +1132,8 @@ int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,
 	if (receive_proxy_socket(ctl[0], &sb->proxy_fd, err, errlen) < 0)
 		goto kill;
 	if (cfg->transparent && receive_transparent(ctl[0], sb, err, errlen) < 0)
+		goto kill;
+	if (cfg->pass_ns && receive_ns(ctl[0], sb, err, errlen) < 0)
 		goto kill;
 	if (wait_setup(ctl[0], err, errlen) < 0)
 		goto kill;

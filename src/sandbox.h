@@ -39,6 +39,10 @@ struct sandbox_config {
 				  init makes the transparent listener's and
 				  the DNS stub's sockets, sets the redirect
 				  up and names the stub in /etc/resolv.conf */
+	bool pass_ns;          /* publish (publish.c): init passes out
+				  descriptors of its user and network
+				  namespaces, for the relay to connect to
+				  the sandbox's loopback from */
 	const char *ca_bundle; /* the CA bundle the agent trusts, shown
 				  read-only at TLS_SYSTEM_BUNDLE; NULL: the
 				  host's own */
@@ -56,6 +60,8 @@ struct sandbox {
 				  on 127.0.0.1 and [::1] (-1: none) */
 	int stub_fd;           /* transparent mode: the DNS stub's UDP
 				  socket on 127.0.0.53:53, or -1 */
+	int ns_fd[2];          /* pass_ns: the sandbox's user and network
+				  namespaces (-1: none) */
 	int exec_err_fd;       /* readable: errno of a failed exec, or EOF */
 	int landlock_abi;      /* Landlock ABI applied (0: none) */
 };

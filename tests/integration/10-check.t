@@ -99,7 +99,8 @@ python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert set(d) == {"version", "mode", "session", "egress", "secrets", "git", "spend", "env", "fs",
-                  "receipts"}, d
+                  "publish", "receipts"}, d
+assert d["publish"] == [], d["publish"]
 assert d["receipts"] == {"sign": "line", "checkpoint_ms": 250}, d["receipts"]
 assert set(d["egress"]) == {"allow", "deny", "ports", "allow_ranges", "resolver", "upstream_ca",
                             "intercept", "transparent"}, d["egress"]

@@ -51,4 +51,34 @@ ok $? "what was written to \$HOME stayed inside"
 is "$?" 0 "the receipts verify"
 like "$(head -n 1 "$T/rec/ev.jsonl")" '"enforce_ready":true' "session.start lists the capabilities in force"
 
+# Publishing as nobody: the relay joins the sandbox's user namespace (which
+# nobody created) to join its network namespace, and relays into it.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+(cd "$T/ws" && as_nobody "$AIRLOCK" run --enforce --events "$T/rec/pub.jsonl" \
+	--publish "127.0.0.1:$PORT:8000" -- python3 -c '
+import http.server, os, threading, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = b"served-as-%d\n" % os.getuid()
+        self.send_response(200); self.send_header("Content-Length", str(len(b)))
+        self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 8000), H)
+open("ready", "w").write("1")
+threading.Thread(target=s.serve_forever, daemon=True).start()
+t = time.time() + 30
+while not os.path.exists("stop") and time.time() < t:
+    time.sleep(0.05)
+' > "$T/pub.out" 2>&1) &
+ppid=$!
+wait_grep "$T/ws/ready" 1 30
+out=$(curl -s -m 10 "http://127.0.0.1:$PORT/")
+is "$out" "served-as-65534" "run --enforce --publish as nobody: the published port reaches the agent's server"
+[ -n "$out" ] || diag_file "$T/pub.out"
+touch "$T/ws/stop"
+wait "$ppid"
+is "$?" 0 "and the session ends cleanly"
+grep -q '"type":"http.inbound","decision":"allow".*"status":200' "$T/rec/pub.jsonl"
+ok $? "the exchange is recorded"
+
 done_testing

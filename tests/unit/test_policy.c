@@ -668,6 +668,41 @@ static const struct err_case err_cases[] = {
 	/* a control character in a key stays escaped: one error, one line */
 	{ "{" V "'a\\nb': 1}", "$[\"a\\nb\"]: unknown key\n", NULL },
 	{ "{" V "'egress': {'allow': ['a\\nb']}}", "egress.allow[0]: %R\n", "a\nb" },
+	/* publish */
+#define PUBSEC " 'secrets': {'t': {'from_env': 'T', 'hosts': ['p.example']}}"
+	{ "{" V "'publish': {}}", "publish: expected an array\n", NULL },
+	{ "{" V "'secrets': {'t': {'from_env': 'T', 'hosts': []}},"
+	  " 'publish': [{'listen': '127.0.0.1:80', 'port': 80}]}",
+	  "secrets.t.hosts: must not be empty: a secret needs the hosts it may be sent to\n", NULL },
+	{ "{" V "'publish': [{}]}",
+	  "publish[0].listen: required key is missing: the address and port to listen on\n"
+	  "publish[0].port: required key is missing: the sandbox's port to relay to\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1', 'port': 80}]}",
+	  "publish[0].listen: expected \"IP:PORT\" (IPv6 as \"[ADDR]:PORT\"), such as \"127.0.0.1:8080\"\n", NULL },
+	{ "{" V "'publish': [{'listen': 'localhost:80', 'port': 80}]}",
+	  "publish[0].listen: expected \"IP:PORT\" (IPv6 as \"[ADDR]:PORT\"), such as \"127.0.0.1:8080\"\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 0}]}",
+	  "publish[0].port: expected an integer from 1 to 65535\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'protocol': 'udp'}]}",
+	  "publish[0].protocol: expected \"http\" or \"tcp\"\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth': 'nope'}]," PUBSEC "}",
+	  "publish[0].auth: \"nope\" is not a key of secrets\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth': 't', 'protocol': 'tcp'}]," PUBSEC "}",
+	  "publish[0]: auth needs protocol \"http\" (a tcp stream carries no request to check)\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth_cookie': 'c'}]}",
+	  "publish[0]: auth_cookie names the cookie that carries auth's value: set auth too\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth': 't', 'auth_cookie': 'a b'}]," PUBSEC "}",
+	  "publish[0].auth_cookie: expected a cookie name (1-128 token characters), or null\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'max_response_bytes': 0}]}",
+	  "publish[0].max_response_bytes: expected an integer from 1 to 1125899906842624, or null (no limit)\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'max_conns': 5000}]}",
+	  "publish[0].max_conns: expected an integer from 1 to 4096\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'exposed': 1}]}",
+	  "publish[0].exposed: expected true or false\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'expose': true}]}",
+	  "publish[0].expose: unknown key (did you mean \"exposed\"?)\n", NULL },
+	{ "{" V "'publish': [{'listen': '127.0.0.1:80', 'port': 80}, {'listen': '127.0.0.1:80', 'port': 81}]}",
+	  "publish[1]: same listen as publish[0]\n", NULL },
 };
 
 static void test_errors(void)
@@ -716,6 +751,15 @@ static void test_long_quote(void)
 
 static const char *const valid_docs[] = {
 	"{'version': 1}",
+	"{'version': 1, 'publish': []}",
+	"{'version': 1, 'publish': [{'listen': '0.0.0.0:8080', 'port': 8080, 'exposed': true,"
+	" 'protocol': 'tcp', 'max_conns': 1, 'rate_bytes': 1000, 'max_response_bytes': null},"
+	" {'listen': '[::1]:8080', 'port': 3000, 'auth': 't', 'auth_cookie': 'airlock_auth',"
+	" 'max_response_bytes': 1048576}],"
+	" 'secrets': {'t': {'from_env': 'T', 'hosts': ['p.example']}}}",
+	/* a secret only publish[].auth uses may be sent nowhere */
+	"{'version': 1, 'secrets': {'t': {'from_env': 'T', 'hosts': []}},"
+	" 'publish': [{'listen': '127.0.0.1:80', 'port': 80, 'auth': 't'}]}",
 	"{'version': 1, 'mode': 'off'}",
 	"{'version': 1, 'egress': {'ports': []}}",
 	"{'version': 1, 'session': {'id': 'a', 'repo': null}}",
@@ -1214,7 +1258,7 @@ static void test_canonical(void)
 		"\"git\":{\"api_allow\":[],\"api_hosts\":[],\"credential\":\"gh\",\"github_app\":null,"
 		"\"hosts\":[\"github.com\"],\"repos\":{\"acme/lib\":[\"fetch\"]},\"ssh\":false,"
 		"\"token_env\":[\"GH_TOKEN\",\"GITHUB_TOKEN\"]},"
-		"\"mode\":\"shadow\","
+		"\"mode\":\"shadow\",\"publish\":[],"
 		"\"receipts\":{\"checkpoint_ms\":250,\"sign\":\"line\"},"
 		"\"secrets\":{\"api\":{\"env\":\"API_KEY\",\"from_env\":\"API_KEY\",\"from_file\":null,"
 		"\"headers\":[\"x-api-key\"],\"hosts\":[\"api.example.com\"],\"methods\":null,\"paths\":null,"
