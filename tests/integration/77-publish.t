@@ -331,14 +331,27 @@ fi
 
 # The auth value's bytes: in the supervisor (the control: it read the
 # secret), in no byte of the relay's memory, though requests carrying it
-# went through it.
+# went through it. Each count is "ALL:ENV": ENV of the ALL copies are the
+# whole environment string PUB_TOKEN=pub-s3cret-value.
+#
+# Under make SAN=1 one such ENV copy is not the relay's doing: before main,
+# the ASan runtime reads /proc/self/environ of the supervisor into a buffer
+# of its own (an anonymous mmap that __sanitizer::GetEnv's static `environ`
+# in libasan points to) and never frees it; the relay, forked from the
+# supervisor, inherits it. confine_wipe_environment() wipes the strings
+# environ points to, which are not that buffer, and nothing in airlock knows
+# where it is. So under the sanitizer the relay's check counts only the
+# copies not in the environment string: a copy the relay made of a request's
+# Authorization header or cookie ("Bearer pub-s3cret-value",
+# "...=pub-s3cret-value") is still counted. The release build counts all.
 printf '%s' pub-s3cret-value > "$T/value.raw"
 counts=$(python3 - "$T/value.raw" "$rpid" "$relay" <<'PY'
 import sys
 raw = open(sys.argv[1], "rb").read()
+env = b"PUB_TOKEN=" + raw
 out = []
 for pid in sys.argv[2:]:
-    n = 0
+    n = e = 0
     with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
         for line in maps:
             f = line.split()
@@ -347,15 +360,25 @@ for pid in sys.argv[2:]:
                 continue
             try:
                 mem.seek(lo)
-                n += mem.read(hi - lo).count(raw)
+                data = mem.read(hi - lo)
             except (OSError, ValueError):
-                pass
-    out.append(str(n))
+                continue
+            n += data.count(raw)
+            e += data.count(env)
+    out.append("%d:%d" % (n, e))
 print(" ".join(out))
 PY
 )
 sup_n=${counts%% *}
-relay_n=${counts##* }
+sup_n=${sup_n%%:*}
+relay_all=${counts##* }
+relay_env=${relay_all##*:}
+relay_all=${relay_all%%:*}
+relay_n=$relay_all
+if ldd "$AIRLOCK" 2>/dev/null | grep -q libasan; then
+	diag "sanitizer build: $relay_env of the relay's $relay_all copies are ASan's environment buffer, not counted"
+	relay_n=$((relay_all - relay_env))
+fi
 ok $([ "${sup_n:-0}" -gt 0 ]; echo $?) "control: the supervisor's memory holds the auth value ($sup_n times)"
 is "$relay_n" 0 "the relay's memory holds no copy of the auth value"
 
