@@ -262,7 +262,7 @@ if [ "$(uname -m)" = x86_64 ]; then
 	for abi in int80 x32; do
 		# A kernel without that ABI (ia32 emulation off) faults the
 		# call outside any sandbox: nothing for the filter to show.
-		"$PROBE" "$abi" >/dev/null 2>&1
+		sh -c '"$0" "$1"' "$PROBE" "$abi" >/dev/null 2>&1
 		if [ $? -eq 139 ]; then
 			ok 0 "# skip this kernel has no $abi entry (SIGSEGV outside the sandbox too)"
 			continue

@@ -110,13 +110,25 @@ dumpable() {
 # scan PID...: "PID:K:S" per process: how many times the key's raw bytes
 # (K) and the secret value (S) are in its readable memory. Regions over
 # 1 GiB (ASan's shadow under make SAN=1) are reserved space and skipped.
+#
+# Under make SAN=1 (a binary that links libasan) one copy of the value is
+# not airlock's: before main the ASan runtime reads /proc/self/environ into
+# a buffer of its own (__sanitizer::GetEnv) that it never frees and that
+# every forked process inherits; it holds "API_KEY=VALUE" as the test set
+# it. Those copies, and only those, are not counted there (77-publish.t
+# does the same); a copy anywhere else still is. The release build counts
+# every copy.
+ASAN_ENV=0
+if ldd "$AIRLOCK" 2>/dev/null | grep -q libasan; then ASAN_ENV=1; fi
 scan() {
-	python3 - "$T/k.raw" "$VALUE" "$@" <<'PY'
+	python3 - "$T/k.raw" "$VALUE" "$ASAN_ENV" "$@" <<'PY'
 import sys
 raw = open(sys.argv[1], "rb").read()
 val = sys.argv[2].encode()
+asan_env = sys.argv[3] == "1"
+envstr = b"API_KEY=" + val
 out = []
-for pid in sys.argv[3:]:
+for pid in sys.argv[4:]:
     k = s = 0
     with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
         for line in maps:
@@ -131,6 +143,8 @@ for pid in sys.argv[3:]:
                 continue
             k += b.count(raw)
             s += b.count(val)
+            if asan_env:
+                s -= b.count(envstr)
     out.append("%s:%d:%d" % (pid, k, s))
 print(" ".join(out))
 PY
