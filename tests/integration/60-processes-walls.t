@@ -236,7 +236,7 @@ survey() {
 }
 
 # start_run LABEL MODE TRANSPARENT [SCRIPT [SPEND]]: airlock run with an agent
-# that makes one request, runs SCRIPT, says it is ready and waits (60 s at
+# that makes one request, runs SCRIPT, says it is ready and waits (300 s at
 # most). Its standard
 # descriptors are files (so both relays run: the input one blocks on the
 # agent's full stdin pipe).
@@ -244,13 +244,13 @@ start_run() {
 	policy "$2" "$3" "${5:-}"
 	EV="$T/$1.jsonl"
 	rm -f "$WS/ready" "$WS/go"
-	API_KEY=$VALUE timeout 120 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" \
+	API_KEY=$VALUE timeout 400 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" \
 		--events "$EV" --signing-key "$T/k.pem" --workers 2 -- sh -c '
 curl -sS --max-time 20 -o /dev/null -w "%{http_code}\n" http://api.airlock.test/first > first.out 2>&1
 '"${4:-}"'
 touch ready
 i=0
-while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
 ' > "$T/$1.out" 2> "$T/$1.err" < /dev/zero &
 	TPID=$!
 	wait_for "$WS/ready"
