@@ -328,14 +328,16 @@ static void ptr_push(struct buf *ptr, const char *key)
 
 static bool walk(struct ctx *c, json_t *v, struct buf *ptr)
 {
-	size_t mark = ptr->len, i, k;
+	size_t mark = ptr->len, i;
 	bool changed = false;
-	const char *key;
 	json_t *el;
 
 	if (c->refused)
 		return false;
 	if (json_is_object(v)) {
+		const char *key;
+		size_t k;
+
 		json_object_foreach(v, key, el) {
 			for (k = 0; k < c->set->n; k++)
 				if (holds(key, strlen(key), &c->set->secrets[k]))
@@ -378,11 +380,12 @@ static void do_json(struct ctx *c, const char *body, size_t len)
 	struct buf ptr = { 0 };
 	json_error_t jerr;
 	json_t *root;
-	size_t k;
 
 	ghapp_json_wipe_begin(&saved);
 	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
+		size_t k;
+
 		for (k = 0; k < c->set->n; k++)
 			if (holds(body, len, &c->set->secrets[k]))
 				refuse(c, k, "unreadable", NULL);

@@ -105,7 +105,6 @@ void child_start(const struct child_spec *s)
 	static const int terminal[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 					SIGUSR2 };
 	size_t i;
-	int null;
 
 	child_ctl = s->ctl;
 	child_who = s->who;
@@ -119,7 +118,8 @@ void child_start(const struct child_spec *s)
 	}
 	(void)prctl(PR_SET_NAME, s->name, 0, 0, 0);
 	if (s->null_stdio) {
-		null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
 		if (null < 0 || dup2(null, STDIN_FILENO) < 0 ||
 		    dup2(null, STDOUT_FILENO) < 0)
 			child_fatal("/dev/null: %s", strerror(errno));

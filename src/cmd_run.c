@@ -770,7 +770,7 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			if (x.wp.w[i].exhausted)
 				spend_exhausted(&x);
 		}
-		if (pfd[n - 1].revents && !dnsd_read(&stub->d, on_dns_block, &x))
+		if (stub && pfd[n - 1].revents && !dnsd_read(&stub->d, on_dns_block, &x))
 			stub->reading = false;
 		/* The session has begun: a ready worker serves at once. */
 		(void)worker_pool_go(&x.wp);

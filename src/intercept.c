@@ -165,7 +165,7 @@ static int session_new(SSL *ssl, SSL_SESSION *sess)
 	const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	struct cached_session *slot;
 	SSL_SESSION *copy;
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 	uint16_t port;
 	size_t i;

@@ -395,11 +395,14 @@ static int send_one(const struct oauth_secret *x, struct worker_pool *wp)
 int oauth_send(const struct oauth *o, struct worker_pool *wp)
 {
 	size_t i;
-	int r, rc = 0;
+	int rc = 0;
 
-	for (i = 0; i < o->n; i++)
-		if ((r = send_one(&o->s[i], wp)) < 0)
+	for (i = 0; i < o->n; i++) {
+		int r = send_one(&o->s[i], wp);
+
+		if (r < 0)
 			rc = r;
+	}
 	return rc;
 }
 
@@ -495,11 +498,12 @@ bool oauth_env_owned(const struct policy *p, const char *name, size_t len)
 static void oauth_scrub_environ_one(const struct policy_oauth *a)
 {
 	const char *names[2] = { a->client_secret_from_env, a->refresh_token_from_env };
-	size_t i, n;
+	size_t i;
 	char **e;
 
 	for (i = 0; i < 2; i++) {
-		n = names[i] ? strlen(names[i]) : 0;
+		size_t n = names[i] ? strlen(names[i]) : 0;
+
 		for (e = environ; n && e && *e; e++)
 			if (strncmp(*e, names[i], n) == 0 && (*e)[n] == '=')
 				explicit_bzero(*e + n + 1, strlen(*e + n + 1));

@@ -834,10 +834,10 @@ static bool repo_parse(const char *s, bool need_host, const struct gitprov *gp,
 	} else if (!nested) {
 		has_host = nparts == (size_t)gp->depth_max + 1;
 	} else {
-		char h[HOSTNAME_MAX + 1];
-
 		has_host = false;
 		if (len[0] > 0 && len[0] <= HOSTNAME_MAX) {
+			char h[HOSTNAME_MAX + 1];
+
 			memcpy(h, part[0], len[0]);
 			h[len[0]] = '\0';
 			ascii_lower(h);

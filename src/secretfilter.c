@@ -113,35 +113,35 @@ struct secretfilter {
 
 struct sf_state {
 	struct secretfilter *f;
-	char host[HOSTNAME_MAX + 1];
-	uint16_t port;
-	char method[24];
 	char *path;
-	bool bound;                  /* a secret's host */
 	struct registry_set *set;    /* the values to scrub (a reference) */
 	struct scrub *body;          /* the response body's stream, or NULL */
 	uint64_t *head_counts;       /* replacements in the response heads */
 	json_t *injected;            /* secret.inject receipts to write when
 					the request leaves ([[rule, subject]]) */
-	bool passthrough;            /* a compressed body: relayed re-framed,
-					not scrubbed */
 	const struct subst_set *body_set; /* the body is read for
 					placeholders (bodysubst.h), or NULL */
 	struct filter_request *rq;   /* valid until done */
-	bool tls;
 	/* capture: the rule that reads this answer, its secret and index */
 	const struct policy_capture *cap_rule;
 	const struct policy_secret *cap_secret;
 	size_t cap_index;
-	bool cap_body;               /* the answer's body is read whole */
 	struct buf cap_buf;
 	uint64_t *cap_counts;        /* replacements in that body */
-	bool cap_failed;
 	/* the OAuth token injected into the request (a 401 asks for a
 	 * refresh), a copy wiped at the end, or NULL */
 	const char *oauth_secret;
 	char *oauth_value;
 	size_t oauth_len;
+	uint16_t port;
+	bool bound;                  /* a secret's host */
+	bool passthrough;            /* a compressed body: relayed re-framed,
+					not scrubbed */
+	bool tls;
+	bool cap_body;               /* the answer's body is read whole */
+	bool cap_failed;
+	char method[24];
+	char host[HOSTNAME_MAX + 1];
 };
 
 static bool is_git_host(const struct policy *p, const char *host)
@@ -950,8 +950,7 @@ static enum filter_result sf_request_body(void *vst, const char *data, size_t le
 	struct sf_state *st = vst;
 	const struct subst_set *set = st->body_set;
 	struct bodysubst_request q;
-	struct bodysubst_result r;
-	size_t i;
+	struct bodysubst_result r = { 0 };
 
 	(void)data;
 	(void)len;
@@ -990,10 +989,12 @@ static enum filter_result sf_request_body(void *vst, const char *data, size_t le
 		return FILTER_VERDICT;
 	}
 	if (r.verdict == SUBST_REWRITE) {
-		explicit_bzero(body->data, body->len);
+		if (body->data)
+			explicit_bzero(body->data, body->len);
 		body->len = 0;
-		buf_append(body, r.body, r.len);
-		for (i = 0; i < r.ninj; i++) {
+		if (r.body)
+			buf_append(body, r.body, r.len);
+		for (size_t i = 0; i < r.ninj; i++) {
 			const char *name = set->secrets[r.inj[i].secret].name;
 			json_t *sj = subject(st, name);
 			char rule[VERDICT_RULE_MAX];

@@ -305,8 +305,7 @@ static void check_gitlab_api(const struct gitrules_request *r, const struct gitr
 {
 	static const char pre[] = "/api/v4/projects/";
 	const char *p = r->path.ptr, *id, *e;
-	size_t n = r->path.len, idn, i, at = 0, pl = sizeof(pre) - 1;
-	char dec[GITRULES_API_PATH_MAX + 1];
+	size_t n = r->path.len, idn, i, pl = sizeof(pre) - 1;
 	bool digits = true;
 
 	CHECK(v->target[0] == '\0');
@@ -324,6 +323,9 @@ static void check_gitlab_api(const struct gitrules_request *r, const struct gitr
 		CHECK(idn == 3 && memcmp(id, "123", 3) == 0 &&
 		      strcmp(v->repo, "acme/platform/api") == 0);
 	} else {
+		char dec[GITRULES_API_PATH_MAX + 1];
+		size_t at = 0;
+
 		for (i = 0; i < idn; i++) {
 			if (id[i] == '%') {
 				CHECK(i + 2 < idn && id[i + 1] == '2' && (id[i + 2] | 0x20) == 'f');

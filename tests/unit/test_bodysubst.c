@@ -124,7 +124,7 @@ static void test_bodies(void)
 		const struct body_case *c = &cases[i];
 		struct bodysubst_request q = { c->method, c->path, c->ctype,
 					       c->other_host ? &other : &api, 443, !c->plain };
-		struct bodysubst_result r;
+		struct bodysubst_result r = { 0 };
 
 		bodysubst_decide(&set, &q, c->body, strlen(c->body), &r);
 		tap_is_int((int)r.verdict, (int)c->verdict, "%s: verdict", c->name);
