@@ -38,6 +38,8 @@ static bool has_value(const char *p, size_t n)
 {
 	size_t k;
 
+	if (!p || n == 0) /* an empty buffer may be a NULL data pointer */
+		return false;
 	for (k = 0; k < NNEEDLES; k++)
 		if (memmem(p, n, needles[k].value, needles[k].value_len))
 			return true;
