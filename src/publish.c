@@ -440,6 +440,27 @@ static bool ows(char c)
 	return c == ' ' || c == '\t';
 }
 
+/* The next cookie pair of @c (@n bytes) from *@i: [*@start, *@end) with
+ * its surrounding blanks and ';' skipped, *@eq its '=' (or *@end when it
+ * has none). False when the list is done. */
+static bool next_cookie(const char *c, size_t n, size_t *i, size_t *start, size_t *eq,
+			size_t *end)
+{
+	if (*i >= n)
+		return false;
+	while (*i < n && (ows(c[*i]) || c[*i] == ';'))
+		(*i)++;
+	*start = *i;
+	while (*i < n && c[*i] != ';')
+		(*i)++;
+	*end = *i;
+	while (*end > *start && ows(c[*end - 1]))
+		(*end)--;
+	for (*eq = *start; *eq < *end && c[*eq] != '='; (*eq)++)
+		;
+	return true;
+}
+
 const char *publish_auth_value(const char *authz, size_t authz_len,
 			       const char *cookies, size_t cookies_len,
 			       const char *cookie, size_t *len)
@@ -457,19 +478,9 @@ const char *publish_auth_value(const char *authz, size_t authz_len,
 	if (cookies && cookie) {
 		size_t cl = strlen(cookie), i = 0;
 
-		while (i < cookies_len) {
-			size_t start, eq, end;
+		size_t start, eq, end;
 
-			while (i < cookies_len && (ows(cookies[i]) || cookies[i] == ';'))
-				i++;
-			start = i;
-			while (i < cookies_len && cookies[i] != ';')
-				i++;
-			end = i;
-			while (end > start && ows(cookies[end - 1]))
-				end--;
-			for (eq = start; eq < end && cookies[eq] != '='; eq++)
-				;
+		while (next_cookie(cookies, cookies_len, &i, &start, &eq, &end)) {
 			if (eq < end && eq - start == cl && memcmp(cookies + start, cookie, cl) == 0) {
 				const char *v = cookies + eq + 1;
 				size_t vl = end - eq - 1;
@@ -491,21 +502,11 @@ size_t publish_strip_cookie(const char *cookies, size_t cookies_len, const char 
 {
 	size_t nl = strlen(name), i = 0, o = 0;
 
-	while (i < cookies_len) {
-		size_t start, end, eq;
+	size_t start, end, eq;
 
-		while (i < cookies_len && (ows(cookies[i]) || cookies[i] == ';'))
-			i++;
-		start = i;
-		while (i < cookies_len && cookies[i] != ';')
-			i++;
-		end = i;
-		while (end > start && ows(cookies[end - 1]))
-			end--;
+	while (next_cookie(cookies, cookies_len, &i, &start, &eq, &end)) {
 		if (end == start)
 			continue;
-		for (eq = start; eq < end && cookies[eq] != '='; eq++)
-			;
 		if (eq - start == nl && memcmp(cookies + start, name, nl) == 0)
 			continue;
 		if (o > 0) {
