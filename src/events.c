@@ -436,7 +436,12 @@ static bool scan_value(const char *s, size_t len, size_t *i)
 			(*i)++;
 			break;
 		default:
-			while (*i < len && !strchr(",:]} \t\r\n", s[*i]))
+			/* A NUL is no JSON token (jansson may stop at one and
+			 * accept the text before it); strchr() would match its
+			 * own terminator, so the scan would never move. */
+			if (s[*i] == '\0')
+				return false;
+			while (*i < len && s[*i] != '\0' && !strchr(",:]} \t\r\n", s[*i]))
 				(*i)++;
 			break;
 		}

@@ -120,6 +120,31 @@ static void test_raw(void)
 	}
 }
 
+/* A NUL inside the line (jansson accepted the text before it): the raw
+ * scan gives up instead of spinning on the NUL (a libFuzzer timeout). */
+static void test_raw_nul(void)
+{
+	static const char text[] = "{\"subject\":{\"a\":true\0},\"z\":1}";
+	struct events_set set;
+	struct events_iter it;
+	struct events_line ln;
+	bool got;
+
+	set_of(&set, "");
+	free(set.files[0].text);
+	set.files[0].len = sizeof(text) - 1;
+	set.files[0].text = util_xmalloc(sizeof(text));
+	memcpy(set.files[0].text, text, sizeof(text));
+	events_iter_init(&it, &set);
+	got = events_next(&it, &ln);
+	tap_ok(got, "a line with a NUL is read (and the read ends)");
+	tap_ok(!got || !ln.subject_raw ||
+	       memchr(ln.subject_raw, '\0', ln.subject_raw_len) == NULL,
+	       "no raw subject spans the NUL");
+	events_iter_done(&it);
+	events_set_free(&set);
+}
+
 static void test_lines(void)
 {
 	static const char text[] =
@@ -207,6 +232,7 @@ int main(void)
 	tap_is_int(events_decision_from_string("would_block"), RECEIPT_WOULD_BLOCK, "would_block");
 	tap_is_int(events_decision_from_string("Allow"), RECEIPT_DECISION_COUNT, "decisions are exact");
 	test_raw();
+	test_raw_nul();
 	test_lines();
 	return tap_done();
 }
