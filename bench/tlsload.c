@@ -23,6 +23,16 @@
  *       (no session resumption: two full handshakes per request), bulk
  *       asks once for --bytes (zeros; letters with --text 1). Output: one line of key=value pairs
  *       (requests, errors, seconds, rps, mbps).
+ *
+ *   Metered calls (bench/spend_proxy.py): serve --json FILE --sse FILE
+ *       answers a request whose head carries "X-Llm-Script: stream" with
+ *       FILE --sse (text/event-stream), any other with FILE --json
+ *       (application/json). run --post FILE sends POST /v1/messages with
+ *       FILE as its JSON body instead of GET. --mode interleave: --proxy
+ *       is a comma-separated list; one thread keeps one tunnel through
+ *       each and makes --rounds rounds of one call through each, in a
+ *       rotated order; output: one line per proxy with the median and
+ *       quartiles of its calls' latency (request sent to last byte).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,7 +57,9 @@ static const char *o_listen, *o_cert, *o_key, *o_expect, *o_proxy, *o_host, *o_c
 static int o_conns = 8;
 static double o_seconds = 10;
 static unsigned long long o_bytes = 1ull << 30;
-static int o_text;
+static int o_text, o_rounds = 200;
+static char *o_post, *o_json, *o_sse;  /* file contents, or NULL */
+static size_t o_post_len, o_json_len, o_sse_len;
 static SSL_CTX *ctx;
 static atomic_ullong n_requests, n_errors, n_bytes;
 static atomic_bool stop;
@@ -56,6 +69,24 @@ static void die(const char *m)
 	fprintf(stderr, "tlsload: %s\n", m);
 	ERR_print_errors_fp(stderr);
 	exit(2);
+}
+
+/* The contents of @path (or die). */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	char *b;
+
+	if (!f || fstat(fileno(f), &st) < 0)
+		die("cannot read a --post/--json/--sse file");
+	b = malloc((size_t)st.st_size + 1);
+	if (!b || fread(b, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+		die("cannot read a --post/--json/--sse file");
+	fclose(f);
+	b[st.st_size] = '\0';
+	*len = (size_t)st.st_size;
+	return b;
 }
 
 static double now(void)
@@ -121,6 +152,28 @@ static bool write_all(SSL *s, const void *p, size_t len)
 
 /* --- the origin ------------------------------------------------------------ */
 
+/* Reads and drops the body of the request whose head is in @buf (its
+ * Content-Length); @extra bytes of it (or more) already follow the
+ * head. Returns how many of them were the body's, or -1. */
+static long skip_body(SSL *s, const char *buf, size_t extra)
+{
+	const char *cl = strcasestr(buf, "\r\ncontent-length:");
+	unsigned long long len = cl ? strtoull(cl + 17, NULL, 10) : 0;
+	char sink[16384];
+
+	if (len <= extra)
+		return (long)len;
+	len -= extra;
+	while (len > 0) {
+		int n = SSL_read(s, sink, (int)(len > sizeof(sink) ? sizeof(sink) : len));
+
+		if (n <= 0)
+			return -1;
+		len -= (unsigned long long)n;
+	}
+	return (long)extra;
+}
+
 static void *serve_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -139,7 +192,8 @@ static void *serve_conn(void *arg)
 		int hl = read_head(s, buf, sizeof(buf), &have, &extra);
 		unsigned long long len = 64;
 		char head[256];
-		const char *fill = zeros;
+		const char *fill = zeros, *ctype = "application/octet-stream";
+		long used;
 		bool ok;
 
 		if (hl < 0)
@@ -152,12 +206,29 @@ static void *serve_conn(void *arg)
 			len = strtoull(buf + 10, NULL, 10);
 			fill = text;
 		}
+		if (o_sse && strcasestr(buf, "\r\nX-Llm-Script: stream")) {
+			fill = o_sse;
+			len = o_sse_len;
+			ctype = "text/event-stream";
+		} else if (o_json) {
+			fill = o_json;
+			len = o_json_len;
+			ctype = "application/json";
+		}
+		used = skip_body(s, buf, extra);
+		if (used < 0)
+			break;
 		snprintf(head, sizeof(head),
-			 "HTTP/1.1 %s\r\nContent-Type: application/octet-stream\r\n"
+			 "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
 			 "Content-Length: %llu\r\n\r\n",
-			 ok ? "200 OK" : "401 Unauthorized", ok ? len : 0ull);
+			 ok ? "200 OK" : "401 Unauthorized", ctype, ok ? len : 0ull);
 		if (!write_all(s, head, strlen(head)))
 			break;
+		if (ok && fill != zeros && fill != text) {
+			if (!write_all(s, fill, (size_t)len))
+				break;
+			len = 0;
+		}
 		while (ok && len > 0) {
 			size_t n = len > sizeof(zeros) ? sizeof(zeros) : (size_t)len;
 
@@ -165,8 +236,8 @@ static void *serve_conn(void *arg)
 				goto out;
 			len -= n;
 		}
-		memmove(buf, buf + hl, extra);
-		have = extra;
+		memmove(buf, buf + hl + used, extra - (size_t)used);
+		have = extra - (size_t)used;
 	}
 out:
 	SSL_free(s);
@@ -206,7 +277,7 @@ __attribute__((noreturn)) static void serve(void)
 /* --- the client ---------------------------------------------------------------- */
 
 /* A tunnel to o_host:443 through the proxy, TLS verified. NULL on error. */
-static SSL *open_tunnel(int *fdp)
+static SSL *open_tunnel(const char *proxy, int *fdp)
 {
 	struct sockaddr_in sa;
 	char buf[4096];
@@ -214,7 +285,7 @@ static SSL *open_tunnel(int *fdp)
 	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1, n;
 	SSL *s;
 
-	parse_addr(o_proxy, &sa);
+	parse_addr(proxy, &sa);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		goto fail;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -256,9 +327,14 @@ static bool request(SSL *s, const char *path, unsigned long long *got)
 	const char *cl;
 	int hl, n;
 
-	n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n\r\n", path,
-		     o_host, o_header);
-	if (!write_all(s, req, (size_t)n))
+	if (o_post)
+		n = snprintf(req, sizeof(req), "POST /v1/messages HTTP/1.1\r\nHost: %s\r\n"
+			     "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			     "%s\r\n\r\n", o_host, o_post_len, o_header);
+	else
+		n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n\r\n",
+			     path, o_host, o_header);
+	if (!write_all(s, req, (size_t)n) || (o_post && !write_all(s, o_post, o_post_len)))
 		return false;
 	hl = read_head(s, buf, sizeof(buf), &have, &extra);
 	if (hl < 0 || strncmp(buf, "HTTP/1.1 200", 12) != 0)
@@ -297,7 +373,7 @@ static void *client(void *arg)
 		char path[64];
 
 		snprintf(path, sizeof(path), o_text ? "/text/%llu" : "/bytes/%llu", o_bytes);
-		s = open_tunnel(&fd);
+		s = open_tunnel(o_proxy, &fd);
 		if (s && request(s, path, &got)) {
 			atomic_fetch_add(&n_requests, 1);
 			atomic_fetch_add(&n_bytes, got);
@@ -310,7 +386,7 @@ static void *client(void *arg)
 	}
 	while (!atomic_load(&stop)) {
 		if (!s) {
-			s = open_tunnel(&fd);
+			s = open_tunnel(o_proxy, &fd);
 			if (!s) {
 				atomic_fetch_add(&n_errors, 1);
 				usleep(10000);
@@ -335,6 +411,74 @@ static void *client(void *arg)
 	return NULL;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* --mode interleave: one call through each proxy per round, the order
+ * rotated each round; the latency percentiles of each proxy's calls. */
+static int interleave(void)
+{
+	char *list = strdup(o_proxy), *save = NULL, *p;
+	const char *proxies[32];
+	SSL *ss[32];
+	int fds[32], np = 0, i, r, errors = 0;
+	double *lat;
+	unsigned long long got;
+
+	for (p = strtok_r(list, ",", &save); p && np < 32; p = strtok_r(NULL, ",", &save))
+		proxies[np++] = p;
+	lat = calloc((size_t)np * (size_t)o_rounds, sizeof(*lat));
+	if (!np || !lat)
+		die("--proxy: a list of ADDR:PORT");
+	for (i = 0; i < np; i++) {
+		ss[i] = open_tunnel(proxies[i], &fds[i]);
+		if (!ss[i])
+			die("cannot open a tunnel through a proxy");
+		/* a first call each: handshakes and first-use costs out of
+		 * the figures */
+		for (r = 0; r < 5; r++)
+			if (!request(ss[i], "/r", &got))
+				die("a warm-up call failed");
+	}
+	for (r = 0; r < o_rounds; r++)
+		for (int k = 0; k < np; k++) {
+			i = (k + r) % np;
+			double t0 = now();
+
+			if (!request(ss[i], "/r", &got)) {
+				errors++;
+				close_tunnel(ss[i], fds[i]);
+				ss[i] = open_tunnel(proxies[i], &fds[i]);
+				if (!ss[i])
+					die("cannot reopen a tunnel through a proxy");
+				lat[i * o_rounds + r] = -1;
+				continue;
+			}
+			lat[i * o_rounds + r] = now() - t0;
+		}
+	for (i = 0; i < np; i++) {
+		double *v = lat + i * o_rounds;
+		int n = 0;
+
+		for (r = 0; r < o_rounds; r++)
+			if (v[r] >= 0)
+				v[n++] = v[r];
+		qsort(v, (size_t)n, sizeof(*v), cmp_double);
+		printf("proxy=%s calls=%d median_ms=%.3f q1_ms=%.3f q3_ms=%.3f\n", proxies[i],
+		       n, n ? v[n / 2] * 1e3 : 0, n ? v[n / 4] * 1e3 : 0,
+		       n ? v[3 * n / 4] * 1e3 : 0);
+		close_tunnel(ss[i], fds[i]);
+	}
+	printf("errors=%d\n", errors);
+	free(lat);
+	free(list);
+	return errors ? 1 : 0;
+}
+
 static int run(void)
 {
 	pthread_t *t = calloc((size_t)o_conns, sizeof(*t));
@@ -347,6 +491,8 @@ static int run(void)
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	if (strcmp(o_mode, "interleave") == 0)
+		return interleave();
 	start = now();
 	for (i = 0; i < n; i++)
 		pthread_create(&t[i], NULL, client, NULL);
@@ -388,6 +534,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(k, "--seconds")) o_seconds = atof(v);
 		else if (!strcmp(k, "--bytes")) o_bytes = strtoull(v, NULL, 10);
 		else if (!strcmp(k, "--text")) o_text = atoi(v);
+		else if (!strcmp(k, "--rounds")) o_rounds = atoi(v);
+		else if (!strcmp(k, "--post")) o_post = slurp(v, &o_post_len);
+		else if (!strcmp(k, "--json")) o_json = slurp(v, &o_json_len);
+		else if (!strcmp(k, "--sse")) o_sse = slurp(v, &o_sse_len);
 		else die("unknown option");
 	}
 	if (!strcmp(argv[1], "serve") && o_listen && o_cert && o_key)
