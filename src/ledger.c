@@ -1613,10 +1613,11 @@ static bool renew(struct ledger_session *s)
 }
 
 /* Step 1 of a money transaction: BEGIN, the tree's lock, and the rows
- * of the session's chain (root first) into @rows; @extra, when not NULL,
- * runs before the chain. */
+ * of the session's chain (root first) into @rows; the @nextra steps
+ * @extra run before the chain. */
 static size_t begin_chain_steps(struct ledger_session *s, struct step *v,
-				struct rows *rows, const struct step *extra)
+				struct rows *rows, const struct step *extra,
+				size_t nextra)
 {
 	size_t n = 0, i;
 
@@ -1626,8 +1627,8 @@ static size_t begin_chain_steps(struct ledger_session *s, struct step *v,
 
 		step_add(v, &n, S_LOCK, NULL, 1, p);
 	}
-	if (extra)
-		v[n++] = *extra;
+	for (i = 0; i < nextra; i++)
+		v[n++] = extra[i];
 	for (i = 0; i < s->nchain; i++) {
 		struct val p[] = { vtext(s->chain[i]) };
 
@@ -1709,7 +1710,7 @@ static enum ledger_status reserve(struct ledger_session *s, int64_t amount,
 	}
 	ASSERT(s->nchain <= ARRAY_SIZE(t));
 	memset(rows, 0, sizeof(rows));
-	n = begin_chain_steps(s, v, rows, NULL);
+	n = begin_chain_steps(s, v, rows, NULL, 0);
 	if (!run_steps(l, v, n) || !chain_totals(s, rows, t))
 		goto out;
 	/* The nearest session whose cap this would pass. */
@@ -1789,7 +1790,7 @@ enum ledger_status ledger_reserve_batch(struct ledger_session *s, size_t n,
 		overs[k] = false;
 		memset(&whys[k], 0, sizeof(whys[k]));
 	}
-	ns = begin_chain_steps(s, v, rows, NULL);
+	ns = begin_chain_steps(s, v, rows, NULL, 0);
 	if (!run_steps(l, v, ns) || !chain_totals(s, rows, t))
 		goto out;
 	for (k = 0; k < n; k++) {
@@ -1887,75 +1888,130 @@ enum ledger_status ledger_reserve_over(struct ledger_session *s, int64_t amount,
 	return reserve(s, amount, rid, why, over);
 }
 
-/* Settle: two round trips on PostgreSQL, as reserve. */
+/* Settle: two round trips on PostgreSQL, as reserve, for the whole
+ * batch: the reservations and the chain under the tree's lock, then one
+ * write of the chain's sums, the deletes and the commit. */
+enum ledger_status ledger_settle_batch(struct ledger_session *s, size_t n,
+				       const int64_t *rids, const int64_t *costs,
+				       enum ledger_status *st, struct ledger_totals *after)
+{
+	struct ledger *l = s->l;
+	struct ledger_totals t[LEDGER_MAX_DEPTH + 1], own;
+	struct rows rows[LEDGER_MAX_DEPTH + 1], r[LEDGER_BATCH_MAX];
+	struct step v[MAX_STEPS], gets[LEDGER_BATCH_MAX];
+	enum ledger_status ret = LEDGER_ERROR;
+	int64_t dspent = 0, dres = 0;
+	size_t made[LEDGER_BATCH_MAX], m = 0, i, k, ns;
+
+	ASSERT(n >= 1 && n <= LEDGER_BATCH_MAX);
+	ASSERT(s->nchain >= 1 && s->nchain <= ARRAY_SIZE(t));
+	/* the chain, a read per reservation, the lock and the ends; then
+	 * the chain's sums, a delete per reservation, the lease, the end */
+	static_assert(LEDGER_BATCH_MAX + LEDGER_MAX_DEPTH + 1 + 4 <= MAX_STEPS,
+		      "a settle batch fits in one pipeline");
+	l->err[0] = '\0';
+	memset(rows, 0, sizeof(rows));
+	memset(r, 0, sizeof(r));
+	memset(gets, 0, sizeof(gets));
+	for (k = 0; k < n; k++) {
+		st[k] = valid_money(costs[k]) ? LEDGER_ERROR : LEDGER_INVALID;
+		gets[k].s = S_GET_RESERVATION;
+		gets[k].p[0] = vint(rids[k]);
+		gets[k].np = 1;
+		gets[k].out = &r[k];
+	}
+	ns = begin_chain_steps(s, v, rows, gets, n);
+	if (!run_steps(l, v, ns) || !chain_totals(s, rows, t))
+		goto out;
+	own = t[s->nchain - 1];
+	for (k = 0; k < n; k++) {
+		int64_t amount, orphaned, ds, dr, next_s, next_r, sum;
+		bool dup = false, ovf;
+
+		if (st[k] == LEDGER_INVALID) {
+			set_err(l, "a cost is from 0 to 1000000000 dollars");
+			continue;
+		}
+		for (i = 0; i < m && !dup; i++)
+			dup = rids[made[i]] == rids[k];
+		if (dup || r[k].n != 1 || cell_null(&r[k], 0, 1) ||
+		    strcmp(cell(&r[k], 0, 1), s->holder) != 0) {
+			set_err(l, "session '%s' holds no reservation %lld", s->id,
+				(long long)rids[k]);
+			st[k] = LEDGER_NOT_FOUND;
+			continue;
+		}
+		if (!cell_int(&r[k], 0, 2, &amount) || !cell_int(&r[k], 0, 3, &orphaned))
+			goto out;
+		/* An orphaned reservation was charged in full already:
+		 * correct it to the cost. */
+		ds = orphaned ? costs[k] - amount : costs[k];
+		dr = orphaned ? 0 : -amount;
+		ovf = __builtin_add_overflow(dspent, ds, &next_s) ||
+		      __builtin_add_overflow(dres, dr, &next_r) ||
+		      __builtin_add_overflow(own.own_spent, next_s, &sum);
+		for (i = 0; i < s->nchain && !ovf; i++) {
+			ovf = __builtin_add_overflow(t[i].spent, next_s, &sum);
+			if (ovf)
+				set_err(l, "the spent money of '%s' would overflow",
+					s->chain[i]);
+		}
+		if (ovf) {
+			st[k] = LEDGER_ERROR;
+			continue;
+		}
+		dspent = next_s;
+		dres = next_r;
+		if (after)
+			after[k] = (struct ledger_totals){
+				.cap = own.cap, .spent = own.spent + dspent,
+				.reserved = own.reserved + dres,
+				.own_spent = own.own_spent + dspent };
+		made[m++] = k;
+	}
+	if (m == 0) {
+		/* nothing to write: the statuses say why */
+		tx_rollback(l);
+		ret = LEDGER_OK;
+		goto out;
+	}
+	ns = 0;
+	add_chain_steps(s, v, &ns, dspent, dres);
+	for (i = 0; i < m; i++) {
+		struct val p[] = { vint(rids[made[i]]) };
+
+		step_add(v, &ns, S_DELETE_RESERVATION, NULL, 1, p);
+	}
+	renew_step(s, v, &ns);
+	step_add(v, &ns, STEP_COMMIT, NULL, 0, NULL);
+	if (!run_steps(l, v, ns))
+		goto out;
+	for (i = 0; i < m; i++)
+		st[made[i]] = LEDGER_OK;
+	ret = LEDGER_OK;
+out:
+	free_chain_rows(rows, s->nchain);
+	for (k = 0; k < n; k++)
+		rows_free(&r[k]);
+	if (ret != LEDGER_OK) {
+		for (k = 0; k < n; k++)
+			st[k] = ret;
+		tx_rollback(l);
+	}
+	return ret;
+}
+
 enum ledger_status ledger_settle(struct ledger_session *s, int64_t rid,
 				 int64_t cost, struct ledger_totals *after)
 {
-	struct ledger *l = s->l;
-	struct ledger_totals t[LEDGER_MAX_DEPTH + 1];
-	struct rows rows[LEDGER_MAX_DEPTH + 1], r = { 0 }, last = { 0 };
-	struct step v[MAX_STEPS], get;
-	enum ledger_status st = LEDGER_ERROR;
-	int64_t amount, orphaned, dspent, dres, sum;
-	size_t i, n;
+	struct ledger_totals t;
+	enum ledger_status st, ret;
 
-	l->err[0] = '\0';
-	if (!valid_money(cost)) {
-		set_err(l, "a cost is from 0 to 1000000000 dollars");
-		return LEDGER_INVALID;
-	}
-	memset(rows, 0, sizeof(rows));
-	memset(&get, 0, sizeof(get));
-	get.s = S_GET_RESERVATION;
-	get.p[0] = vint(rid);
-	get.np = 1;
-	get.out = &r;
-	n = begin_chain_steps(s, v, rows, &get);
-	if (!run_steps(l, v, n) || !chain_totals(s, rows, t))
-		goto out;
-	if (r.n != 1 || cell_null(&r, 0, 1) || strcmp(cell(&r, 0, 1), s->holder) != 0) {
-		set_err(l, "session '%s' holds no reservation %lld", s->id,
-			(long long)rid);
-		st = LEDGER_NOT_FOUND;
-		goto out;
-	}
-	if (!cell_int(&r, 0, 2, &amount) || !cell_int(&r, 0, 3, &orphaned))
-		goto out;
-	/* An orphaned reservation was charged in full already: correct it
-	 * to the cost. */
-	dspent = orphaned ? cost - amount : cost;
-	dres = orphaned ? 0 : -amount;
-	for (i = 0; i < s->nchain; i++) {
-		if (__builtin_add_overflow(t[i].spent, dspent, &sum)) {
-			set_err(l, "the spent money of '%s' would overflow", s->chain[i]);
-			goto out;
-		}
-	}
-	n = 0;
-	add_chain_steps(s, v, &n, dspent, dres);
-	{
-		struct val p[] = { vint(rid) };
-
-		step_add(v, &n, S_DELETE_RESERVATION, NULL, 1, p);
-	}
-	renew_step(s, v, &n);
-	if (after) {
-		struct val p[] = { vtext(s->id) };
-
-		step_add(v, &n, S_GET_SESSION, &last, 1, p);
-	}
-	step_add(v, &n, STEP_COMMIT, NULL, 0, NULL);
-	if (!run_steps(l, v, n))
-		goto out;
-	if (after && (last.n != 1 || !totals_of(l, &last, after)))
-		goto out;
-	st = LEDGER_OK;
-out:
-	free_chain_rows(rows, s->nchain);
-	rows_free(&r);
-	rows_free(&last);
-	if (st != LEDGER_OK)
-		tx_rollback(l);
+	ret = ledger_settle_batch(s, 1, &rid, &cost, &st, &t);
+	if (ret != LEDGER_OK)
+		return ret;
+	if (st == LEDGER_OK && after)
+		*after = t;
 	return st;
 }
 

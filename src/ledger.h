@@ -192,6 +192,18 @@ enum ledger_status ledger_reserve_batch(struct ledger_session *s, size_t n,
 enum ledger_status ledger_settle(struct ledger_session *s, int64_t rid,
 				 int64_t cost, struct ledger_totals *after);
 
+/* @n (1 to LEDGER_BATCH_MAX) settlements in one transaction, in order:
+ * each as ledger_settle() would, @after[k] (may be NULL) the session's row
+ * after the ones up to k. @st[k] is LEDGER_OK, LEDGER_NOT_FOUND (not a
+ * reservation of this session, or one settled earlier in the batch),
+ * LEDGER_INVALID (a cost out of range) or LEDGER_ERROR (sums that would
+ * overflow). Returns LEDGER_OK when the transaction ran, else the
+ * failure, for all of them (none was settled). Group commit, as
+ * ledger_reserve_batch(). */
+enum ledger_status ledger_settle_batch(struct ledger_session *s, size_t n,
+				       const int64_t *rids, const int64_t *costs,
+				       enum ledger_status *st, struct ledger_totals *after);
+
 /* ledger_settle() with a cost of 0: the call was never forwarded. */
 enum ledger_status ledger_release(struct ledger_session *s, int64_t rid);
 

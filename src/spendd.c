@@ -112,10 +112,36 @@ struct queued_reserve {
 
 #define SPENDD_QUEUE_MAX 256
 
+/* What a worker says of a settled call beyond its cost. */
+struct settled {
+	enum meter_outcome outcome;
+	bool have_usage;
+	uint64_t tokens[4];        /* input, output, cache_write, cache_read */
+	const char *model, *host, *endpoint, *reason;
+	bool overrun;
+	uint64_t output_bound;     /* all choices */
+	const char *price_key;     /* "" when none */
+	uint64_t price[4];         /* n$ per million: input, output,
+				      cache_write, cache_read */
+};
+
+/* A SETTLE read and not made yet: the settlements read in one turn of
+ * the loop are made together (ledger_settle_batch), LEDGER_BATCH_MAX at
+ * most; its strings are copied out of the message. */
+struct queued_settle {
+	int64_t rid, cost;
+	bool release;              /* never forwarded: nothing to record */
+	struct settled z;
+	char model[METER_MODEL_MAX + 1], host[256], endpoint[65], reason[161],
+		price_key[METER_MODEL_MAX + 2];
+};
+
 struct dctx {
 	int ctl;
 	struct queued_reserve queue[SPENDD_QUEUE_MAX];
 	size_t nqueue;
+	struct queued_settle settles[LEDGER_BATCH_MAX];
+	size_t nsettles;
 	struct ledger *l;
 	struct ledger_session *s;
 	const struct policy *p;
@@ -221,19 +247,6 @@ static bool on_reserve(struct dctx *x, int fd, struct msg_reader *r)
 	return true;
 }
 
-/* What a worker says of a settled call beyond its cost. */
-struct settled {
-	enum meter_outcome outcome;
-	bool have_usage;
-	uint64_t tokens[4];        /* input, output, cache_write, cache_read */
-	const char *model, *host, *endpoint, *reason;
-	bool overrun;
-	uint64_t output_bound;     /* all choices */
-	const char *price_key;     /* "" when none */
-	uint64_t price[4];         /* n$ per million: input, output,
-				      cache_write, cache_read */
-};
-
 /* Dollars per million tokens from n$ per million, for the receipt (the
  * _nano figures are the exact ones). */
 static json_t *price_json(const uint64_t price[4], bool nano)
@@ -303,13 +316,50 @@ static void record_charge(struct dctx *x, const struct ledger_totals *t,
 			     "failed (%s)", strerror(-r));
 }
 
+/* Makes the queued settlements (releases) in one transaction, in the
+ * order they came, and records each one's charge. */
+static void flush_settles(struct dctx *x)
+{
+	int64_t rids[LEDGER_BATCH_MAX], costs[LEDGER_BATCH_MAX];
+	struct ledger_totals after[LEDGER_BATCH_MAX];
+	enum ledger_status st[LEDGER_BATCH_MAX];
+	size_t k, n = x->nsettles;
+
+	if (n == 0)
+		return;
+	for (k = 0; k < n; k++) {
+		rids[k] = x->settles[k].rid;
+		costs[k] = x->settles[k].release ? 0 : x->settles[k].cost;
+	}
+	(void)ledger_settle_batch(x->s, n, rids, costs, st, after);
+	for (k = 0; k < n; k++) {
+		const struct queued_settle *q = &x->settles[k];
+
+		if (q->release) {
+			if (st[k] != LEDGER_OK)
+				util_warn("spend ledger: releasing reservation %lld: %s",
+					  (long long)q->rid, ledger_error(x->l));
+			continue;
+		}
+		if (st[k] != LEDGER_OK) {
+			/* The money is not lost: the reservation stays, and
+			 * the session's close charges it in full. */
+			util_warn("spend ledger: settling reservation %lld: %s",
+				  (long long)q->rid, ledger_error(x->l));
+			if (ledger_session_totals(x->s, &after[k]) != LEDGER_OK)
+				memset(&after[k], 0, sizeof(after[k]));
+		}
+		record_charge(x, &after[k], &q->z, q->cost);
+	}
+	x->nsettles = 0;
+}
+
 static bool on_settle(struct dctx *x, struct msg_reader *r)
 {
+	struct queued_settle *q;
 	struct settled z;
 	uint64_t rid, cost;
 	uint32_t outcome, have_usage, overrun;
-	struct ledger_totals after;
-	enum ledger_status st;
 	size_t i;
 
 	memset(&z, 0, sizeof(z));
@@ -337,24 +387,21 @@ static bool on_settle(struct dctx *x, struct msg_reader *r)
 	z.outcome = (enum meter_outcome)outcome;
 	z.have_usage = have_usage != 0;
 	z.overrun = overrun != 0;
-	if (outcome == METER_OUTCOME_COUNT) {
-		/* Never forwarded: released, nothing to record. */
-		st = ledger_release(x->s, (int64_t)rid);
-		if (st != LEDGER_OK)
-			util_warn("spend ledger: releasing reservation %llu: %s",
-				  (unsigned long long)rid, ledger_error(x->l));
-		return true;
-	}
-	st = ledger_settle(x->s, (int64_t)rid, (int64_t)cost, &after);
-	if (st != LEDGER_OK) {
-		/* The money is not lost: the reservation stays, and the
-		 * session's close charges it in full. */
-		util_warn("spend ledger: settling reservation %llu: %s",
-			  (unsigned long long)rid, ledger_error(x->l));
-		if (ledger_session_totals(x->s, &after) != LEDGER_OK)
-			memset(&after, 0, sizeof(after));
-	}
-	record_charge(x, &after, &z, (int64_t)cost);
+	if (x->nsettles == LEDGER_BATCH_MAX)
+		flush_settles(x);
+	q = &x->settles[x->nsettles++];
+	*q = (struct queued_settle){ .rid = (int64_t)rid, .cost = (int64_t)cost,
+				     .release = outcome == METER_OUTCOME_COUNT, .z = z };
+	(void)util_strlcpy(q->model, z.model, sizeof(q->model));
+	(void)util_strlcpy(q->host, z.host, sizeof(q->host));
+	(void)util_strlcpy(q->endpoint, z.endpoint, sizeof(q->endpoint));
+	(void)util_strlcpy(q->reason, z.reason, sizeof(q->reason));
+	(void)util_strlcpy(q->price_key, z.price_key, sizeof(q->price_key));
+	q->z.model = q->model;
+	q->z.host = q->host;
+	q->z.endpoint = q->endpoint;
+	q->z.reason = q->reason;
+	q->z.price_key = q->price_key;
 	return true;
 }
 
@@ -404,6 +451,7 @@ __attribute__((noreturn)) static void finish(struct dctx *x, bool answer)
 	/* The workers have exited: everything they sent is queued. */
 	for (i = x->nchans; i-- > 0;)
 		(void)serve_worker(x, i);
+	flush_settles(x);
 	flush_reserves(x); /* no one reads the answers: charged in full below */
 	if (ledger_session_close(x->s, &t) != LEDGER_OK)
 		child_fatal("closing the session in the ledger: %s", ledger_error(x->l));
@@ -574,6 +622,7 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 			for (i = x.nchans; i-- > 0;)
 				if (pfd[1 + i].revents)
 					gone[i] = !serve_worker(&x, i);
+			flush_settles(&x);
 			flush_reserves(&x);
 			for (i = x.nchans; i-- > 0;)
 				if (gone[i])

@@ -711,6 +711,62 @@ static void test_batch(const char *spec, const char *what)
 	ledger_close(l);
 }
 
+/* Group commit of settlements: made together, each as if made one by
+ * one, a reservation settled twice in a batch or not this session's
+ * refused, the totals after each one given. */
+static void test_settle_batch(const char *spec, const char *what)
+{
+	struct ledger_options o = { .create = true };
+	struct ledger *l = open_or_die(spec, &o);
+	struct ledger_session *root = sess(l, "sroot", NULL, USD(100));
+	struct ledger_session *s = sess(l, "skid", "sroot", USD(80));
+	struct ledger_refusal whys[3];
+	enum ledger_status st[5];
+	struct ledger_totals after[5];
+	int64_t a[] = { USD(30), USD(20), USD(10) }, rids[3], settle[5], costs[5];
+	bool overs[3];
+	struct ledger_row r;
+
+	ASSERT(ledger_reserve_batch(s, 3, a, false, st, rids, whys, overs) == LEDGER_OK &&
+	       st[0] == LEDGER_OK && st[1] == LEDGER_OK && st[2] == LEDGER_OK);
+	settle[0] = rids[0], costs[0] = USD(25);
+	settle[1] = rids[1], costs[1] = USD(35); /* an overrun */
+	settle[2] = rids[0], costs[2] = USD(1);  /* settled already, in this batch */
+	settle[3] = rids[2] + 1000, costs[3] = USD(1);
+	settle[4] = rids[2], costs[4] = -1;
+	tap_is_int(ledger_settle_batch(s, 5, settle, costs, st, after), LEDGER_OK,
+		   "%s: a batch of 5 settlements runs", what);
+	tap_ok(st[0] == LEDGER_OK && st[1] == LEDGER_OK && st[2] == LEDGER_NOT_FOUND &&
+	       st[3] == LEDGER_NOT_FOUND && st[4] == LEDGER_INVALID,
+	       "%s: two made; a second settlement of one, another's id and a bad cost "
+	       "refused (%d %d %d %d %d)", what, st[0], st[1], st[2], st[3], st[4]);
+	tap_ok(after[0].own_spent == USD(25) && after[0].spent == USD(25) &&
+	       after[0].reserved == USD(30) && after[0].cap == USD(80) &&
+	       after[1].own_spent == USD(60) && after[1].spent == USD(60) &&
+	       after[1].reserved == USD(10),
+	       "%s: the totals after each one, in order", what);
+	r = row_of(l, "skid");
+	tap_ok(r.t.spent == USD(60) && r.t.own_spent == USD(60) && r.t.reserved == USD(10) &&
+	       r.reservations == 1, "%s: the session's row as settled one by one", what);
+	r = row_of(l, "sroot");
+	tap_ok(r.t.spent == USD(60) && r.t.reserved == USD(10),
+	       "%s: and the root's", what);
+	tap_is_int(ledger_settle(s, rids[0], USD(1), NULL), LEDGER_NOT_FOUND,
+		   "%s: a settled reservation stays settled", what);
+	settle[0] = rids[0], costs[0] = USD(1);
+	tap_is_int(ledger_settle_batch(s, 1, settle, costs, st, NULL), LEDGER_OK,
+		   "%s: a batch with nothing to settle runs", what);
+	r = row_of(l, "skid");
+	tap_ok(st[0] == LEDGER_NOT_FOUND && r.t.spent == USD(60) && r.reservations == 1,
+	       "%s: and changes nothing", what);
+	tap_is_int(ledger_settle(s, rids[2], USD(10), NULL), LEDGER_OK,
+		   "%s: the last one settles alone", what);
+	r = row_of(l, "sroot");
+	tap_ok(r.t.spent == USD(70) && r.t.reserved == 0, "%s: 25 + 35 + 10", what);
+	(void)root;
+	ledger_close(l);
+}
+
 int main(void)
 {
 	char *spec;
@@ -725,6 +781,10 @@ int main(void)
 	test_batch(NULL, "memory");
 	spec = util_xasprintf("sqlite:%s/batch.db", dir);
 	test_batch(spec, "sqlite");
+	free(spec);
+	test_settle_batch(NULL, "memory");
+	spec = util_xasprintf("sqlite:%s/settle.db", dir);
+	test_settle_batch(spec, "sqlite");
 	free(spec);
 	spec = util_xasprintf("sqlite:%s/a.db", dir);
 	test_basics(spec, "sqlite");
