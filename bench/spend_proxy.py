@@ -46,7 +46,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRLOCK = os.environ.get("AIRLOCK", os.path.join(ROOT, "airlock"))
-CALLS = int(os.environ.get("SPEND_PROXY_CALLS", "300"))
+CALLS = int(os.environ.get("SPEND_PROXY_CALLS", "1000"))
 
 
 def wait_file(path, seconds):
@@ -315,7 +315,7 @@ def main():
                 extra = ""
                 if r["kind"] != "intercepted":
                     b = base[r["build"]]
-                    extra = "   +%.3f ms, +%.0f us CPU" % (r["median"] - b["median"],
+                    extra = "   %+.3f ms, %+.0f us CPU" % (r["median"] - b["median"],
                                                          r["cpu_us"] - b["cpu_us"])
                 print(fmt_lat(r) + extra, flush=True)
         clients = int(os.environ.get("CONC_CLIENTS", "64"))

@@ -127,16 +127,19 @@ for name, test, key, peer, target, at_least, bound in IC_ROWS:
     r = ratio(a, b)
     row(name, a, b, r, target, ge(r, bound) if at_least else le(r, bound))
 
-# spend: "+X ms" per metered call against the intercepted call, and the
+# spend: per metered call against the intercepted call of the same build,
+# interleaved (median and quartiles of the latency, CPU per call), and the
 # concurrent ledger rows
 spend_rows, conc_rows = [], []
 sp = os.path.join(res, "spend.txt")
 if os.path.exists(sp):
     for line in open(sp):
-        m_ = re.match(r"^(metered\S*)\s+(json|sse)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+\+(-?[\d.]+) ms", line)
+        m_ = re.match(r"^(base|this)\s+(metered\S*)\s+(json|sse)\s+([\d.]+)\s+([\d.]+)\s+"
+                      r"([\d.]+)\s+(\d+)\s+([-+][\d.]+) ms, ([-+]\d+) us CPU", line)
         if m_:
-            spend_rows.append((m_.group(1), m_.group(2), m_.group(3), m_.group(6)))
-        m_ = re.match(r"^(metered\S*)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)(?:\s+scaling x([\d.]+))?", line)
+            spend_rows.append(m_.groups())
+        m_ = re.match(r"^(base|this)\s+(metered\S*)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)"
+                      r"(?:\s+scaling x([\d.]+))?", line)
         if m_:
             conc_rows.append(m_.groups())
 
@@ -188,16 +191,17 @@ for name, ours, peer, r, target, ok in rows:
         name, fmt(ours), fmt(peer), "%.2f×" % r if r is not None else "-", target,
         "-" if ok is None else ("yes" if ok else "**no**")))
 if spend_rows:
-    lines += ["", "| metered call (issue 20) | answer | median ms | added ms per call |",
-              "|---|---|---:|---:|"]
-    for k, a_, med, plus in spend_rows:
-        lines.append("| %s | %s | %s | %+.2f |" % (k, a_, med, float(plus)))
+    lines += ["", "| metered call (issue 20) | build | answer | median ms (IQR) | added ms | "
+              "added CPU us |", "|---|---|---|---:|---:|---:|"]
+    for b, k, a_, med, q1, q3, cpu, plus, pcpu in spend_rows:
+        lines.append("| %s | %s | %s | %s (%s-%s) | %+.3f | %+d |" % (
+            k, b, a_, med, q1, q3, float(plus), int(pcpu)))
 if conc_rows:
-    lines += ["", "| ledger under load | workers | clients | calls/s | errors | 4 vs 1 worker |",
-              "|---|---:|---:|---:|---:|---:|"]
-    for k, w, c, rate, err, sc in conc_rows:
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (k, w, c, rate, err,
-                                                         "%s×" % sc if sc else ""))
+    lines += ["", "| ledger under load | build | workers | clients | calls/s | errors | "
+              "4 vs 1 worker |", "|---|---|---:|---:|---:|---:|---:|"]
+    for b, k, w, c, rate, err, sc in conc_rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (k, b, w, c, rate, err,
+                                                              "%s×" % sc if sc else ""))
 lines += ["", "Machine busy: " + busy, "", "| correctness check | result |", "|---|---|"]
 for name, ok, detail in checks:
     lines.append("| %s | %s%s |" % (name, "ok" if ok else "**FAILED**",
