@@ -47,6 +47,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRLOCK = os.environ.get("AIRLOCK", os.path.join(ROOT, "airlock"))
 CALLS = int(os.environ.get("SPEND_PROXY_CALLS", "1000"))
+FAILED = []  # what went wrong without stopping the run
 
 
 def wait_file(path, seconds):
@@ -209,6 +210,8 @@ def concurrent(tmp, binary, kind, workers, port, clients, seconds):
                          capture_output=True, text=True, timeout=3600)
     px.stop()
     r = kv(out.stdout)
+    if r.get("errors", "0") != "0":
+        FAILED.append("%s --workers %d: %s calls not answered 200" % (kind, workers, r["errors"]))
     if "rps" not in r:
         sys.exit("bench/spend_proxy: tlsload: %s%s" % (out.stdout, out.stderr))
     return float(r["rps"]), int(r["errors"])
@@ -342,6 +345,8 @@ def main():
                         bname, kind, workers, clients, rate[workers], errs,
                         "   scaling x%.2f" % (rate[4] / rate[1]) if workers == 4 and rate[1]
                         else ""), flush=True)
+        if FAILED:
+            sys.exit("bench/spend_proxy: " + "; ".join(FAILED))
     finally:
         for p in procs:
             p.terminate()
