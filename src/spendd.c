@@ -25,11 +25,12 @@
  *   4. it then receives, as descriptors over its control channel, its own
  *      channel to the key holder (to record budget.charge) and one
  *      channel per proxy worker, and serves them in one poll loop:
- *      RESERVE is answered with RESERVED (the reservation id, or the cap
- *      it would pass) once the reservations read in the same turn of the
- *      loop are made together (ledger_reserve_batch: group commit, each
- *      checked after the ones before it); SETTLE is settled (or released)
- *      and recorded; every
+ *      the SETTLEs read in one turn of the loop are settled (or
+ *      released) together (ledger_settle_batch: group commit) and each
+ *      recorded; then RESERVE is answered with RESERVED (the reservation
+ *      id, or the cap it would pass) once the reservations read in the
+ *      same turn are made together (ledger_reserve_batch, each checked
+ *      after the ones before it); every
  *      LEDGER_HEARTBEAT_SECONDS the holder's lease is renewed;
  *   5. on CLOSE (the workers have exited) it reads what they still sent,
  *      closes the session (reservations still held are charged in full,
