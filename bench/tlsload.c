@@ -22,7 +22,8 @@
  *       connection, newconn opens a new tunnel and TLS session for each
  *       (no session resumption: two full handshakes per request), bulk
  *       asks once for --bytes (zeros; letters with --text 1), idle sends
- *       one request on each connection and then holds them all open, idle,
+ *       one request on each connection, one connection at a time, and then
+ *       holds them all open, idle,
  *       for --seconds (printing "idle-ready" once every request was
  *       answered: the moment to read the proxy's memory). Output: one line
  *       of key=value pairs (requests, errors, seconds, rps, mbps).
@@ -53,6 +54,7 @@ static int o_text;
 static SSL_CTX *ctx;
 static atomic_ullong n_requests, n_errors, n_bytes;
 static atomic_bool stop;
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 
 static void die(const char *m)
 {
@@ -312,11 +314,15 @@ static void *client(void *arg)
 		return NULL;
 	}
 	if (strcmp(o_mode, "idle") == 0) {
+		/* one connection at a time: what stays is the idle cost, not
+		 * the high-water mark of many handshakes at once */
+		pthread_mutex_lock(&one_at_a_time);
 		s = open_tunnel(&fd);
 		if (s && request(s, "/r", &got))
 			atomic_fetch_add(&n_requests, 1);
 		else
 			atomic_fetch_add(&n_errors, 1);
+		pthread_mutex_unlock(&one_at_a_time);
 		while (!atomic_load(&stop))
 			usleep(50000);
 		if (s)
