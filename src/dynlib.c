@@ -34,8 +34,9 @@ bool dynlib_load(struct dynlib *d)
 			return false;
 		}
 		/* POSIX: a function pointer has the size and representation
-		 * of a void pointer. */
-		memcpy((char *)d->table + d->offsets[i], &sym, sizeof(sym));
+		 * of a void pointer; the table is an array of them
+		 * (DYNLIB_DEFINE checks its size). */
+		memcpy((char *)d->table + i * sizeof(sym), &sym, sizeof(sym));
 	}
 	d->state = 1;
 	return true;

@@ -51,7 +51,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,26 +91,7 @@
 	X(PQsendQueryPrepared) \
 	X(PQstatus)
 
-static struct {
-#define PQ_MEMBER(f) __typeof__(f) *f;
-	PQ_FUNCS(PQ_MEMBER)
-#undef PQ_MEMBER
-} pq;
-
-static const char *const pq_names[] = {
-#define PQ_NAME(f) #f,
-	PQ_FUNCS(PQ_NAME)
-#undef PQ_NAME
-};
-
-static const size_t pq_offsets[] = {
-#define PQ_OFFSET(f) offsetof(__typeof__(pq), f),
-	PQ_FUNCS(PQ_OFFSET)
-#undef PQ_OFFSET
-};
-
-static struct dynlib pq_lib = { "libpq.so.5", pq_names, pq_offsets,
-				ARRAY_SIZE(pq_names), &pq, 0, "" };
+DYNLIB_DEFINE(pq_lib, pq, "libpq.so.5", PQ_FUNCS);
 
 static const char *const status_names[] = {
 	[LEDGER_OK] = "ok",

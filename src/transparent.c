@@ -59,7 +59,6 @@
 #include <nftables/libnftables.h>
 #include <poll.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,26 +94,7 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 	X(nft_ctx_get_error_buffer) \
 	X(nft_ctx_free)
 
-static struct {
-#define NFT_MEMBER(f) __typeof__(f) *f;
-	NFT_FUNCS(NFT_MEMBER)
-#undef NFT_MEMBER
-} nft;
-
-static const char *const nft_names[] = {
-#define NFT_NAME(f) #f,
-	NFT_FUNCS(NFT_NAME)
-#undef NFT_NAME
-};
-
-static const size_t nft_offsets[] = {
-#define NFT_OFFSET(f) offsetof(__typeof__(nft), f),
-	NFT_FUNCS(NFT_OFFSET)
-#undef NFT_OFFSET
-};
-
-static struct dynlib nft_lib = { "libnftables.so.1", nft_names, nft_offsets,
-				 ARRAY_SIZE(nft_names), &nft, 0, "" };
+DYNLIB_DEFINE(nft_lib, nft, "libnftables.so.1", NFT_FUNCS);
 
 bool transparent_preload(char *err, size_t errlen)
 {

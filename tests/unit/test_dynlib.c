@@ -4,7 +4,6 @@
  * answer every time).
  */
 #include <libpq-fe.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,20 +27,14 @@ static bool mapped(const char *name)
 	return found;
 }
 
-static struct {
-	__typeof__(PQlibVersion) *PQlibVersion;
-	__typeof__(PQstatus) *PQstatus;
-} pq;
+#define GOOD_FUNCS(X) X(PQlibVersion) X(PQstatus)
+DYNLIB_DEFINE(lib, pq, "libpq.so.5", GOOD_FUNCS);
 
 int main(void)
 {
-	static const char *const good[] = { "PQlibVersion", "PQstatus" };
 	static const char *const bad[] = { "PQlibVersion", "PQnoSuchFunction" };
-	static const size_t offsets[] = { offsetof(__typeof__(pq), PQlibVersion),
-					  offsetof(__typeof__(pq), PQstatus) };
-	struct dynlib none = { "libairlock-no-such-library.so.1", good, offsets, 2, &pq, 0, "" };
-	struct dynlib partial = { "libpq.so.5", bad, offsets, 2, &pq, 0, "" };
-	struct dynlib lib = { "libpq.so.5", good, offsets, 2, &pq, 0, "" };
+	struct dynlib none = { "libairlock-no-such-library.so.1", lib_names, 2, &pq, 0, "" };
+	struct dynlib partial = { "libpq.so.5", bad, 2, &pq, 0, "" };
 
 	/* The programs are not linked with it (Makefile: DLOPEN_PKGS). */
 	tap_ok(!mapped("libpq.so"), "libpq is not mapped before it is loaded");
