@@ -23,6 +23,8 @@ struct dynlib {
 	char err[200];		/* why it failed */
 };
 
+/* The names and the struct are tokens here, not expressions to bracket. */
+/* NOLINTBEGIN(bugprone-macro-parentheses) */
 #define DYNLIB_MEMBER_(f) __typeof__(f) *f;
 #define DYNLIB_NAME_(f) #f,
 
@@ -40,6 +42,7 @@ struct dynlib {
 		       "a table of function pointers and nothing else");          \
 	static struct dynlib lib = { soname, lib##_names,                         \
 				     sizeof(lib##_names) / sizeof(char *), &api, 0, "" }
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 /* Loads @d once: opens its library and resolves every symbol, or none.
  * Returns true when every function pointer is set; otherwise false, and
