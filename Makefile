@@ -22,7 +22,11 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DAIRLOCK_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
 	-MMD -MP $(PKG_CFLAGS) \
 	$(HARDEN) $(SAN_CFLAGS)
-LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libpq and libnftables are loaded with dlopen() when a PostgreSQL
+# ledger or transparent mode is used (src/dynlib.c): not linked, so that
+# every start and fork does not map them and their 20 dependencies.
+DLOPEN_PKGS := libpq libnftables
+LDLIBS = $(shell pkg-config --libs $(filter-out $(DLOPEN_PKGS),$(PKGS)) 2>/dev/null)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
 ifeq ($(SAN),1)

@@ -127,6 +127,18 @@ for name, test, key, peer, target, at_least, bound in IC_ROWS:
     r = ratio(a, b)
     row(name, a, b, r, target, ge(r, bound) if at_least else le(r, bound))
 
+def ic_idle_kib(t):
+    r = ic.get((t, "idle"))
+    if not r or not num(r.get("conns")) or r.get("errors") != "0":
+        return None
+    return "%.1f" % ((float(r["mem_idle_kib"]) - float(r["mem_before_kib"])) / float(r["conns"]))
+
+
+a, b = ic_idle_kib("airlock"), ic_idle_kib("squid")
+r = ratio(a, b)
+row("KiB per idle intercepted connection (anonymous memory) vs squid-bump", a, b, r,
+    "(stated)", None)
+
 # spend: per metered call against the intercepted call of the same build,
 # interleaved (median and quartiles of the latency, CPU per call), and the
 # concurrent ledger rows
@@ -160,13 +172,13 @@ if T("airlock", "bulk_mb_per_s") is not None or T("airlock", "bulk_failed_runs")
           T("airlock", "bulk_failed_runs") in (None, "0"), T("airlock", "bulk_failed_runs") or "")
 if T("airlock", "rr_errors") is not None:
     check("airlock new tunnels: no error", T("airlock", "rr_errors") == "0", T("airlock", "rr_errors"))
-for test in ("keepalive", "newconn", "bulk", "bulktext"):
+for test in ("keepalive", "newconn", "bulk", "bulktext", "idle"):
     e = ic_val("airlock", test, "errors")
     if e is not None:
         # the origin answers 401 unless the value was substituted
         check("intercepted %s: the substituted value reached the origin (no error)" % test,
               e == "0", e)
-inj = ic_val("airlock", "keepalive", "inject_receipts")
+inj = ic_val("airlock", "receipts", "inject_receipts")
 if inj is not None:
     check("interception really happened (secret.inject receipts written)", int(inj) > 0, inj)
 for name, ok in (("spend", os.path.join(res, "spend.ok")),):

@@ -14,15 +14,19 @@
  *       /text/N N letters, any other path 64 bytes, with Content-Length.
  *
  *   tlsload run --proxy ADDR:PORT --host NAME --ca FILE --header HEADER
- *               --mode keepalive|newconn|bulk [--conns N] [--seconds S]
+ *               --mode keepalive|newconn|bulk|idle [--conns N] [--seconds S]
  *               [--bytes N] [--text 1]
  *       Each of --conns threads: CONNECT NAME:443 through the proxy, TLS
  *       with SNI NAME verified against --ca, then requests carrying
  *       HEADER (a placeholder): keepalive sends them all on one
  *       connection, newconn opens a new tunnel and TLS session for each
  *       (no session resumption: two full handshakes per request), bulk
- *       asks once for --bytes (zeros; letters with --text 1). Output: one line of key=value pairs
- *       (requests, errors, seconds, rps, mbps).
+ *       asks once for --bytes (zeros; letters with --text 1), idle sends
+ *       one request on each connection, one connection at a time, and then
+ *       holds them all open, idle,
+ *       for --seconds (printing "idle-ready" once every request was
+ *       answered: the moment to read the proxy's memory). Output: one line
+ *       of key=value pairs (requests, errors, seconds, rps, mbps).
  *
  *   Metered calls (bench/spend_proxy.py): serve --json FILE --sse FILE
  *       answers a request whose head carries "X-Llm-Script: stream" with
@@ -63,6 +67,7 @@ static size_t o_post_len, o_json_len, o_sse_len;
 static SSL_CTX *ctx;
 static atomic_ullong n_requests, n_errors, n_bytes;
 static atomic_bool stop;
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 
 static void die(const char *m)
 {
@@ -384,6 +389,22 @@ static void *client(void *arg)
 			close_tunnel(s, fd);
 		return NULL;
 	}
+	if (strcmp(o_mode, "idle") == 0) {
+		/* one connection at a time: what stays is the idle cost, not
+		 * the high-water mark of many handshakes at once */
+		pthread_mutex_lock(&one_at_a_time);
+		s = open_tunnel(o_proxy, &fd);
+		if (s && request(s, "/r", &got))
+			atomic_fetch_add(&n_requests, 1);
+		else
+			atomic_fetch_add(&n_errors, 1);
+		pthread_mutex_unlock(&one_at_a_time);
+		while (!atomic_load(&stop))
+			usleep(50000);
+		if (s)
+			close_tunnel(s, fd);
+		return NULL;
+	}
 	while (!atomic_load(&stop)) {
 		if (!s) {
 			s = open_tunnel(o_proxy, &fd);
@@ -496,6 +517,14 @@ static int run(void)
 	start = now();
 	for (i = 0; i < n; i++)
 		pthread_create(&t[i], NULL, client, NULL);
+	if (strcmp(o_mode, "idle") == 0) {
+		/* every connection answered once (or failed), then the hold */
+		while (n_requests + n_errors < (unsigned long long)n && now() - start < 120)
+			usleep(20000);
+		printf("idle-ready\n");
+		fflush(stdout);
+		start = now();
+	}
 	if (n > 1 || strcmp(o_mode, "bulk") != 0) {
 		while (now() - start < o_seconds)
 			usleep(20000);

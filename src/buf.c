@@ -70,3 +70,9 @@ void buf_free(struct buf *b)
 	free(b->data);
 	memset(b, 0, sizeof(*b));
 }
+
+void buf_release_empty(struct buf *b)
+{
+	if (b->len == 0 && b->data)
+		buf_free(b);
+}

@@ -27,5 +27,7 @@ __attribute__((format(printf, 2, 3))) void buf_printf(struct buf *b,
 void buf_consume(struct buf *b, size_t n);
 /* Frees the storage; @b is empty and reusable. */
 void buf_free(struct buf *b);
+/* Frees the storage of an empty @b (an idle connection holds none). */
+void buf_release_empty(struct buf *b);
 
 #endif /* AIRLOCK_BUF_H */

@@ -331,6 +331,10 @@ void doctor_transparent_begin(void)
 
 	if (pending_transparent > 0)
 		return;
+	/* Here, not in the child: the sandbox's init, forked later from
+	 * this process, inherits the library (its absence shows as the
+	 * probe's failure). */
+	(void)transparent_preload(NULL, 0);
 	pid = fork();
 	if (pid == 0) {
 		char err[256];

@@ -1546,8 +1546,16 @@ static void step_head(struct conn *c, bool upstream, uint32_t events)
 		return;
 	}
 	conn_watch(c, false, c->client_eof ? 0 : EPOLLIN | EPOLLRDHUP);
-	if (c->cin.len > 0)
+	if (c->cin.len > 0) {
 		parse_head(c);
+		return;
+	}
+	/* Idle between requests: the buffers the last one grew (16 KiB
+	 * and more each) go back until the next one comes. */
+	buf_release_empty(&c->cin);
+	buf_release_empty(&c->cout);
+	buf_release_empty(&c->uin);
+	buf_release_empty(&c->uout);
 }
 
 void exchange_step(struct conn *c, bool upstream, uint32_t events)

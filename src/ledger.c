@@ -60,9 +60,38 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "dynlib.h"
 #include "meter.h"
 #include "policy.h"
 #include "util.h"
+
+/* libpq is loaded on first use (dynlib.h): a session without a
+ * PostgreSQL ledger does not map it and the libraries it needs. */
+#define PQ_FUNCS(X) \
+	X(PQclear) \
+	X(PQconnectdbParams) \
+	X(PQenterPipelineMode) \
+	X(PQerrorMessage) \
+	X(PQexec) \
+	X(PQexecPrepared) \
+	X(PQexitPipelineMode) \
+	X(PQfinish) \
+	X(PQgetResult) \
+	X(PQgetisnull) \
+	X(PQgetvalue) \
+	X(PQnfields) \
+	X(PQntuples) \
+	X(PQpipelineSync) \
+	X(PQprepare) \
+	X(PQreset) \
+	X(PQresultErrorMessage) \
+	X(PQresultStatus) \
+	X(PQsendPrepare) \
+	X(PQsendQueryParams) \
+	X(PQsendQueryPrepared) \
+	X(PQstatus)
+
+DYNLIB_DEFINE(pq_lib, pq, "libpq.so.5", PQ_FUNCS);
 
 static const char *const status_names[] = {
 	[LEDGER_OK] = "ok",
@@ -516,12 +545,12 @@ static void pg_err(struct ledger *l, const char *what, const char *msg)
 
 static bool pg_ensure(struct ledger *l)
 {
-	if (PQstatus(l->pg) == CONNECTION_OK)
+	if (pq.PQstatus(l->pg) == CONNECTION_OK)
 		return true;
-	PQreset(l->pg);
+	pq.PQreset(l->pg);
 	memset(l->prepared, 0, sizeof(l->prepared));
-	if (PQstatus(l->pg) != CONNECTION_OK) {
-		pg_err(l, "reconnect", PQerrorMessage(l->pg));
+	if (pq.PQstatus(l->pg) != CONNECTION_OK) {
+		pg_err(l, "reconnect", pq.PQerrorMessage(l->pg));
 		return false;
 	}
 	return true;
@@ -529,20 +558,20 @@ static bool pg_ensure(struct ledger *l)
 
 static bool pg_exec(struct ledger *l, const char *sql)
 {
-	PGresult *res = PQexec(l->pg, sql);
-	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK ||
-		  PQresultStatus(res) == PGRES_TUPLES_OK;
+	PGresult *res = pq.PQexec(l->pg, sql);
+	bool ok = pq.PQresultStatus(res) == PGRES_COMMAND_OK ||
+		  pq.PQresultStatus(res) == PGRES_TUPLES_OK;
 
 	if (!ok)
-		pg_err(l, "exec", PQresultErrorMessage(res));
-	PQclear(res);
+		pg_err(l, "exec", pq.PQresultErrorMessage(res));
+	pq.PQclear(res);
 	return ok;
 }
 
 /* Copies a result's rows into @out (every cell as text). */
 static void copy_result(const PGresult *res, struct rows *out)
 {
-	size_t cols = (size_t)PQnfields(res), n = (size_t)PQntuples(res), r, i;
+	size_t cols = (size_t)pq.PQnfields(res), n = (size_t)pq.PQntuples(res), r, i;
 
 	memset(out, 0, sizeof(*out));
 	out->cols = cols;
@@ -550,9 +579,9 @@ static void copy_result(const PGresult *res, struct rows *out)
 	out->cell = util_xcalloc(n * cols > 0 ? n * cols : 1, sizeof(char *));
 	for (r = 0; r < n; r++)
 		for (i = 0; i < cols; i++)
-			if (!PQgetisnull(res, (int)r, (int)i))
+			if (!pq.PQgetisnull(res, (int)r, (int)i))
 				out->cell[r * cols + i] =
-					util_xstrdup(PQgetvalue(res, (int)r, (int)i));
+					util_xstrdup(pq.PQgetvalue(res, (int)r, (int)i));
 }
 
 static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np,
@@ -570,13 +599,13 @@ static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np
 	if (!l->prepared[s]) {
 		char *sql = dialect_sql(l->kind, s);
 
-		res = PQprepare(l->pg, name, sql, 0, NULL);
+		res = pq.PQprepare(l->pg, name, sql, 0, NULL);
 		free(sql);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			pg_err(l, "prepare", PQresultErrorMessage(res));
+		if (pq.PQresultStatus(res) != PGRES_COMMAND_OK) {
+			pg_err(l, "prepare", pq.PQresultErrorMessage(res));
 			goto out;
 		}
-		PQclear(res);
+		pq.PQclear(res);
 		res = NULL;
 		l->prepared[s] = true;
 	}
@@ -588,17 +617,17 @@ static bool pg_run(struct ledger *l, enum stmt s, const struct val *p, size_t np
 			values[i] = p[i].t == V_TEXT ? p[i].s : NULL;
 		}
 	}
-	res = PQexecPrepared(l->pg, name, (int)np, values, NULL, NULL, 0);
-	es = PQresultStatus(res);
+	res = pq.PQexecPrepared(l->pg, name, (int)np, values, NULL, NULL, 0);
+	es = pq.PQresultStatus(res);
 	if (es != PGRES_COMMAND_OK && es != PGRES_TUPLES_OK) {
-		pg_err(l, "query", PQresultErrorMessage(res));
+		pg_err(l, "query", pq.PQresultErrorMessage(res));
 		goto out;
 	}
 	if (out)
 		copy_result(res, out);
 	ok = true;
 out:
-	PQclear(res);
+	pq.PQclear(res);
 	return ok;
 }
 
@@ -647,8 +676,8 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 	char nums[MAX_STEPS][8][24];
 	size_t i, k;
 
-	if (PQenterPipelineMode(l->pg) != 1) {
-		pg_err(l, "pipeline", PQerrorMessage(l->pg));
+	if (pq.PQenterPipelineMode(l->pg) != 1) {
+		pg_err(l, "pipeline", pq.PQerrorMessage(l->pg));
 		return false;
 	}
 	for (i = 0; i < n && !broken; i++) {
@@ -656,7 +685,7 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 		char name[16];
 
 		if (v[i].s == STEP_BEGIN || v[i].s == STEP_COMMIT) {
-			broken = !PQsendQueryParams(l->pg, v[i].s == STEP_BEGIN ? "BEGIN"
+			broken = !pq.PQsendQueryParams(l->pg, v[i].s == STEP_BEGIN ? "BEGIN"
 						    : "COMMIT", 0, NULL, NULL, NULL,
 						    NULL, 0);
 			continue;
@@ -665,7 +694,7 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 		if (!l->prepared[v[i].s] && !preparing[v[i].s]) {
 			char *sql = dialect_sql(l->kind, v[i].s);
 
-			broken = !PQsendPrepare(l->pg, name, sql, 0, NULL);
+			broken = !pq.PQsendPrepare(l->pg, name, sql, 0, NULL);
 			free(sql);
 			sent_prepare[i] = preparing[v[i].s] = true;
 		}
@@ -678,13 +707,13 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 				values[k] = v[i].p[k].t == V_TEXT ? v[i].p[k].s : NULL;
 			}
 		}
-		broken = broken || !PQsendQueryPrepared(l->pg, name, (int)v[i].np,
+		broken = broken || !pq.PQsendQueryPrepared(l->pg, name, (int)v[i].np,
 							values, NULL, NULL, 0);
 	}
-	if (broken || !PQpipelineSync(l->pg)) {
-		pg_err(l, "send", PQerrorMessage(l->pg));
+	if (broken || !pq.PQpipelineSync(l->pg)) {
+		pg_err(l, "send", pq.PQerrorMessage(l->pg));
 		/* The connection is in an unknown state: start afresh. */
-		PQreset(l->pg);
+		pq.PQreset(l->pg);
 		memset(l->prepared, 0, sizeof(l->prepared));
 		return false;
 	}
@@ -692,8 +721,8 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 		int round;
 
 		for (round = sent_prepare[i] ? 0 : 1; round < 2; round++) {
-			PGresult *res = PQgetResult(l->pg);
-			ExecStatusType es = PQresultStatus(res);
+			PGresult *res = pq.PQgetResult(l->pg);
+			ExecStatusType es = pq.PQresultStatus(res);
 
 			if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
 				if (round == 0)
@@ -701,18 +730,18 @@ static bool pg_steps(struct ledger *l, struct step *v, size_t n)
 				else if (v[i].out)
 					copy_result(res, v[i].out);
 			} else if (ok) {
-				pg_err(l, "query", PQresultErrorMessage(res));
+				pg_err(l, "query", pq.PQresultErrorMessage(res));
 				ok = false;
 			}
-			PQclear(res);
-			res = PQgetResult(l->pg); /* the NULL that ends it */
-			PQclear(res);
+			pq.PQclear(res);
+			res = pq.PQgetResult(l->pg); /* the NULL that ends it */
+			pq.PQclear(res);
 		}
 	}
-	PQclear(PQgetResult(l->pg)); /* PGRES_PIPELINE_SYNC */
-	if (PQexitPipelineMode(l->pg) != 1) {
-		pg_err(l, "pipeline", PQerrorMessage(l->pg));
-		PQreset(l->pg);
+	pq.PQclear(pq.PQgetResult(l->pg)); /* PGRES_PIPELINE_SYNC */
+	if (pq.PQexitPipelineMode(l->pg) != 1) {
+		pg_err(l, "pipeline", pq.PQerrorMessage(l->pg));
+		pq.PQreset(l->pg);
 		memset(l->prepared, 0, sizeof(l->prepared));
 		return false;
 	}
@@ -829,13 +858,13 @@ static bool setup_schema(struct ledger *l, bool create)
 		if (!pg_exec(l, "SELECT pg_advisory_xact_lock(7244658112934707265)"))
 			goto out;
 		{
-			PGresult *res = PQexec(l->pg, "SELECT to_regclass('airlock_meta') "
+			PGresult *res = pq.PQexec(l->pg, "SELECT to_regclass('airlock_meta') "
 						      "IS NOT NULL");
 
-			have = PQresultStatus(res) == PGRES_TUPLES_OK &&
-			       PQntuples(res) == 1 &&
-			       strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-			PQclear(res);
+			have = pq.PQresultStatus(res) == PGRES_TUPLES_OK &&
+			       pq.PQntuples(res) == 1 &&
+			       strcmp(pq.PQgetvalue(res, 0, 0), "t") == 0;
+			pq.PQclear(res);
 		}
 	} else {
 		sqlite3_stmt *st = NULL;
@@ -1021,13 +1050,17 @@ static enum ledger_status open_pg(struct ledger *l, const char *uri, bool create
 	 * rows; an "options" parameter in the URI replaces these. */
 	snprintf(options, sizeof(options),
 		 "-c lock_timeout=%u -c synchronous_commit=off", l->busy_ms);
-	l->pg = PQconnectdbParams(keys, vals, 1);
+	if (!dynlib_load(&pq_lib)) {
+		set_err(l, "postgresql: %s", pq_lib.err);
+		return LEDGER_ERROR;
+	}
+	l->pg = pq.PQconnectdbParams(keys, vals, 1);
 	if (!l->pg) {
 		set_err(l, "postgresql: out of memory");
 		return LEDGER_ERROR;
 	}
-	if (PQstatus(l->pg) != CONNECTION_OK) {
-		pg_err(l, "connect", PQerrorMessage(l->pg));
+	if (pq.PQstatus(l->pg) != CONNECTION_OK) {
+		pg_err(l, "connect", pq.PQerrorMessage(l->pg));
 		return LEDGER_ERROR;
 	}
 	return setup_schema(l, create) ? LEDGER_OK : LEDGER_ERROR;
@@ -1129,7 +1162,7 @@ void ledger_close(struct ledger *l)
 	if (l->db)
 		sqlite3_close(l->db);
 	if (l->pg)
-		PQfinish(l->pg);
+		pq.PQfinish(l->pg);
 	free(l);
 }
 

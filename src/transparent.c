@@ -67,6 +67,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "dynlib.h"
 #include "util.h"
 
 #define RULESET_MAX 2048
@@ -81,6 +82,26 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+}
+
+/* libnftables is loaded on first use (dynlib.h): a session without
+ * transparent mode does not map it and the libraries it needs. */
+#define NFT_FUNCS(X) \
+	X(nft_ctx_new) \
+	X(nft_ctx_buffer_error) \
+	X(nft_ctx_buffer_output) \
+	X(nft_run_cmd_from_buffer) \
+	X(nft_ctx_get_error_buffer) \
+	X(nft_ctx_free)
+
+DYNLIB_DEFINE(nft_lib, nft, "libnftables.so.1", NFT_FUNCS);
+
+bool transparent_preload(char *err, size_t errlen)
+{
+	if (dynlib_load(&nft_lib))
+		return true;
+	set_err(err, errlen, "transparent mode needs libnftables: %s", nft_lib.err);
+	return false;
 }
 
 void transparent_config_default(struct transparent_config *cfg,
@@ -240,7 +261,7 @@ out:
 /* Loads @text with libnftables; its error text goes into @err. */
 static int load_ruleset(const char *text, char *err, size_t errlen)
 {
-	struct nft_ctx *nft;
+	struct nft_ctx *ctx;
 	int rc, fd;
 
 	/* libnftables exit()s when it cannot open its netlink socket (a
@@ -253,20 +274,22 @@ static int load_ruleset(const char *text, char *err, size_t errlen)
 		return rc;
 	}
 	close(fd);
-	nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	if (!nft) {
+	if (!transparent_preload(err, errlen))
+		return -ENOSYS;
+	ctx = nft.nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx) {
 		set_err(err, errlen, "libnftables: cannot make a context");
 		return -ENOMEM;
 	}
 	/* Errors into a buffer, not onto our stderr. */
-	if (nft_ctx_buffer_error(nft) != 0 || nft_ctx_buffer_output(nft) != 0) {
+	if (nft.nft_ctx_buffer_error(ctx) != 0 || nft.nft_ctx_buffer_output(ctx) != 0) {
 		rc = -ENOMEM;
 		set_err(err, errlen, "libnftables: cannot buffer its messages");
 		goto out;
 	}
 	errno = 0;
-	if (nft_run_cmd_from_buffer(nft, text) != 0) {
-		const char *e = nft_ctx_get_error_buffer(nft);
+	if (nft.nft_run_cmd_from_buffer(ctx, text) != 0) {
+		const char *e = nft.nft_ctx_get_error_buffer(ctx);
 		size_t n;
 
 		rc = errno ? -errno : -EPERM;
@@ -278,7 +301,7 @@ static int load_ruleset(const char *text, char *err, size_t errlen)
 	}
 	rc = 0;
 out:
-	nft_ctx_free(nft);
+	nft.nft_ctx_free(ctx);
 	return rc;
 }
 

@@ -54,6 +54,12 @@ bool transparent_ruleset(const struct transparent_config *cfg, bool ipv6,
 int transparent_setup(const struct transparent_config *cfg, char *err,
 		      size_t errlen);
 
+/* Loads libnftables now, in a process that can still read the host's
+ * libraries (transparent_setup would load it on first use; a sandbox's
+ * init inherits it from the supervisor that called this). Returns
+ * true, or false with one line in @err (@errlen > 0). */
+bool transparent_preload(char *err, size_t errlen);
+
 /* In the namespace: the transparent listener's sockets, TCP, listening,
  * non-blocking, close-on-exec: fds[0] on 127.0.0.1:PORT, fds[1] on
  * [::1]:PORT (IPV6_V6ONLY) or -1 without IPv6. @port 0 picks a free port

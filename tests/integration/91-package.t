@@ -35,6 +35,9 @@ case "$(dpkg-deb -f "$deb")" in *localhost*) ok 1 "no localhost placeholder left
 *) ok 0 "no localhost placeholder left in the control file" ;; esac
 is "$(f Homepage)" "" "no invented Homepage"
 like "$(f Depends)" "libc6 \(>= " "Depends computed from the binary's libraries"
+like "$(f Recommends)" "libpq5, libnftables1" "the libraries loaded only when used are recommended (dynlib.c)"
+case "$(f Depends)" in *libpq*|*libnftables*) ok 1 "Depends needs neither libpq nor libnftables" ;;
+*) ok 0 "Depends needs neither libpq nor libnftables" ;; esac
 is "$(f Section)" admin "Section"
 like "$(f Description)" "^guardrails for unattended AI-agent sessions" "Description"
 m=$(DEB_MAINTAINER="Some One <some@one.test>" DEB_HOMEPAGE=https://airlock.test/ \
