@@ -92,6 +92,16 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
 		       enum receipt_decision decision, enum receipt_point point,
 		       const char *rule, json_t *subject, const char *reason);
 
+/* receipt_append() of a line after the first with the subject given as
+ * @subject_len bytes of JSON text that receipt_json_canonical() accepted
+ * (the caller checks: they go into the line as they are, saving the
+ * parse and print of the object). */
+int64_t receipt_append_canonical(struct receipt_writer *w, const char *type,
+				 enum receipt_decision decision,
+				 enum receipt_point point, const char *rule,
+				 const char *subject, size_t subject_len,
+				 const char *reason);
+
 /* Changes the policy digest of the lines appended from now on. The caller
  * appends a policy.reload receipt (decision info) right after: `airlock
  * verify` accepts a new digest only on such a line. Returns 0, or -1 for a
