@@ -58,6 +58,17 @@
  * the same channel, without blocking (a peer that does not read its
  * answers loses its channel). Other records are sent and forgotten, so a
  * worker never waits for a signature it does not need.
+ *
+ * Batches. A worker's link gathers the records that want no seq into one
+ * MSG_RECORD_BATCH, sent once a turn of its event loop (and before any
+ * other request of that link, so a channel's order holds): the key
+ * holder's cost was per message (a recvmsg, a wake-up). A batch's framing
+ * is checked whole before any of it is written; its records are then
+ * checked and written one by one as single requests are, and the first
+ * refused one drops the channel. A subject that is already the JSON the
+ * line would carry (receipt_json_canonical()) is copied into the line,
+ * not parsed and printed again. write_record() is where every requested
+ * line is written.
  */
 #include "keeper.h"
 

@@ -167,6 +167,14 @@ static void worker_record_flush(void *arg)
 			     "failed (%s)", strerror(-r));
 }
 
+/* The worker stops: the records it holds still go, if they can. */
+static void worker_fatal_flush(void *arg)
+{
+	struct wctx *x = arg;
+
+	(void)keeper_link_flush(&x->link);
+}
+
 /* The spend filter refused a call for the cap under on_exhausted "stop":
  * the supervisor ends the session. */
 static void worker_exhausted(void *arg, const char *reason)
@@ -595,6 +603,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.index = index;
 	x.link.fd = kfd;
 	x.link.batching = true;
+	child_on_fatal(worker_fatal_flush, &x);
 	x.in = util_xmalloc(MSG_MAX);
 	/* Before any descriptor is closed: the table's memfd is dropped
 	 * here, and the only mapping left cannot be made writable. */
