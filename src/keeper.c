@@ -107,6 +107,10 @@
 #define KEEPER_CHANNELS_MAX 1024
 /* Messages read from one worker channel before looking at the others. */
 #define KEEPER_BATCH 64
+/* The longest a line kept in memory (checkpoint mode) waits for its
+ * write() when no seq is asked for: one write for the lines of many
+ * wake-ups. */
+#define KEEPER_WRITE_MS 5
 
 static const char *const peer_names[] = {
 	[KEEPER_PEER_SUPERVISOR] = "supervisor",
@@ -320,6 +324,8 @@ struct kstate {
 	int64_t checkpoint_ms;
 	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
 				      get their checkpoint; 0: none pending */
+	int64_t write_due;         /* monotonic ms by which the lines kept in
+				      memory are written; 0: none kept */
 	bool witness;              /* run --witness: ask the supervisor for a
 				      cosignature of the last checkpoint */
 };
@@ -349,27 +355,45 @@ static void checkpoint_now(struct kstate *ks)
 	ks->checkpoint_due = 0;
 }
 
-/* After requests were handled: unsigned lines get a deadline, the first
- * time they are seen, and a checkpoint once it has passed. Returns the
- * poll timeout until then (-1: none). */
+/* After requests were handled: lines kept in memory (checkpoint mode)
+ * are written within KEEPER_WRITE_MS of the first of them, so that a
+ * busy key holder writes once for many wake-ups; unsigned lines get a
+ * deadline, the first time they are seen, and a checkpoint once it has
+ * passed. Returns the poll timeout until the next of these (-1: none). */
 static int checkpoint_timer(struct kstate *ks)
 {
-	int64_t now;
+	int64_t now, wait = -1;
 
-	if (ks->started && receipt_flush(ks->w) < 0)
-		write_failed(ks);
-	if (!ks->sign_checkpoint || !ks->started || !receipt_unsigned_pending(ks->w)) {
-		ks->checkpoint_due = 0;
+	if (!ks->started)
 		return -1;
-	}
 	now = (int64_t)util_now_ms();
+	if (!receipt_unflushed(ks->w)) {
+		ks->write_due = 0;
+	} else {
+		if (!ks->write_due)
+			ks->write_due = now + KEEPER_WRITE_MS;
+		if (now >= ks->write_due) {
+			if (receipt_flush(ks->w) < 0)
+				write_failed(ks);
+			ks->write_due = 0;
+		} else {
+			wait = ks->write_due - now;
+		}
+	}
+	if (!ks->sign_checkpoint || !receipt_unsigned_pending(ks->w)) {
+		ks->checkpoint_due = 0;
+		return (int)wait;
+	}
 	if (!ks->checkpoint_due)
 		ks->checkpoint_due = now + ks->checkpoint_ms;
 	if (now >= ks->checkpoint_due) {
 		checkpoint_now(ks);
+		ks->write_due = 0; /* the signed line wrote the others */
 		return -1;
 	}
-	return (int)(ks->checkpoint_due - now);
+	if (wait < 0 || ks->checkpoint_due - now < wait)
+		wait = ks->checkpoint_due - now;
+	return (int)wait;
 }
 
 /* Writes the line a checked request asks for (and frees its subject):
@@ -772,7 +796,7 @@ static void serve_until_end(struct kstate *ks)
 			continue;
 		/* The supervisor first, whole: its lines precede what the
 		 * workers it started later record. */
-		if (serve(ks, &ks->chans[0], 0) == HANDLED_END)
+		if (pfd[0].revents && serve(ks, &ks->chans[0], 0) == HANDLED_END)
 			break;
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)

@@ -143,9 +143,13 @@ int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode);
 
 /* Checkpoint mode keeps unsigned lines in memory (up to 64 KiB) until a
  * signed line or this call writes them, in one write(): the caller flushes
- * before it waits, and before it tells anyone a seq. Returns 0, or -1 on
+ * soon after (the key holder within KEEPER_WRITE_MS), and before it tells
+ * anyone a seq. Returns 0, or -1 on
  * an I/O failure (see receipt_error()). */
 int receipt_flush(struct receipt_writer *w);
+
+/* Are lines waiting in memory for receipt_flush()? */
+bool receipt_unflushed(const struct receipt_writer *w);
 
 /* Has a line without "sig" been written since the last signed one? */
 bool receipt_unsigned_pending(const struct receipt_writer *w);

@@ -584,6 +584,11 @@ int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode)
 	return 0;
 }
 
+bool receipt_unflushed(const struct receipt_writer *w)
+{
+	return w->pend_len > 0;
+}
+
 bool receipt_unsigned_pending(const struct receipt_writer *w)
 {
 	return w->unsigned_pending;
