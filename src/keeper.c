@@ -290,6 +290,7 @@ bool keeper_batch_next(struct msg_reader *r, enum keeper_peer peer, bool lazy,
 {
 	struct record_fields f;
 
+	memset(out, 0, sizeof(*out));
 	if (!read_record(r, &f))
 		return refuse(why, whylen, "malformed record batch: %s", r->error);
 	return check_record(&f, peer, lazy, out, why, whylen);
@@ -773,8 +774,8 @@ static enum handled serve(struct kstate *ks, struct chan *c, unsigned max)
 /* Reads until the supervisor ends the session or its channel closes. */
 static void serve_until_end(struct kstate *ks)
 {
-	struct pollfd *pfd = NULL;
-	size_t cap = 0, i;
+	struct pollfd *pfd = util_xcalloc(1, sizeof(*pfd));
+	size_t cap = 1, i;
 
 	for (;;) {
 		size_t n = ks->started ? ks->nchans : 1;

@@ -48,22 +48,14 @@
 
 struct receipt_writer {
 	EVP_MD_CTX *sign_tpl;  /* DigestSign initialised with key */
-	int fd;
-	bool owns_fd;
-	int error;             /* errno of the write that broke the stream, or 0 */
 	EVP_PKEY *key;
-	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
 	char *session;
 	char *policy;
 	int64_t seq;
-	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
 	int64_t spend_nano;    /* session.end's spend_usd; -1: not metered */
-	enum receipt_sign mode;
 	struct merkle_tree tree; /* over every line written, beside prev */
 	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
-	bool unsigned_pending; /* a line without sig since the last signed one */
-	bool last_checkpoint;  /* the last line written is a checkpoint */
 	char *last_note;       /* the last checkpoint's note, or NULL */
 	json_t *cosignatures;  /* session.end's, or NULL */
 	/* checkpoint mode: unsigned lines wait here for receipt_flush() (or
@@ -76,7 +68,15 @@ struct receipt_writer {
 	char *session_json;    /* the session id as a JSON string */
 	size_t session_json_len;
 	time_t ts_sec;         /* the second ts_text's date and time are of */
+	int fd;
+	int error;             /* errno of the write that broke the stream, or 0 */
+	enum receipt_sign mode;
+	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
+	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	char ts_text[25];
+	bool owns_fd;
+	bool unsigned_pending; /* a line without sig since the last signed one */
+	bool last_checkpoint;  /* the last line written is a checkpoint */
 };
 
 /* Lines kept before a write even without a flush. */
