@@ -57,11 +57,25 @@ void child_set_channel(int ctl)
 	child_ctl = ctl;
 }
 
+static void (*fatal_hook)(void *arg);
+static void *fatal_hook_arg;
+
+void child_on_fatal(void (*fn)(void *arg), void *arg)
+{
+	fatal_hook = fn;
+	fatal_hook_arg = arg;
+}
+
 void child_fatal(const char *fmt, ...)
 {
+	void (*hook)(void *arg) = fatal_hook;
 	char reason[256];
 	struct msg m = { 0 };
 	va_list ap;
+
+	fatal_hook = NULL; /* once, even if it ends here again */
+	if (hook)
+		hook(fatal_hook_arg);
 
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);

@@ -48,6 +48,11 @@ __attribute__((noreturn, format(printf, 1, 2))) void child_fatal(const char *fmt
  * is made after its start). */
 void child_set_channel(int ctl);
 
+/* @fn(@arg) runs once when child_fatal() is called, before the last
+ * words: a worker sends the receipts it still holds. It must not call
+ * child_fatal() itself (if it does, it is not run again). */
+void child_on_fatal(void (*fn)(void *arg), void *arg);
+
 /* The supervisor's side: reads what waits on @ctl (the supervisor's end of
  * a child's channel, the child reaped) and keeps the reason of a MSG_FATAL
  * in @fatal (@len bytes), unchanged when there is none. */

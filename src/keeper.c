@@ -58,6 +58,17 @@
  * the same channel, without blocking (a peer that does not read its
  * answers loses its channel). Other records are sent and forgotten, so a
  * worker never waits for a signature it does not need.
+ *
+ * Batches. A worker's link gathers the records that want no seq into one
+ * MSG_RECORD_BATCH, sent once a turn of its event loop (and before any
+ * other request of that link, so a channel's order holds): the key
+ * holder's cost was per message (a recvmsg, a wake-up). A batch's framing
+ * is checked whole before any of it is written; its records are then
+ * checked and written one by one as single requests are, and the first
+ * refused one drops the channel. A subject that is already the JSON the
+ * line would carry (receipt_json_canonical()) is copied into the line,
+ * not parsed and printed again. write_record() is where every requested
+ * line is written.
  */
 #include "keeper.h"
 
@@ -96,6 +107,10 @@
 #define KEEPER_CHANNELS_MAX 1024
 /* Messages read from one worker channel before looking at the others. */
 #define KEEPER_BATCH 64
+/* The longest a line kept in memory (checkpoint mode) waits for its
+ * write() when no seq is asked for: one write for the lines of many
+ * wake-ups. */
+#define KEEPER_WRITE_MS 5
 
 static const char *const peer_names[] = {
 	[KEEPER_PEER_SUPERVISOR] = "supervisor",
@@ -139,50 +154,79 @@ static bool worker_point(enum receipt_point p)
 	return false;
 }
 
-bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
-			 struct keeper_record_req *out, char *why, size_t whylen)
-{
+/* One record's fields as they came, their framing checked only. */
+struct record_fields {
+	uint32_t flags, decision, point;
 	const char *type, *rule, *subject, *reason;
 	size_t type_len, subject_len;
-	uint32_t flags, decision, point;
+};
+
+/* Reads one record's fields (MSG_RECORD's, and each of a
+ * MSG_RECORD_BATCH's): false, with r->error, when they are not there. */
+static bool read_record(struct msg_reader *r, struct record_fields *f)
+{
+	memset(f, 0, sizeof(*f));
+	msg_get_u32(r, &f->flags);
+	msg_get_str(r, RECEIPT_TYPE_MAX, &f->type, &f->type_len);
+	msg_get_u32(r, &f->decision);
+	msg_get_u32(r, &f->point);
+	msg_get_str(r, KEEPER_TEXT_MAX, &f->rule, NULL);
+	msg_get_str(r, KEEPER_SUBJECT_MAX, &f->subject, &f->subject_len);
+	msg_get_str(r, KEEPER_TEXT_MAX, &f->reason, NULL);
+	return !r->error;
+}
+
+/* Checks one record's fields for what @peer may ask. With @lazy, a
+ * subject that is canonical JSON (receipt_json_canonical()) is not
+ * parsed: out->subject stays NULL and out->subject_text holds it. */
+static bool check_record(const struct record_fields *f, enum keeper_peer peer,
+			 bool lazy, struct keeper_record_req *out, char *why,
+			 size_t whylen)
+{
 	json_error_t jerr;
 	json_t *obj;
 
 	memset(out, 0, sizeof(*out));
-	if (r->type != MSG_RECORD)
-		return refuse(why, whylen, "not a record request");
-	msg_get_u32(r, &flags);
-	msg_get_str(r, RECEIPT_TYPE_MAX, &type, &type_len);
-	msg_get_u32(r, &decision);
-	msg_get_u32(r, &point);
-	msg_get_str(r, KEEPER_TEXT_MAX, &rule, NULL);
-	msg_get_str(r, KEEPER_SUBJECT_MAX, &subject, &subject_len);
-	msg_get_str(r, KEEPER_TEXT_MAX, &reason, NULL);
-	if (!msg_end(r))
-		return refuse(why, whylen, "malformed record request: %s", r->error);
-	if (flags & ~MSG_RECORD_WANT_SEQ)
-		return refuse(why, whylen, "unknown record flags 0x%x", flags);
-	if (!receipt_type_valid(type, type_len))
+	if (f->flags & ~MSG_RECORD_WANT_SEQ)
+		return refuse(why, whylen, "unknown record flags 0x%x", f->flags);
+	if (!receipt_type_valid(f->type, f->type_len))
 		return refuse(why, whylen, "receipt type is not 1-%d characters of "
 			      "[a-z0-9._-]", RECEIPT_TYPE_MAX);
-	if (decision >= RECEIPT_DECISION_COUNT)
-		return refuse(why, whylen, "unknown decision %u", decision);
-	if (point >= RECEIPT_POINT_COUNT)
-		return refuse(why, whylen, "unknown enforcement point %u", point);
-	if (strcmp(type, "session.end") == 0)
+	if (f->decision >= RECEIPT_DECISION_COUNT)
+		return refuse(why, whylen, "unknown decision %u", f->decision);
+	if (f->point >= RECEIPT_POINT_COUNT)
+		return refuse(why, whylen, "unknown enforcement point %u", f->point);
+	if (strcmp(f->type, "session.end") == 0)
 		return refuse(why, whylen, "session.end is written by ending the session");
 	if (peer == KEEPER_PEER_WORKER) {
-		if (receipt_type_opens_stream(type) || strcmp(type, "policy.reload") == 0)
-			return refuse(why, whylen, "a proxy worker may not record %s", type);
-		if (!worker_point((enum receipt_point)point))
+		if (receipt_type_opens_stream(f->type) ||
+		    strcmp(f->type, "policy.reload") == 0)
+			return refuse(why, whylen, "a proxy worker may not record %s", f->type);
+		if (!worker_point((enum receipt_point)f->point))
 			return refuse(why, whylen, "a proxy worker may not record at point %s",
-				      receipt_point_to_string((enum receipt_point)point));
+				      receipt_point_to_string((enum receipt_point)f->point));
 	}
-	if (subject_len == 0) {
+	out->want_seq = f->flags & MSG_RECORD_WANT_SEQ;
+	out->type = f->type;
+	out->decision = (enum receipt_decision)f->decision;
+	out->point = (enum receipt_point)f->point;
+	out->rule = f->rule;
+	out->reason = f->reason;
+	if (lazy && f->subject_len == 0) {
+		out->subject_text = "{}";
+		out->subject_len = 2;
+		return true;
+	}
+	if (lazy && receipt_json_canonical(f->subject, f->subject_len)) {
+		out->subject_text = f->subject;
+		out->subject_len = f->subject_len;
+		return true;
+	}
+	if (f->subject_len == 0) {
 		obj = json_object();
 		ASSERT(obj);
 	} else {
-		obj = json_loadb(subject, subject_len, JSON_REJECT_DUPLICATES, &jerr);
+		obj = json_loadb(f->subject, f->subject_len, JSON_REJECT_DUPLICATES, &jerr);
 		if (!obj)
 			return refuse(why, whylen, "subject is not JSON: %s", jerr.text);
 		if (!json_is_object(obj)) {
@@ -190,14 +234,66 @@ bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
 			return refuse(why, whylen, "subject is not a JSON object");
 		}
 	}
-	out->want_seq = flags & MSG_RECORD_WANT_SEQ;
-	out->type = type;
-	out->decision = (enum receipt_decision)decision;
-	out->point = (enum receipt_point)point;
-	out->rule = rule;
-	out->reason = reason;
 	out->subject = obj;
 	return true;
+}
+
+bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
+			 struct keeper_record_req *out, char *why, size_t whylen)
+{
+	struct record_fields f;
+
+	memset(out, 0, sizeof(*out));
+	if (r->type != MSG_RECORD)
+		return refuse(why, whylen, "not a record request");
+	read_record(r, &f);
+	if (!msg_end(r))
+		return refuse(why, whylen, "malformed record request: %s", r->error);
+	return check_record(&f, peer, false, out, why, whylen);
+}
+
+int keeper_parse_batch(struct msg_reader *r, char *why, size_t whylen)
+{
+	struct msg_reader pre = *r;
+	struct record_fields f;
+	int n = 0;
+
+	if (r->type != MSG_RECORD_BATCH) {
+		refuse(why, whylen, "not a record batch");
+		return -1;
+	}
+	while (pre.off < pre.len && n < KEEPER_BATCH_RECORDS && read_record(&pre, &f)) {
+		if (f.flags) {
+			refuse(why, whylen, "a batched record has flags 0x%x (one that "
+			       "wants its seq is sent alone)", f.flags);
+			return -1;
+		}
+		n++;
+	}
+	if (n == KEEPER_BATCH_RECORDS && pre.off < pre.len) {
+		refuse(why, whylen, "more than %d records in a batch", KEEPER_BATCH_RECORDS);
+		return -1;
+	}
+	if (!msg_end(&pre)) {
+		refuse(why, whylen, "malformed record batch: %s", pre.error);
+		return -1;
+	}
+	if (n == 0) {
+		refuse(why, whylen, "an empty record batch");
+		return -1;
+	}
+	return n;
+}
+
+bool keeper_batch_next(struct msg_reader *r, enum keeper_peer peer, bool lazy,
+		       struct keeper_record_req *out, char *why, size_t whylen)
+{
+	struct record_fields f;
+
+	memset(out, 0, sizeof(*out));
+	if (!read_record(r, &f))
+		return refuse(why, whylen, "malformed record batch: %s", r->error);
+	return check_record(&f, peer, lazy, out, why, whylen);
 }
 
 /* --- the key holder's process ---------------------------------------------- */
@@ -229,6 +325,8 @@ struct kstate {
 	int64_t checkpoint_ms;
 	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
 				      get their checkpoint; 0: none pending */
+	int64_t write_due;         /* monotonic ms by which the lines kept in
+				      memory are written; 0: none kept */
 	bool witness;              /* run --witness: ask the supervisor for a
 				      cosignature of the last checkpoint */
 };
@@ -258,44 +356,94 @@ static void checkpoint_now(struct kstate *ks)
 	ks->checkpoint_due = 0;
 }
 
-/* After requests were handled: unsigned lines get a deadline, the first
- * time they are seen, and a checkpoint once it has passed. Returns the
- * poll timeout until then (-1: none). */
+/* After requests were handled: lines kept in memory (checkpoint mode)
+ * are written within KEEPER_WRITE_MS of the first of them, so that a
+ * busy key holder writes once for many wake-ups; unsigned lines get a
+ * deadline, the first time they are seen, and a checkpoint once it has
+ * passed. Returns the poll timeout until the next of these (-1: none). */
 static int checkpoint_timer(struct kstate *ks)
 {
-	int64_t now;
+	int64_t now, wait = -1;
 
-	if (ks->started && receipt_flush(ks->w) < 0)
-		write_failed(ks);
-	if (!ks->sign_checkpoint || !ks->started || !receipt_unsigned_pending(ks->w)) {
-		ks->checkpoint_due = 0;
+	if (!ks->started)
 		return -1;
-	}
 	now = (int64_t)util_now_ms();
+	if (!receipt_unflushed(ks->w)) {
+		ks->write_due = 0;
+	} else {
+		if (!ks->write_due)
+			ks->write_due = now + KEEPER_WRITE_MS;
+		if (now >= ks->write_due) {
+			if (receipt_flush(ks->w) < 0)
+				write_failed(ks);
+			ks->write_due = 0;
+		} else {
+			wait = ks->write_due - now;
+		}
+	}
+	if (!ks->sign_checkpoint || !receipt_unsigned_pending(ks->w)) {
+		ks->checkpoint_due = 0;
+		return (int)wait;
+	}
 	if (!ks->checkpoint_due)
 		ks->checkpoint_due = now + ks->checkpoint_ms;
 	if (now >= ks->checkpoint_due) {
 		checkpoint_now(ks);
+		ks->write_due = 0; /* the signed line wrote the others */
 		return -1;
 	}
-	return (int)(ks->checkpoint_due - now);
+	if (wait < 0 || ks->checkpoint_due - now < wait)
+		wait = ks->checkpoint_due - now;
+	return (int)wait;
+}
+
+/* Writes the line a checked request asks for (and frees its subject):
+ * its seq, or -1 when it was too long to be a line. Every line a peer
+ * asks for is written here. */
+static int64_t write_record(struct kstate *ks, struct keeper_record_req *req)
+{
+	int64_t seq;
+
+	if (req->subject) {
+		seq = receipt_append(ks->w, req->type, req->decision, req->point,
+				     req->rule, req->subject, req->reason);
+		json_decref(req->subject);
+		req->subject = NULL;
+	} else {
+		seq = receipt_append_canonical(ks->w, req->type, req->decision, req->point,
+					       req->rule, req->subject_text,
+					       req->subject_len, req->reason);
+	}
+	if (seq < 0 && receipt_error(ks->w))
+		write_failed(ks);
+	/* A block is covered at once: the agent may be handed its seq. */
+	if (seq >= 0 && req->decision == RECEIPT_BLOCK)
+		checkpoint_now(ks);
+	if (seq >= 0)
+		ks->started = true;
+	return seq;
 }
 
 static enum handled on_record(struct kstate *ks, struct chan *c,
 			      struct msg_reader *r, int fd)
 {
 	struct keeper_record_req req;
+	struct record_fields f;
 	char why[256];
 	json_t *pub;
 	int64_t seq;
 	int sr;
 
 	(void)fd;
-	if (!keeper_parse_record(r, c->peer, &req, why, sizeof(why))) {
-		util_warn("key holder: refused a request of the %s: %s",
-			  keeper_peer_to_string(c->peer), why);
-		return HANDLED_BAD;
+	read_record(r, &f);
+	if (!msg_end(r)) {
+		snprintf(why, sizeof(why), "malformed record request: %s", r->error);
+		goto refused;
 	}
+	/* The stream's first line is checked as an object (its pubkey);
+	 * the others are taken as canonical text where they are. */
+	if (!check_record(&f, c->peer, ks->started, &req, why, sizeof(why)))
+		goto refused;
 	if (receipt_type_opens_stream(req.type) == ks->started) {
 		util_warn("key holder: refused a request of the %s: %s",
 			  keeper_peer_to_string(c->peer),
@@ -311,18 +459,9 @@ static enum handled on_record(struct kstate *ks, struct chan *c,
 		json_decref(req.subject);
 		return HANDLED_BAD;
 	}
-	seq = receipt_append(ks->w, req.type, req.decision, req.point, req.rule,
-			     req.subject, req.reason);
-	json_decref(req.subject);
-	if (seq < 0 && receipt_error(ks->w))
-		write_failed(ks);
-	/* A block is covered at once: the agent may be handed its seq. */
-	if (seq >= 0 && req.decision == RECEIPT_BLOCK)
-		checkpoint_now(ks);
+	seq = write_record(ks, &req);
 	if (req.want_seq && receipt_flush(ks->w) < 0)
 		write_failed(ks);
-	if (seq >= 0)
-		ks->started = true;
 	if (!req.want_seq)
 		return HANDLED_OK;
 	msg_start(&ks->reply, MSG_SEQ);
@@ -333,6 +472,41 @@ static enum handled on_record(struct kstate *ks, struct chan *c,
 		util_warn("key holder: cannot answer the %s: %s",
 			  keeper_peer_to_string(c->peer), strerror(-sr));
 		return HANDLED_BAD;
+	}
+	return HANDLED_OK;
+refused:
+	util_warn("key holder: refused a request of the %s: %s",
+		  keeper_peer_to_string(c->peer), why);
+	return HANDLED_BAD;
+}
+
+/* Several records a worker sent together, none wanting its seq. The
+ * batch's framing is checked whole first: a malformed one writes
+ * nothing. Its records are then checked and written in order, as if each
+ * had come alone: one refused drops the channel, and those before it
+ * stay written. */
+static enum handled on_record_batch(struct kstate *ks, struct chan *c,
+				    struct msg_reader *r, int fd)
+{
+	struct keeper_record_req req;
+	char why[256];
+	int n;
+
+	(void)fd;
+	n = keeper_parse_batch(r, why, sizeof(why));
+	if (n < 0 || !ks->started) {
+		util_warn("key holder: refused a request of the %s: %s",
+			  keeper_peer_to_string(c->peer),
+			  n < 0 ? why : "the stream has not begun");
+		return HANDLED_BAD;
+	}
+	while (n-- > 0) {
+		if (!keeper_batch_next(r, c->peer, true, &req, why, sizeof(why))) {
+			util_warn("key holder: refused a request of the %s: %s",
+				  keeper_peer_to_string(c->peer), why);
+			return HANDLED_BAD;
+		}
+		(void)write_record(ks, &req);
 	}
 	return HANDLED_OK;
 }
@@ -514,6 +688,7 @@ static const struct {
 } requests[] = {
 	{ MSG_RECORD, PEER_BIT(KEEPER_PEER_SUPERVISOR) | PEER_BIT(KEEPER_PEER_WORKER),
 	  on_record },
+	{ MSG_RECORD_BATCH, PEER_BIT(KEEPER_PEER_WORKER), on_record_batch },
 	{ MSG_SET_POLICY, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_set_policy },
 	{ MSG_ADD_CHANNEL, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_add_channel },
 	{ MSG_END, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_end },
@@ -599,8 +774,8 @@ static enum handled serve(struct kstate *ks, struct chan *c, unsigned max)
 /* Reads until the supervisor ends the session or its channel closes. */
 static void serve_until_end(struct kstate *ks)
 {
-	struct pollfd *pfd = NULL;
-	size_t cap = 0, i;
+	struct pollfd *pfd = util_xcalloc(1, sizeof(*pfd));
+	size_t cap = 1, i;
 
 	for (;;) {
 		size_t n = ks->started ? ks->nchans : 1;
@@ -622,7 +797,7 @@ static void serve_until_end(struct kstate *ks)
 			continue;
 		/* The supervisor first, whole: its lines precede what the
 		 * workers it started later record. */
-		if (serve(ks, &ks->chans[0], 0) == HANDLED_END)
+		if (pfd[0].revents && serve(ks, &ks->chans[0], 0) == HANDLED_END)
 			break;
 		for (i = 1; i < n; i++)
 			if (pfd[i].revents)
@@ -1004,6 +1179,31 @@ static void put_subject(struct msg *m, json_t *subject)
 	free(text);
 }
 
+/* One record's fields, as MSG_RECORD and MSG_RECORD_BATCH carry them. */
+static void put_record(struct msg *m, uint32_t flags, const char *type,
+		       enum receipt_decision d, enum receipt_point point,
+		       const char *rule, json_t *subject, const char *reason)
+{
+	msg_put_u32(m, flags);
+	msg_put_cstr(m, type);
+	msg_put_u32(m, (uint32_t)d);
+	msg_put_u32(m, (uint32_t)point);
+	put_text(m, rule, KEEPER_TEXT_MAX);
+	put_subject(m, subject);
+	put_text(m, reason, KEEPER_TEXT_MAX);
+}
+
+int keeper_link_flush(struct keeper_link *l)
+{
+	int rc;
+
+	if (!l->nbatch)
+		return 0;
+	rc = msg_send(l->fd, &l->batch, -1, 0);
+	l->nbatch = 0;
+	return rc;
+}
+
 int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		  enum receipt_decision d, enum receipt_point point,
 		  const char *rule, json_t *subject, const char *reason,
@@ -1016,14 +1216,23 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 	int fd, rc;
 
 	*seq = -1;
+	if (l->batching && !want_seq) {
+		/* One message for the records of a turn of the worker's
+		 * loop: the key holder's cost is per message. */
+		if (!l->nbatch)
+			msg_start(&l->batch, MSG_RECORD_BATCH);
+		put_record(&l->batch, 0, type, d, point, rule, subject, reason);
+		l->nbatch++;
+		if (l->nbatch >= KEEPER_BATCH_RECORDS || l->batch.len >= KEEPER_BATCH_BYTES)
+			return keeper_link_flush(l);
+		return 0;
+	}
+	rc = keeper_link_flush(l);
+	if (rc < 0)
+		return rc;
 	msg_start(&l->out, MSG_RECORD);
-	msg_put_u32(&l->out, want_seq ? MSG_RECORD_WANT_SEQ : 0);
-	msg_put_cstr(&l->out, type);
-	msg_put_u32(&l->out, (uint32_t)d);
-	msg_put_u32(&l->out, (uint32_t)point);
-	put_text(&l->out, rule, KEEPER_TEXT_MAX);
-	put_subject(&l->out, subject);
-	put_text(&l->out, reason, KEEPER_TEXT_MAX);
+	put_record(&l->out, want_seq ? MSG_RECORD_WANT_SEQ : 0, type, d, point, rule,
+		   subject, reason);
 	rc = msg_send(l->fd, &l->out, -1, 0);
 	if (rc < 0 || !want_seq)
 		return rc;
@@ -1088,6 +1297,11 @@ int keeper_leaf(struct keeper_link *l, const char *host, struct tls_leaf *out,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	rc = keeper_link_flush(l);
+	if (rc < 0) {
+		snprintf(err, errlen, "the key holder's channel failed: %s", strerror(-rc));
+		return rc;
+	}
 	msg_start(&l->out, MSG_LEAF);
 	msg_put_cstr(&l->out, host);
 	rc = msg_send(l->fd, &l->out, -1, 0);
@@ -1206,8 +1420,12 @@ int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 
 void keeper_link_close(struct keeper_link *l)
 {
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
+		(void)keeper_link_flush(l);
 		close(l->fd);
+	}
+	l->nbatch = 0;
+	msg_free(&l->batch);
 	l->fd = -1;
 	msg_free(&l->out);
 	free(l->in);

@@ -51,6 +51,10 @@ struct keeper_config {
 struct keeper_link {
 	int fd;
 	struct msg out;
+	bool batching;             /* records without a seq wait in batch for
+				      keeper_link_flush() (a worker's loop) */
+	struct msg batch;          /* MSG_RECORD_BATCH being filled */
+	unsigned int nbatch;       /* records in it */
 	uint8_t *in;               /* MSG_MAX bytes for answers, made on first use */
 	char fatal[256];           /* the key holder's last words (MSG_FATAL), or "" */
 };
@@ -144,7 +148,12 @@ int keeper_leaf(struct keeper_link *l, const char *host, struct tls_leaf *out,
  * NULL without a CA). Returns 0, or -1 with a reason in @err. */
 int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen);
 
-/* Frees a link's buffers and closes it. */
+/* Sends the records waiting in @l's batch, if any: 0 or -errno. A
+ * worker calls it once a turn of its loop, before it waits; every other
+ * request on @l sends them first, so requests keep their order. */
+int keeper_link_flush(struct keeper_link *l);
+
+/* Sends what waits in @l's batch, frees its buffers and closes it. */
 void keeper_link_close(struct keeper_link *l);
 
 /* --- the key holder's side: request checking, shared with the tests --- */
@@ -173,7 +182,11 @@ struct keeper_record_req {
 	enum receipt_point point;
 	const char *rule;
 	const char *reason;
-	json_t *subject;           /* owned: json_decref it; never NULL */
+	json_t *subject;           /* owned: json_decref it; never NULL from
+				      keeper_parse_record() */
+	const char *subject_text;  /* with subject NULL: canonical JSON text
+				      (receipt_json_canonical()) in the message */
+	size_t subject_len;
 };
 
 /* Reads the fields of a MSG_RECORD that @peer sent (@r positioned after
@@ -187,5 +200,23 @@ struct keeper_record_req {
  * with the reason in @why (and nothing to free). */
 bool keeper_parse_record(struct msg_reader *r, enum keeper_peer peer,
 			 struct keeper_record_req *out, char *why, size_t whylen);
+
+/* The most records one MSG_RECORD_BATCH may carry, and the size at which
+ * a worker's link sends the batch it is filling (a record is at most
+ * about 97 KiB: a batch stays within MSG_MAX). */
+#define KEEPER_BATCH_RECORDS 64
+#define KEEPER_BATCH_BYTES ((size_t)16 * 1024)
+
+/* Checks a MSG_RECORD_BATCH's framing (@r positioned after the header;
+ * left there): 1 to KEEPER_BATCH_RECORDS records of MSG_RECORD's fields,
+ * none with flags, nothing after. Returns the number of records, or -1
+ * with the reason in @why. */
+int keeper_parse_batch(struct msg_reader *r, char *why, size_t whylen);
+
+/* The next record of a batch keeper_parse_batch() accepted, checked as
+ * keeper_parse_record() checks one (with @lazy, a canonical subject is
+ * left as text: out->subject NULL). */
+bool keeper_batch_next(struct msg_reader *r, enum keeper_peer peer, bool lazy,
+		       struct keeper_record_req *out, char *why, size_t whylen);
 
 #endif /* AIRLOCK_KEEPER_H */

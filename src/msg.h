@@ -110,6 +110,10 @@ enum msg_type {
 	MSG_SANDBOX_SOCKET,   /* u32 role (MSG_SANDBOX_SOCK_*), u32 more (1:
 				 another socket of this hand-over follows);
 				 carries the socket */
+	/* proxy worker -> key holder */
+	MSG_RECORD_BATCH,     /* 1-64 records, each MSG_RECORD's fields with
+				 flags 0, until the message's end; written
+				 in order, no answer */
 	MSG_TYPE_COUNT
 };
 

@@ -92,6 +92,16 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
 		       enum receipt_decision decision, enum receipt_point point,
 		       const char *rule, json_t *subject, const char *reason);
 
+/* receipt_append() of a line after the first with the subject given as
+ * @subject_len bytes of JSON text that receipt_json_canonical() accepted
+ * (the caller checks: they go into the line as they are, saving the
+ * parse and print of the object). */
+int64_t receipt_append_canonical(struct receipt_writer *w, const char *type,
+				 enum receipt_decision decision,
+				 enum receipt_point point, const char *rule,
+				 const char *subject, size_t subject_len,
+				 const char *reason);
+
 /* Changes the policy digest of the lines appended from now on. The caller
  * appends a policy.reload receipt (decision info) right after: `airlock
  * verify` accepts a new digest only on such a line. Returns 0, or -1 for a
@@ -133,9 +143,13 @@ int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode);
 
 /* Checkpoint mode keeps unsigned lines in memory (up to 64 KiB) until a
  * signed line or this call writes them, in one write(): the caller flushes
- * before it waits, and before it tells anyone a seq. Returns 0, or -1 on
+ * soon after (the key holder within KEEPER_WRITE_MS), and before it tells
+ * anyone a seq. Returns 0, or -1 on
  * an I/O failure (see receipt_error()). */
 int receipt_flush(struct receipt_writer *w);
+
+/* Are lines waiting in memory for receipt_flush()? */
+bool receipt_unflushed(const struct receipt_writer *w);
 
 /* Has a line without "sig" been written since the last signed one? */
 bool receipt_unsigned_pending(const struct receipt_writer *w);

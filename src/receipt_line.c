@@ -337,13 +337,18 @@ void receipt_sha256_hex(const void *data, size_t len,
 	 * in the proxy's profile. Never freed: it lives as long as the
 	 * process, like OpenSSL's own tables. */
 	static EVP_MD *sha256;
+	static EVP_MD_CTX *ctx; /* kept too: EVP_Digest() makes one a call */
 	uint8_t md[32];
 	unsigned int mdlen = 0;
 
 	if (!sha256)
 		sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-	ASSERT(sha256);
-	ASSERT(EVP_Digest(data, len, md, &mdlen, sha256, NULL) == 1);
+	if (!ctx)
+		ctx = EVP_MD_CTX_new();
+	ASSERT(sha256 && ctx);
+	ASSERT(EVP_DigestInit_ex(ctx, sha256, NULL) == 1 &&
+	       EVP_DigestUpdate(ctx, data, len) == 1 &&
+	       EVP_DigestFinal_ex(ctx, md, &mdlen) == 1);
 	ASSERT(mdlen == sizeof(md));
 	util_hex(md, sizeof(md), out);
 }
@@ -437,4 +442,160 @@ void receipt_json_str(char **buf, size_t *len, size_t *cap, const char *s)
 	}
 	put(buf, len, cap, run, (size_t)(s - run));
 	put(buf, len, cap, "\"", 1);
+}
+
+/* --- canonical subjects ----------------------------------------------------- */
+
+/* How deep and how wide a subject the fast path takes; anything beyond
+ * is checked and re-serialised by jansson instead. */
+#define CANON_DEPTH 16
+#define CANON_KEYS 32
+
+struct canon {
+	const char *p, *end;
+	int depth;
+};
+
+/* A string of printable ASCII with only the escapes jansson writes for
+ * the characters it escapes (\" \\ \b \f \n \r \t): its span in *@s. */
+static bool canon_string(struct canon *c, const char **s, size_t *n)
+{
+	const char *start;
+
+	if (c->p >= c->end || *c->p != '"')
+		return false;
+	start = ++c->p;
+	while (c->p < c->end) {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if (ch == '"') {
+			*s = start;
+			*n = (size_t)(c->p - start);
+			c->p++;
+			return true;
+		}
+		if (ch < 0x20 || ch > 0x7e)
+			return false; /* raw controls are invalid; UTF-8: jansson checks */
+		if (ch == '\\') {
+			if (c->end - c->p < 2 || !strchr("\"\\bfnrt", c->p[1]) || !c->p[1])
+				return false; /* \u, \/ or anything else: not jansson's */
+			c->p++;
+		}
+		c->p++;
+	}
+	return false;
+}
+
+/* -?(0|[1-9][0-9]*) of at most 18 digits (within json_int_t, printed back
+ * alike); "-0", fractions and exponents are jansson's to judge. */
+static bool canon_integer(struct canon *c)
+{
+	bool neg = c->p < c->end && *c->p == '-';
+	const char *start;
+
+	if (neg)
+		c->p++;
+	start = c->p;
+	while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
+		c->p++;
+	if (c->p == start || c->p - start > 18 || (*start == '0' && (neg || c->p - start > 1)))
+		return false;
+	return c->p == c->end || (*c->p != '.' && *c->p != 'e' && *c->p != 'E');
+}
+
+static bool canon_literal(struct canon *c, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0)
+		return false;
+	c->p += n;
+	return true;
+}
+
+static bool canon_value(struct canon *c);
+
+static bool canon_object(struct canon *c)
+{
+	const char *key[CANON_KEYS];
+	size_t klen[CANON_KEYS], nkeys = 0, i;
+
+	if (c->p >= c->end || *c->p != '{' || ++c->depth > CANON_DEPTH)
+		return false;
+	c->p++;
+	if (c->p < c->end && *c->p == '}') {
+		c->p++;
+		c->depth--;
+		return true;
+	}
+	for (;;) {
+		if (nkeys == CANON_KEYS || !canon_string(c, &key[nkeys], &klen[nkeys]))
+			return false;
+		/* a duplicate, even spelt with other escapes: jansson refuses
+		 * it or keeps one (compared as written; \" and \\ aside the
+		 * escapes are distinct characters) */
+		for (i = 0; i < nkeys; i++)
+			if (klen[i] == klen[nkeys] && memcmp(key[i], key[nkeys], klen[i]) == 0)
+				return false;
+		nkeys++;
+		if (c->p >= c->end || *c->p++ != ':' || !canon_value(c))
+			return false;
+		if (c->p >= c->end)
+			return false;
+		if (*c->p == '}') {
+			c->p++;
+			c->depth--;
+			return true;
+		}
+		if (*c->p++ != ',')
+			return false;
+	}
+}
+
+static bool canon_array(struct canon *c)
+{
+	if (c->p >= c->end || *c->p != '[' || ++c->depth > CANON_DEPTH)
+		return false;
+	c->p++;
+	if (c->p < c->end && *c->p == ']') {
+		c->p++;
+		c->depth--;
+		return true;
+	}
+	for (;;) {
+		if (!canon_value(c) || c->p >= c->end)
+			return false;
+		if (*c->p == ']') {
+			c->p++;
+			c->depth--;
+			return true;
+		}
+		if (*c->p++ != ',')
+			return false;
+	}
+}
+
+static bool canon_value(struct canon *c)
+{
+	const char *s;
+	size_t n;
+
+	if (c->p >= c->end)
+		return false;
+	switch (*c->p) {
+	case '{': return canon_object(c);
+	case '[': return canon_array(c);
+	case '"': return canon_string(c, &s, &n);
+	case 't': return canon_literal(c, "true");
+	case 'f': return canon_literal(c, "false");
+	case 'n': return canon_literal(c, "null");
+	default: return canon_integer(c);
+	}
+}
+
+bool receipt_json_canonical(const char *s, size_t len)
+{
+	struct canon c = { s, s + len, 0 };
+
+	return canon_object(&c) && c.p == c.end;
 }

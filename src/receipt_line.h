@@ -111,6 +111,15 @@ bool receipt_key_raw_public(EVP_PKEY *key, uint8_t out[RECEIPT_ED25519_KEY_LEN])
  * \u00XX (uppercase hex); everything else as it is. */
 void receipt_json_str(char **buf, size_t *len, size_t *cap, const char *s);
 
+/* Are the @len bytes at @s a JSON object exactly as jansson prints what
+ * it reads from them (json_loadb() with JSON_REJECT_DUPLICATES, then
+ * json_dumps() with JSON_COMPACT and JSON_REAL_PRECISION(15), as the
+ * writer prints a subject)? True only for a subset whose printing is
+ * certain: compact, printable-ASCII strings with jansson's escapes,
+ * integers, no reals, no duplicate keys, 16 levels and 32 keys an object
+ * at most. False says nothing: such bytes must go through jansson. */
+bool receipt_json_canonical(const char *s, size_t len);
+
 /* snprintf into @err when it is not NULL. */
 __attribute__((format(printf, 3, 4))) void
 receipt_set_err(char *err, size_t errlen, const char *fmt, ...);

@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -47,22 +48,14 @@
 
 struct receipt_writer {
 	EVP_MD_CTX *sign_tpl;  /* DigestSign initialised with key */
-	int fd;
-	bool owns_fd;
-	int error;             /* errno of the write that broke the stream, or 0 */
 	EVP_PKEY *key;
-	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
 	char *session;
 	char *policy;
 	int64_t seq;
-	char prev[RECEIPT_SHA256_HEX_LEN + 1];
 	json_t *counts;
 	int64_t spend_nano;    /* session.end's spend_usd; -1: not metered */
-	enum receipt_sign mode;
 	struct merkle_tree tree; /* over every line written, beside prev */
 	char *origin;          /* "airlock/SESSION": the checkpoints' origin */
-	bool unsigned_pending; /* a line without sig since the last signed one */
-	bool last_checkpoint;  /* the last line written is a checkpoint */
 	char *last_note;       /* the last checkpoint's note, or NULL */
 	json_t *cosignatures;  /* session.end's, or NULL */
 	/* checkpoint mode: unsigned lines wait here for receipt_flush() (or
@@ -70,6 +63,20 @@ struct receipt_writer {
 	 * one write() */
 	char *pend;
 	size_t pend_len, pend_cap;
+	char *body;            /* the line being built, kept between lines */
+	size_t body_cap;
+	char *session_json;    /* the session id as a JSON string */
+	size_t session_json_len;
+	time_t ts_sec;         /* the second ts_text's date and time are of */
+	int fd;
+	int error;             /* errno of the write that broke the stream, or 0 */
+	enum receipt_sign mode;
+	char pubkey[RECEIPT_PUBKEY_B64_LEN + 1];
+	char prev[RECEIPT_SHA256_HEX_LEN + 1];
+	char ts_text[25];
+	bool owns_fd;
+	bool unsigned_pending; /* a line without sig since the last signed one */
+	bool last_checkpoint;  /* the last line written is a checkpoint */
 };
 
 /* Lines kept before a write even without a flush. */
@@ -133,6 +140,8 @@ static void writer_free(struct receipt_writer *w)
 	free(w->policy);
 	free(w->origin);
 	free(w->pend);
+	free(w->body);
+	free(w->session_json);
 	free(w->last_note);
 	json_decref(w->cosignatures);
 	json_decref(w->counts);
@@ -145,6 +154,7 @@ struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 {
 	struct receipt_writer *w = NULL;
 	char pub[RECEIPT_PUBKEY_B64_LEN + 1];
+	size_t json_cap = 0;
 	bool owns;
 	int fd;
 
@@ -182,6 +192,7 @@ struct receipt_writer *receipt_open(const char *dest, EVP_PKEY *key,
 	}
 	memcpy(w->pubkey, pub, sizeof(pub));
 	w->session = util_xstrdup(session);
+	receipt_json_str(&w->session_json, &w->session_json_len, &json_cap, session);
 	w->policy = util_xstrdup(policy_digest);
 	memcpy(w->prev, receipt_zero_prev, sizeof(w->prev));
 	w->counts = json_object();
@@ -241,24 +252,90 @@ static void set_member(json_t *obj, const char *name, json_t *val)
 	ASSERT(json_object_set_new(obj, name, val) == 0);
 }
 
-/* Appends the C string @s to the line being built. */
-static void append(char **buf, size_t *len, size_t *cap, const char *s)
+/* Appends the @n bytes at @s to the line being built, NUL-terminated. */
+static void append_n(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
-	size_t n = strlen(s);
-
 	if (*len + n + 1 > *cap) {
 		*cap = *len + n + 1 > 2 * *cap ? *len + n + 1 : 2 * *cap;
 		*buf = util_xrealloc(*buf, *cap);
 	}
-	memcpy(*buf + *len, s, n + 1);
+	memcpy(*buf + *len, s, n);
+	(*buf)[*len + n] = '\0';
 	*len += n;
 }
 
+/* Appends the C string @s to the line being built. */
+static void append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	append_n(buf, len, cap, s, strlen(s));
+}
+
+/* @s as it may stand in a line: itself when it is well-formed UTF-8 of at
+ * most RECEIPT_TEXT_MAX bytes (the usual case, no copy), else a cleaned
+ * copy left in *@copy for the caller to free. */
+static const char *clean_text(const char *s, char **copy)
+{
+	*copy = NULL;
+	if (!s)
+		return "";
+	if (strnlen(s, RECEIPT_TEXT_MAX + 1) <= RECEIPT_TEXT_MAX && receipt_utf8_valid(s))
+		return s;
+	*copy = receipt_utf8_clean(s, RECEIPT_TEXT_MAX);
+	return *copy;
+}
+
+/* The line's ts, as util_rfc3339_now() writes it, with the date and time
+ * of day formatted again only when the second changed. */
+static void line_ts(struct receipt_writer *w, char ts[25])
+{
+	struct timespec now;
+	unsigned int ms;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (now.tv_sec != w->ts_sec || !w->ts_text[0]) {
+		gmtime_r(&now.tv_sec, &tm);
+		/* Years past 9999 would not fit; RFC 3339 has four digits. */
+		if (strftime(w->ts_text, 20, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+			memcpy(w->ts_text, "9999-12-31T23:59:59", 20);
+		w->ts_sec = now.tv_sec;
+	}
+	ms = (unsigned int)(now.tv_nsec / 1000000) % 1000u;
+	memcpy(ts, w->ts_text, 19);
+	ts[19] = '.';
+	ts[20] = (char)('0' + ms / 100);
+	ts[21] = (char)('0' + ms / 10 % 10);
+	ts[22] = (char)('0' + ms % 10);
+	ts[23] = 'Z';
+	ts[24] = '\0';
+}
+
+/* The decimal digits of @v in @out (at least 21 bytes, not
+ * NUL-terminated); returns their number. */
+static size_t fmt_uint(char *out, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+#define APPEND_LIT(lit) append_n(&w->body, &body_len, &w->body_cap, lit, sizeof(lit) - 1)
+
 /* Writes one line; it carries "sig" in mode line, and always when it is
- * a checkpoint or session.end. */
+ * a checkpoint or session.end. @subj is the subject's JSON text as the
+ * line carries it (json_dumps() of the object, or bytes that
+ * receipt_json_canonical() accepted). */
 static int64_t emit(struct receipt_writer *w, const char *type,
 		    enum receipt_decision decision, enum receipt_point point,
-		    const char *rule, json_t *subject, const char *reason)
+		    const char *rule, const char *subj, size_t subj_len,
+		    const char *reason)
 {
 	bool sign_it = w->mode == RECEIPT_SIGN_LINE ||
 		       strcmp(type, "session.end") == 0 ||
@@ -267,64 +344,68 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	 * newline; not a C string. */
 	static const char line_end[3] = { '"', '}', '\n' };
 	char ts[25], sig_b64[RECEIPT_SIG_B64_LEN + 1];
-	char *rule_c = NULL, *reason_c = NULL, *body = NULL, *line = NULL, *subj;
+	char *rule_copy, *reason_copy, *line = NULL;
+	const char *rule_c, *reason_c;
 	uint8_t sig[RECEIPT_ED25519_SIG_LEN];
-	size_t body_len = 0, body_cap = 512, line_len;
+	size_t body_len = 0, line_len;
 	int64_t rc = -1;
-	char num[96];
+	char num[24];
+	size_t nn;
 
-	rule_c = receipt_utf8_clean(rule ? rule : "", RECEIPT_TEXT_MAX);
-	reason_c = receipt_utf8_clean(reason ? reason : "", RECEIPT_TEXT_MAX);
-	util_rfc3339_now(ts);
+	rule_c = clean_text(rule, &rule_copy);
+	reason_c = clean_text(reason, &reason_copy);
+	line_ts(w, ts);
 	/* Built by hand in the one order of receipt_line.h, compact, with
 	 * jansson's escaping (receipt_json_str()): the bytes json_dumps()
 	 * of the object made of these members would give, without making
-	 * the object. Only the subject goes through jansson. */
-	body = util_xmalloc(body_cap);
-	snprintf(num, sizeof(num), "{\"v\":1,\"seq\":%lld,\"ts\":\"%s\",\"session\":",
-		 (long long)w->seq, ts);
-	append(&body, &body_len, &body_cap, num);
-	receipt_json_str(&body, &body_len, &body_cap, w->session);
-	append(&body, &body_len, &body_cap, ",\"type\":");
-	receipt_json_str(&body, &body_len, &body_cap, type);
-	append(&body, &body_len, &body_cap, ",\"decision\":\"");
-	append(&body, &body_len, &body_cap, receipt_decision_to_string(decision));
-	append(&body, &body_len, &body_cap, "\",\"point\":\"");
-	append(&body, &body_len, &body_cap, receipt_point_to_string(point));
-	append(&body, &body_len, &body_cap, "\",\"rule\":");
-	receipt_json_str(&body, &body_len, &body_cap, rule_c);
-	append(&body, &body_len, &body_cap, ",\"policy\":");
-	receipt_json_str(&body, &body_len, &body_cap, w->policy);
-	append(&body, &body_len, &body_cap, ",\"subject\":");
-	subj = subject ? json_dumps(subject, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-	/* 15 significant digits: dollar amounts of whole nano-dollars
-	 * (below a million dollars) print exactly, 0.000735 and not
-	 * 0.00073499999999999998. */
-	ASSERT(!subject || subj);
-	append(&body, &body_len, &body_cap, subj ? subj : "{}");
-	free(subj);
-	append(&body, &body_len, &body_cap, ",\"reason\":");
-	receipt_json_str(&body, &body_len, &body_cap, reason_c);
-	append(&body, &body_len, &body_cap, ",\"prev\":\"");
-	append(&body, &body_len, &body_cap, w->prev);
-	append(&body, &body_len, &body_cap, "\"}");
-	ASSERT(body_len == strlen(body));
-	ASSERT(body_len > 2 && body[body_len - 1] == '}');
+	 * the object. Only the subject comes from jansson (or was proven to
+	 * be what it would print). The buffer is the writer's, kept. */
+	if (!w->body) {
+		w->body_cap = 1024;
+		w->body = util_xmalloc(w->body_cap);
+	}
+	body_len = 0;
+	APPEND_LIT("{\"v\":1,\"seq\":");
+	nn = fmt_uint(num, (uint64_t)w->seq);
+	append_n(&w->body, &body_len, &w->body_cap, num, nn);
+	APPEND_LIT(",\"ts\":\"");
+	append_n(&w->body, &body_len, &w->body_cap, ts, 24);
+	APPEND_LIT("\",\"session\":");
+	append_n(&w->body, &body_len, &w->body_cap, w->session_json, w->session_json_len);
+	/* a type is of [a-z0-9._-]: nothing to escape */
+	APPEND_LIT(",\"type\":\"");
+	append(&w->body, &body_len, &w->body_cap, type);
+	APPEND_LIT("\",\"decision\":\"");
+	append(&w->body, &body_len, &w->body_cap, receipt_decision_to_string(decision));
+	APPEND_LIT("\",\"point\":\"");
+	append(&w->body, &body_len, &w->body_cap, receipt_point_to_string(point));
+	APPEND_LIT("\",\"rule\":");
+	receipt_json_str(&w->body, &body_len, &w->body_cap, rule_c);
+	APPEND_LIT(",\"policy\":\"");
+	/* sha256:<64 hex>: nothing to escape */
+	append(&w->body, &body_len, &w->body_cap, w->policy);
+	APPEND_LIT("\",\"subject\":");
+	append_n(&w->body, &body_len, &w->body_cap, subj, subj_len);
+	APPEND_LIT(",\"reason\":");
+	receipt_json_str(&w->body, &body_len, &w->body_cap, reason_c);
+	APPEND_LIT(",\"prev\":\"");
+	append_n(&w->body, &body_len, &w->body_cap, w->prev, RECEIPT_SHA256_HEX_LEN);
+	APPEND_LIT("\"}");
+	ASSERT(body_len > 2 && w->body[body_len - 1] == '}');
 	if (!sign_it) {
 		/* the body as it is, and the newline in its NUL's place */
 		if (body_len > RECEIPT_LINE_MAX)
 			goto out;
 		line_len = body_len;
-		line = body;
-		body = NULL;
+		line = w->body;
 		line[line_len] = '\n';
 	} else {
 		line_len = body_len - 1 + RECEIPT_SIG_TAIL_LEN;
-		if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, body, body_len, sig))
+		if (line_len > RECEIPT_LINE_MAX || !sign(w->sign_tpl, w->body, body_len, sig))
 			goto out;
 		EVP_EncodeBlock((unsigned char *)sig_b64, sig, RECEIPT_ED25519_SIG_LEN);
 		line = util_xmalloc(line_len + 1);
-		memcpy(line, body, body_len - 1);
+		memcpy(line, w->body, body_len - 1);
 		memcpy(line + body_len - 1, receipt_sig_open, RECEIPT_SIG_OPEN_LEN);
 		memcpy(line + line_len - 2 - RECEIPT_SIG_B64_LEN, sig_b64,
 		       RECEIPT_SIG_B64_LEN);
@@ -352,10 +433,29 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 	receipt_count_add(w->counts, type, 1);
 	rc = w->seq++;
 out:
-	free(line);
-	free(body);
-	free(reason_c);
-	free(rule_c);
+	if (line != w->body)
+		free(line);
+	free(reason_copy);
+	free(rule_copy);
+	return rc;
+}
+
+/* emit() with the subject an object (NULL: {}), printed by jansson. */
+static int64_t emit_json(struct receipt_writer *w, const char *type,
+			 enum receipt_decision decision, enum receipt_point point,
+			 const char *rule, json_t *subject, const char *reason)
+{
+	/* 15 significant digits: dollar amounts of whole nano-dollars
+	 * (below a million dollars) print exactly, 0.000735 and not
+	 * 0.00073499999999999998. */
+	char *subj = subject ? json_dumps(subject, JSON_COMPACT | JSON_REAL_PRECISION(15))
+			     : NULL;
+	int64_t rc;
+
+	ASSERT(!subject || subj);
+	rc = emit(w, type, decision, point, rule, subj ? subj : "{}",
+		  subj ? strlen(subj) : 2, reason);
+	free(subj);
 	return rc;
 }
 
@@ -391,7 +491,21 @@ int64_t receipt_append(struct receipt_writer *w, const char *type,
 		ASSERT(subject && json_is_string(json_object_get(subject, "pubkey")) &&
 		       strcmp(json_string_value(json_object_get(subject, "pubkey")),
 			      w->pubkey) == 0);
-	return emit(w, type, decision, point, rule, subject, reason);
+	return emit_json(w, type, decision, point, rule, subject, reason);
+}
+
+int64_t receipt_append_canonical(struct receipt_writer *w, const char *type,
+				 enum receipt_decision decision,
+				 enum receipt_point point, const char *rule,
+				 const char *subject, size_t subject_len,
+				 const char *reason)
+{
+	ASSERT(w && type && receipt_type_valid(type, strlen(type)));
+	ASSERT(!receipt_type_opens_stream(type) && w->seq > 0);
+	ASSERT(strcmp(type, "session.end") != 0);
+	if (w->error)
+		return -1;
+	return emit(w, type, decision, point, rule, subject, subject_len, reason);
 }
 
 /* fsync, where the descriptor supports it. */
@@ -439,8 +553,8 @@ int receipt_close(struct receipt_writer *w, int exit_status)
 	if (w->cosignatures)
 		set_member(subject, "cosignatures", json_incref(w->cosignatures));
 	reason = util_xasprintf("session ended, exit status %d", exit_status);
-	if (emit(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
-		 "session", subject, reason) < 0) {
+	if (emit_json(w, "session.end", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		      "session", subject, reason) < 0) {
 		rc = w->error ? -w->error : -EIO;
 		goto out;
 	}
@@ -468,6 +582,11 @@ int receipt_set_sign_mode(struct receipt_writer *w, enum receipt_sign mode)
 		return -1;
 	w->mode = mode;
 	return 0;
+}
+
+bool receipt_unflushed(const struct receipt_writer *w)
+{
+	return w->pend_len > 0;
 }
 
 bool receipt_unsigned_pending(const struct receipt_writer *w)
@@ -498,8 +617,8 @@ int64_t receipt_checkpoint(struct receipt_writer *w)
 			    b64, "note", note);
 	ASSERT(subject);
 	reason = util_xasprintf("checkpoint of the first %lld lines", (long long)w->seq);
-	rc = emit(w, RECEIPT_CHECKPOINT_TYPE, RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
-		  "receipts.sign", subject, reason);
+	rc = emit_json(w, RECEIPT_CHECKPOINT_TYPE, RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+		       "receipts.sign", subject, reason);
 	if (rc >= 0) {
 		free(w->last_note);
 		w->last_note = util_xstrdup(note);

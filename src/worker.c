@@ -155,6 +155,26 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	return seq;
 }
 
+/* Before the loop waits: the records of this turn go to the key holder,
+ * one message for all of them. */
+static void worker_record_flush(void *arg)
+{
+	struct wctx *x = arg;
+	int r = keeper_link_flush(&x->link);
+
+	if (r < 0)
+		child_fatal("cannot record a receipt: the key holder's channel "
+			     "failed (%s)", strerror(-r));
+}
+
+/* The worker stops: the records it holds still go, if they can. */
+static void worker_fatal_flush(void *arg)
+{
+	struct wctx *x = arg;
+
+	(void)keeper_link_flush(&x->link);
+}
+
 /* The spend filter refused a call for the cap under on_exhausted "stop":
  * the supervisor ends the session. */
 static void worker_exhausted(void *arg, const char *reason)
@@ -363,6 +383,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_KEEPER_READY:
 	case MSG_FATAL:
 	case MSG_RECORD:
+	case MSG_RECORD_BATCH:
 	case MSG_SEQ:
 	case MSG_SET_POLICY:
 	case MSG_ADD_CHANNEL:
@@ -581,6 +602,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.parent = parent;
 	x.index = index;
 	x.link.fd = kfd;
+	x.link.batching = true;
+	child_on_fatal(worker_fatal_flush, &x);
 	x.in = util_xmalloc(MSG_MAX);
 	/* Before any descriptor is closed: the table's memfd is dropped
 	 * here, and the only mapping left cannot be made writable. */
@@ -611,6 +634,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.policy = cfg->policy;
 	po.record = kfd >= 0 ? worker_record : NULL;
 	po.record_arg = &x;
+	po.record_flush = kfd >= 0 ? worker_record_flush : NULL;
 	po.signal_fd = sfd;
 	po.on_signal = worker_signal;
 	po.signal_arg = &x;
@@ -651,6 +675,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	if (!wait_go(&x))
 		_exit(0);
 	rc = proxy_run(x.px);
+	if (kfd >= 0)
+		worker_record_flush(&x);
 	/* Not proxy_free(): exiting closes every connection, and freeing
 	 * the tables first only costs the session's end time. */
 	_exit(rc < 0 ? EXIT_AIRLOCK_FAILURE : 0);

@@ -8,9 +8,12 @@
  *       session.end; MODE line or checkpoint, a checkpoint after every
  *       1000 unsigned lines and after each block: every 7th line is one)
  *       to OUT with the writer of the key holder (a fresh key, or KEYFILE)
- *   tlog_tool bench MODE N OUT
+ *   tlog_tool bench MODE N OUT [PER_TURN]
  *       starts a real key holder (keeper.c) writing to OUT, sends it N
- *       egress.allow records as a proxy worker does, ends the session and
+ *       egress.allow records as a proxy worker does (PER_TURN > 0: its
+ *       link batching them, flushed every PER_TURN records as a worker
+ *       flushes once a turn of its loop; 0 or none: one message each),
+ *       ends the session and
  *       prints the key holder's CPU time: "cpu_us_per_receipt X user_us U
  *       sys_us S receipts N"
  *   tlog_tool cosign KEYFILE NAME TIME
@@ -111,7 +114,7 @@ static int bench(int argc, char **argv)
 	struct keeper_link *l;
 	struct rusage ru;
 	char err[256];
-	long n, i;
+	long n, i, per_turn;
 	int64_t seq;
 	json_t *subj;
 	double user, sys;
@@ -121,6 +124,7 @@ static int bench(int argc, char **argv)
 		return 2;
 	n = strtol(argv[3], NULL, 10);
 	kc.events = argv[4];
+	per_turn = argc > 5 ? strtol(argv[5], NULL, 10) : 0;
 	kc.session = "bench-session";
 	kc.policy_digest = POLICY_DIGEST;
 	kc.sign_checkpoint = mode_of(argv[2]) == RECEIPT_SIGN_CHECKPOINT;
@@ -139,11 +143,15 @@ static int bench(int argc, char **argv)
 		return 1;
 	l = util_xcalloc(1, sizeof(*l));
 	l->fd = wfd;
+	/* as a worker's link: the records of a turn of its loop in one
+	 * message, @per_turn records a turn */
+	l->batching = per_turn > 0;
 	for (i = 0; i < n; i++) {
 		subj = egress_subject(i);
 		if (keeper_record(l, false, "egress.allow", RECEIPT_ALLOW,
 				  RECEIPT_POINT_EGRESS_PROXY, "egress.allow[0]", subj,
-				  "allowed", &seq) < 0) {
+				  "allowed", &seq) < 0 ||
+		    (per_turn > 0 && (i + 1) % per_turn == 0 && keeper_link_flush(l) < 0)) {
 			fprintf(stderr, "tlog_tool: record failed\n");
 			return 1;
 		}
@@ -199,6 +207,6 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "bench") == 0)
 		return bench(argc, argv);
 	fprintf(stderr, "usage: tlog_tool stream MODE SESSION N OUT [KEYFILE] | "
-		"bench MODE N OUT\n");
+		"bench MODE N OUT [PER_TURN]\n");
 	return 2;
 }

@@ -2,7 +2,10 @@
  * test_keeper.c - the key holder as a real process: the supervisor's and a
  * worker's records become one chain, in order, that verifies; a worker
  * that asks what it may not loses its channel while the session goes on;
- * a stream that ends without END is left truncated; the cost of a receipt
+ * a worker's records batched are written in order before what it asks
+ * next, and a malformed or forged batch costs its sender the channel and
+ * nothing else; a stream that ends without END is left truncated; the
+ * cost of a receipt
  * sent and forgotten, and of one whose seq is awaited, is measured and
  * printed.
  */
@@ -184,6 +187,212 @@ static void test_bad_worker(void)
 	keeper_release(&k);
 	tap_ok(verifies(events, types, sizeof(types)) && !strstr(types, "env.drop"),
 	       "the stream verifies, without the forged line (%s)", types);
+	free(events);
+}
+
+/* One record's fields into @m, as a worker's link puts them. */
+static void put_rec(struct msg *m, uint32_t flags, const char *type, uint32_t point,
+		    const char *subject)
+{
+	msg_put_u32(m, flags);
+	msg_put_cstr(m, type);
+	msg_put_u32(m, RECEIPT_ALLOW);
+	msg_put_u32(m, point);
+	msg_put_cstr(m, "rule");
+	msg_put_cstr(m, subject);
+	msg_put_cstr(m, "reason");
+}
+
+/* keeper_parse_batch() on the @len bytes of @m: the count, or -1. */
+static int parse_batch(const struct msg *m, char *why, size_t whylen)
+{
+	struct msg_reader r;
+
+	if (!msg_reader_init(&r, m->buf, m->len)) {
+		snprintf(why, whylen, "%s", r.error);
+		return -1;
+	}
+	return keeper_parse_batch(&r, why, whylen);
+}
+
+/* A batch's framing is checked whole, in this process: what a hostile
+ * worker may send instead of a batch is refused before any record. */
+static void test_batch_framing(void)
+{
+	struct keeper_record_req req;
+	struct msg_reader r;
+	struct msg m = { 0 };
+	char why[256] = "";
+	int i;
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"host\":\"a\"}");
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "");
+	put_rec(&m, 0, "http.request", RECEIPT_POINT_EGRESS_PROXY, "{ \"n\": 1.5 }");
+	ASSERT(msg_reader_init(&r, m.buf, m.len));
+	tap_is_int(keeper_parse_batch(&r, why, sizeof(why)), 3, "a batch of 3 records");
+	tap_ok(keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       !req.subject && req.subject_len == 12 &&
+	       memcmp(req.subject_text, "{\"host\":\"a\"}", 12) == 0,
+	       "its canonical subject is taken as text, not parsed");
+	tap_ok(keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       !req.subject && strcmp(req.subject_text, "{}") == 0,
+	       "an empty subject is {}");
+	tap_ok(keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       req.subject && json_is_object(req.subject),
+	       "one that is not canonical is parsed by jansson");
+	json_decref(req.subject);
+	tap_ok(msg_end(&r), "and the batch is read to its end");
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0 && strstr(why, "empty"),
+	       "an empty batch is refused (%s)", why);
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	msg_put_u32(&m, 0);
+	msg_put_cstr(&m, "egress.allow"); /* a record cut short */
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0 && strstr(why, "malformed"),
+	       "a batch whose last record is cut short is refused whole (%s)", why);
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	msg_put_u64(&m, 42); /* a field of another kind */
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0,
+	       "a batch with a stray field after a record is refused (%s)", why);
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, MSG_RECORD_WANT_SEQ, "egress.block", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0 && strstr(why, "flags"),
+	       "a batched record that wants its seq is refused (%s)", why);
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	for (i = 0; i <= KEEPER_BATCH_RECORDS; i++)
+		put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0 && strstr(why, "more than"),
+	       "a batch of %d records is refused (%s)", KEEPER_BATCH_RECORDS + 1, why);
+
+	msg_start(&m, MSG_RECORD);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	tap_ok(parse_batch(&m, why, sizeof(why)) < 0, "a single record is not a batch");
+
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"a\":1,\"a\":2}");
+	put_rec(&m, 0, "env.drop", RECEIPT_POINT_SUPERVISOR, "{}");
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "[1]");
+	put_rec(&m, 0, "Egress", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	put_rec(&m, 0, "session.start", RECEIPT_POINT_EGRESS_PROXY, "{}");
+	ASSERT(msg_reader_init(&r, m.buf, m.len));
+	tap_is_int(keeper_parse_batch(&r, why, sizeof(why)), 5,
+		   "a well-framed batch of records that are not");
+	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       strstr(why, "not JSON"), "a duplicate key is refused (%s)", why);
+	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       strstr(why, "point"), "a worker's record at point supervisor (%s)", why);
+	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       strstr(why, "object"), "a subject that is no object (%s)", why);
+	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       strstr(why, "type"), "a type outside the grammar (%s)", why);
+	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
+	       strstr(why, "may not record session.start"), "a worker's session.start (%s)",
+	       why);
+	msg_free(&m);
+}
+
+/* Sends @m raw on @l and asks for a block's seq after it: the seq, or -1
+ * when the channel was dropped. */
+static int64_t raw_then_block(struct keeper_link *l, const struct msg *m)
+{
+	int64_t seq = -7;
+
+	if (msg_send(l->fd, m, -1, 0) < 0)
+		return -1;
+	if (record(l, true, "egress.block", RECEIPT_BLOCK, RECEIPT_POINT_EGRESS_PROXY,
+		   NULL, &seq) < 0)
+		return -1;
+	return seq;
+}
+
+/* A worker's link batches the records that want no seq; they are written
+ * in order before anything it asks later, and a hostile worker's bad
+ * batch costs it its channel while the key holder goes on serving. */
+static void test_batches(void)
+{
+	char *events = util_xasprintf("%s/batch.jsonl", tmpdir), types[1024], err[256];
+	struct keeper_link w = { .fd = -1, .batching = true }, bad = { .fd = -1 };
+	struct keeper k;
+	struct msg m = { 0 };
+	int64_t seq = -7;
+	char *text;
+	int i;
+
+	start(&k, events);
+	begin(&k);
+	ASSERT(keeper_new_channel(&k, &w.fd) == 0);
+	for (i = 0; i < 3; i++)
+		ASSERT(record(&w, false, "egress.allow", RECEIPT_ALLOW,
+			      RECEIPT_POINT_EGRESS_PROXY,
+			      json_pack("{s:s, s:i}", "host", "a.example", "i", i), NULL) == 0);
+	tap_is_int((int)w.nbatch, 3, "three records wait in the worker's batch");
+	ASSERT(record(&w, false, "http.request", RECEIPT_ALLOW, RECEIPT_POINT_EGRESS_PROXY,
+		      json_pack("{s:f, s:s}", "usd", 0.25, "name", "caf\xc3\xa9"), NULL) == 0);
+	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0,
+		   "a block waits for its seq");
+	tap_is_int(seq, 5, "seq 5: the batch went first, in one message");
+	tap_is_int((int)w.nbatch, 0, "and the batch is empty");
+	for (i = 0; i < KEEPER_BATCH_RECORDS + 2; i++)
+		ASSERT(record(&w, false, "egress.allow", RECEIPT_ALLOW,
+			      RECEIPT_POINT_EGRESS_PROXY, NULL, NULL) == 0);
+	tap_is_int((int)w.nbatch, 2, "a full batch is sent without waiting for a flush");
+	tap_is_int(keeper_link_flush(&w), 0, "the flush sends the rest");
+
+	/* hostile: framing broken: none of the batch is written */
+	ASSERT(keeper_new_channel(&k, &bad.fd) == 0);
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"forged\":1}");
+	msg_put_u32(&m, 0);
+	tap_is_int(raw_then_block(&bad, &m), -1,
+		   "a worker sending a malformed batch loses its channel");
+	keeper_link_close(&bad);
+	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0,
+		   "the key holder goes on serving the others");
+	tap_is_int(seq, 5 + 1 + KEEPER_BATCH_RECORDS + 2, "with no line taken (seq %lld)",
+		   (long long)seq);
+	/* hostile: a good record, then a forged one */
+	ASSERT(keeper_new_channel(&k, &bad.fd) == 0);
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"good\":1}");
+	put_rec(&m, 0, "env.drop", RECEIPT_POINT_SUPERVISOR, "{\"forged\":2}");
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"after\":3}");
+	tap_is_int(raw_then_block(&bad, &m), -1,
+		   "a batch with a forged record costs the channel");
+	keeper_link_close(&bad);
+	/* hostile: a subject jansson refuses */
+	ASSERT(keeper_new_channel(&k, &bad.fd) == 0);
+	msg_start(&m, MSG_RECORD_BATCH);
+	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"x\":1e400}");
+	tap_is_int(raw_then_block(&bad, &m), -1, "so does a subject jansson refuses");
+	keeper_link_close(&bad);
+	tap_is_int(record(&w, true, "egress.block", RECEIPT_BLOCK,
+			  RECEIPT_POINT_EGRESS_PROXY, NULL, &seq), 0, "the good worker goes on");
+	tap_is_int(seq, 5 + 1 + KEEPER_BATCH_RECORDS + 2 + 2,
+		   "after the good record before the forged one (seq %lld)", (long long)seq);
+	tap_is_int(keeper_end(&k, 0, err, sizeof(err)), 0, "the session ends normally");
+	keeper_link_close(&w);
+	keeper_release(&k);
+	tap_ok(verifies(events, types, sizeof(types)),
+	       "the stream verifies (%.60s...)", types);
+	text = util_read_file(events, 1 << 20, NULL);
+	tap_ok(text && strstr(text, "\"subject\":{\"host\":\"a.example\",\"i\":2}") &&
+	       strstr(text, "\"subject\":{\"usd\":0.25,\"name\":\"caf\xc3\xa9\"}"),
+	       "canonical subjects as sent, the others as jansson prints them");
+	tap_ok(text && strstr(text, "{\"good\":1}") && !strstr(text, "forged") &&
+	       !strstr(text, "{\"after\":3}"),
+	       "the record before the forged one is written, nothing from it on");
+	free(text);
+	msg_free(&m);
 	free(events);
 }
 
@@ -402,7 +611,8 @@ static void test_cost(void)
 static void cleanup(void)
 {
 	static const char *const names[] = { "one.jsonl", "bad.jsonl", "orphan.jsonl",
-					      "cost.jsonl", "local.jsonl", "jwt.jsonl" };
+					      "cost.jsonl", "local.jsonl", "jwt.jsonl",
+					      "batch.jsonl" };
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
@@ -420,6 +630,8 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	test_one_chain();
 	test_bad_worker();
+	test_batch_framing();
+	test_batches();
 	test_orphaned();
 	test_jwt();
 	test_cost();

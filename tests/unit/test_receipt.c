@@ -1214,6 +1214,93 @@ static void test_reload(void)
 	free(path);
 }
 
+/* receipt_json_canonical(): what it accepts goes into a line as it is, so
+ * it must be exactly what jansson prints of what it reads from it; the
+ * usual worker subjects are accepted (the key holder's fast path), and
+ * everything jansson would print otherwise, or refuse, is not. Besides
+ * fixed cases, every one-byte change of a few subjects is checked
+ * against jansson's own round trip. */
+static bool jansson_canonical(const char *s, size_t len)
+{
+	json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES, NULL);
+	char *d = json_is_object(o) ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15))
+				    : NULL;
+	bool same = d && strlen(d) == len && memcmp(d, s, len) == 0;
+
+	free(d);
+	json_decref(o);
+	return same;
+}
+
+static void test_canonical(void)
+{
+	static const char *const yes[] = {
+		"{}",
+		"{\"host\":\"api.example.com\",\"port\":443,\"address\":\"192.0.2.7\","
+		"\"method\":\"GET\",\"path\":\"/v1/items?q=a%20b\",\"n\":-12}",
+		"{\"a\":[1,true,false,null,\"x\",{},[]],\"b\":{\"c\":{\"d\":0}}}",
+		"{\"q\":\"\\\"\\\\\\n\\t\\r\\b\\f/\"}",
+		"{\"a\":\"x\",\"A\":\"y\",\"a \":1}",
+		"{\"big\":999999999999999999}",
+	};
+	static const char *const no[] = {
+		"", "[]", "\"x\"", "1", "{", "{}}", "{} ", " {}", "{\"a\": 1}", "{\"a\":1 }",
+		"{\"a\":1,}", "{\"a\":1.5}", "{\"a\":1e3}", "{\"a\":-0}", "{\"a\":01}",
+		"{\"a\":1000000000000000000}", "{\"a\":\"\\u0041\"}", "{\"a\":\"\\/\"}",
+		"{\"a\":\"\\x\"}", "{\"a\":\"caf\xc3\xa9\"}", "{\"a\":\"\x01\"}",
+		"{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":1}}", "{\"a\":tru}",
+		"{\"a\":True}", "{a:1}", "{\"a\":[1,]}", "{\"a\":\"x}",
+		"{\"a\":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}",
+	};
+	const char *seeds[] = { yes[1], yes[2], yes[3] };
+	static const char alphabet[] = "{}[]\":,\\ 0-9.eEtfnul\x01\x7f\xc3" "aA/";
+	size_t i, j, k, wrong = 0, accepted = 0, tried = 0;
+	char buf[512], keys[512];
+
+	for (i = 0; i < ARRAY_SIZE(yes); i++)
+		tap_ok(receipt_json_canonical(yes[i], strlen(yes[i])) &&
+		       jansson_canonical(yes[i], strlen(yes[i])),
+		       "canonical, as jansson agrees: %.50s", yes[i]);
+	for (i = 0; i < ARRAY_SIZE(no); i++)
+		tap_ok(!receipt_json_canonical(no[i], strlen(no[i])),
+		       "left to jansson: %s", no[i]);
+	/* 33 keys: more than the fast path compares */
+	strcpy(keys, "{");
+	for (i = 0; i < 33; i++)
+		sprintf(keys + strlen(keys), "%s\"k%zu\":1", i ? "," : "", i);
+	strcat(keys, "}");
+	tap_ok(!receipt_json_canonical(keys, strlen(keys)) &&
+	       jansson_canonical(keys, strlen(keys)),
+	       "an object of 33 keys is left to jansson");
+	for (i = 0; i < ARRAY_SIZE(seeds); i++) {
+		size_t n = strlen(seeds[i]);
+
+		ASSERT(n < sizeof(buf));
+		for (j = 0; j < n; j++) {
+			for (k = 0; k + 1 < sizeof(alphabet); k++) {
+				memcpy(buf, seeds[i], n);
+				buf[j] = alphabet[k];
+				tried++;
+				if (!receipt_json_canonical(buf, n))
+					continue;
+				accepted++;
+				if (!jansson_canonical(buf, n)) {
+					if (wrong++ < 5)
+						tap_diag("accepted, not jansson's: %.*s", (int)n, buf);
+				}
+			}
+			/* and the seed cut here */
+			tried++;
+			if (receipt_json_canonical(seeds[i], j) &&
+			    !jansson_canonical(seeds[i], j) && wrong++ < 5)
+				tap_diag("accepted, not jansson's: %.*s", (int)j, seeds[i]);
+		}
+	}
+	tap_ok(wrong == 0 && accepted > 0,
+	       "of %zu changed subjects, the %zu accepted are each jansson's own print",
+	       tried, accepted);
+}
+
 /* The writer builds lines by hand: each must be byte for byte what
  * jansson's json_dumps() makes of the same members (the format every line
  * had when jansson made it), for every byte a string may hold. */
@@ -1318,6 +1405,7 @@ int main(void)
 	test_destinations();
 	test_untrusted_text();
 	test_hand_built();
+	test_canonical();
 	test_keys();
 
 	free_lines(&base);
