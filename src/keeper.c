@@ -79,6 +79,7 @@
 
 #include "child.h"
 #include "confine.h"
+#include "feed.h"
 #include "ghapp.h"
 #include "hostname.h"
 #include "intercept.h"
@@ -100,6 +101,7 @@
 static const char *const peer_names[] = {
 	[KEEPER_PEER_SUPERVISOR] = "supervisor",
 	[KEEPER_PEER_WORKER] = "proxy worker",
+	[KEEPER_PEER_FEED] = "live feed",
 };
 static_assert(ARRAY_SIZE(peer_names) == KEEPER_PEER_COUNT,
 	      "peer_names matches enum keeper_peer");
@@ -231,6 +233,7 @@ struct kstate {
 				      get their checkpoint; 0: none pending */
 	bool witness;              /* run --witness: ask the supervisor for a
 				      cosignature of the last checkpoint */
+	struct chan *feed;         /* the live feed's channel, or NULL */
 };
 
 /* What a handler says about the request it was given (not verdict.h's
@@ -363,6 +366,49 @@ static enum handled on_set_policy(struct kstate *ks, struct chan *c,
 	    receipt_error(ks->w))
 		write_failed(ks);
 	json_decref(obj);
+	return HANDLED_OK;
+}
+
+/* The writer's tap: what was written goes to the live feed too, never
+ * waiting. A full channel loses the lines to the feed, which sees the
+ * jump in seq and reports it (MSG_FEED_GAP). */
+static void feed_tap(void *arg, const char *buf, size_t len)
+{
+	struct kstate *ks = arg;
+
+	if (ks->feed->fd >= 0 && write(ks->feed->fd, buf, len) < 0 && errno != EAGAIN &&
+	    errno != EMSGSIZE && errno != ENOBUFS) {
+		close(ks->feed->fd); /* the feed is gone */
+		ks->feed->fd = -1;
+	}
+}
+
+/* The feed lost seqs @from..@to (from the key holder's channel, its
+ * queue, or the collector's refusal): a receipt.gap line says so. */
+static enum handled on_feed_gap(struct kstate *ks, struct chan *c,
+				struct msg_reader *r, int fd)
+{
+	const char *why;
+	uint64_t from, to;
+	json_t *subject;
+	char reason[320];
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &from);
+	msg_get_u64(r, &to);
+	msg_get_str(r, 256, &why, NULL);
+	if (!msg_end(r) || !ks->started || from > to || to > INT64_MAX)
+		return HANDLED_BAD;
+	subject = json_pack("{s:I, s:I, s:I, s:s}", "from", (json_int_t)from, "to",
+			    (json_int_t)to, "lines", (json_int_t)(to - from + 1), "why", why);
+	ASSERT(subject);
+	snprintf(reason, sizeof(reason), "the live feed lost seq %llu to %llu: %s",
+		 (unsigned long long)from, (unsigned long long)to, why);
+	if (receipt_append(ks->w, "receipt.gap", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+			   "feed", subject, reason) < 0 && receipt_error(ks->w))
+		write_failed(ks);
+	json_decref(subject);
 	return HANDLED_OK;
 }
 
@@ -521,6 +567,7 @@ static const struct {
 	{ MSG_LEAF, PEER_BIT(KEEPER_PEER_WORKER), on_leaf },
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
 	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
+	{ MSG_FEED_GAP, PEER_BIT(KEEPER_PEER_FEED), on_feed_gap },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -734,6 +781,16 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 					   * channels close, then exits. */
 					  .outlives_parent = true });
 
+	if (cfg->feed_url) {
+		/* before the key is loaded: the feed never holds it */
+		int ffd = feed_start(cfg->feed_url, cfg->feed_queue, cfg->events, err,
+				     sizeof(err));
+
+		if (ffd < 0)
+			child_fatal("%s", err);
+		ks.feed = &ks.chans[ks.nchans++];
+		*ks.feed = (struct chan){ ffd, KEEPER_PEER_FEED };
+	}
 	if (cfg->signing_key) {
 		key = receipt_key_load(cfg->signing_key, err, sizeof(err));
 		if (!key)
@@ -762,6 +819,8 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	EVP_PKEY_free(key);
 	if (!ks.w)
 		child_fatal("--events %s: %s", cfg->events, err);
+	if (ks.feed)
+		receipt_set_tap(ks.w, feed_tap, &ks);
 	if (cfg->sign_checkpoint &&
 	    receipt_set_sign_mode(ks.w, RECEIPT_SIGN_CHECKPOINT) < 0)
 		child_fatal("receipts.sign checkpoint: the session id %s is not "

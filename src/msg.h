@@ -110,6 +110,10 @@ enum msg_type {
 	MSG_SANDBOX_SOCKET,   /* u32 role (MSG_SANDBOX_SOCK_*), u32 more (1:
 				 another socket of this hand-over follows);
 				 carries the socket */
+	/* the live feed (feed.c) -> key holder; the other way the channel
+	 * carries the stream's bytes, whole lines, unframed */
+	MSG_FEED_GAP,         /* u64 from, u64 to, str why: seqs the feed
+				 lost; record receipt.gap */
 	MSG_TYPE_COUNT
 };
 

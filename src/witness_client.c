@@ -17,13 +17,10 @@
 #include "witness_client.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "receipt.h"
@@ -52,35 +49,6 @@ EVP_PKEY *witness_spec_parse(const char *spec, char **url, char *err, size_t err
 	return k;
 }
 
-static int connect_to(const char *host, const char *port, char *err, size_t errlen)
-{
-	struct addrinfo hints, *ai = NULL, *a;
-	struct timeval tv = { 10, 0 };
-	int fd = -1, r;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	r = getaddrinfo(host, port, &hints, &ai);
-	if (r != 0) {
-		snprintf(err, errlen, "%s: %s", host, gai_strerror(r));
-		return -1;
-	}
-	for (a = ai; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd < 0)
-			continue;
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			break;
-		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err,
 		     size_t errlen)
 {
@@ -107,7 +75,7 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 	snprintf(path, sizeof(path), "%s", slash ? slash : "");
 	while (path[0] && path[strlen(path) - 1] == '/')
 		path[strlen(path) - 1] = '\0';
-	fd = connect_to(host, port, err, errlen);
+	fd = util_tcp_connect(host, port, 10, err, errlen);
 	if (fd < 0)
 		return NULL;
 	req = util_xasprintf("POST %s/add-checkpoint HTTP/1.1\r\nHost: %s\r\n"
