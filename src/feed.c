@@ -545,7 +545,7 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 int feed_start(const char *spec, unsigned queue, const char *events, char *err,
 	       size_t errlen)
 {
-	int sv[2], size = FEED_CHANNEL_BUF, fl;
+	int sv[2], size = FEED_CHANNEL_BUF, fl, null_fd;
 	struct feed *f;
 	pid_t pid;
 
@@ -574,6 +574,15 @@ int feed_start(const char *spec, unsigned queue, const char *events, char *err,
 		if (sv[1] > STDERR_FILENO + 1)
 			(void)close_range(STDERR_FILENO + 1, (unsigned)sv[1] - 1, 0);
 		(void)close_range((unsigned)sv[1] + 1, ~0U, 0);
+		/* it may outlive the session by FEED_DRAIN_MS: not on the
+		 * caller's standard output (a pipe someone waits on) */
+		null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null_fd >= 0) {
+			(void)dup2(null_fd, STDIN_FILENO);
+			(void)dup2(null_fd, STDOUT_FILENO);
+			if (null_fd > STDERR_FILENO)
+				close(null_fd);
+		}
 		f->chan = sv[1];
 		f->spec = spec;
 		f->events = events;
