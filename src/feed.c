@@ -56,8 +56,11 @@
 
 #include "events.h"
 #include "export.h"
+#include "merkle.h"
 #include "msg.h"
+#include "receipt.h"
 #include "util.h"
+#include "witness_client.h"
 
 #ifndef AIRLOCK_VERSION
 #define AIRLOCK_VERSION "0.1.0"
@@ -184,6 +187,16 @@ struct feed {
 	uint64_t drain_until;
 	struct export_session es;  /* the sender's */
 	uint64_t delivered;
+	/* the witness (run --witness): the tree of every line, under mu */
+	const char *wurl;          /* NULL: none */
+	EVP_PKEY *wkey;
+	struct merkle_store tree;
+	bool tree_broken;          /* a line did not reach the feed */
+	uint64_t cp_size;          /* the last checkpoint seen, 0: none */
+	char *cp_note;
+	uint64_t cosigned;         /* the size the witness cosigned last */
+	char *cosig;               /* and its cosignature lines */
+	bool final;                /* the key holder asks for the last one */
 };
 
 /* Notes seqs @from..@to as lost (under mu). Adjacent ranges of the same
@@ -218,6 +231,32 @@ static int64_t line_seq(const char *s, size_t len)
 	return v;
 }
 
+/* The reader, for the witness (under mu): the line's leaf, and the note
+ * of a checkpoint. */
+static void witness_take(struct feed *f, int64_t seq, const char *line, size_t n)
+{
+	static const char cp[] = ",\"type\":\"" RECEIPT_CHECKPOINT_TYPE "\",";
+	merkle_hash leaf;
+	json_t *obj, *note;
+
+	if ((uint64_t)seq != f->tree.size) {
+		f->tree_broken = true;
+		return;
+	}
+	merkle_leaf_hash(line, n, leaf);
+	merkle_store_append(&f->tree, leaf);
+	if (!memmem(line, n, cp, sizeof(cp) - 1))
+		return;
+	obj = json_loadb(line, n, 0, NULL);
+	note = json_object_get(json_object_get(obj, "subject"), "note");
+	if (json_is_string(note)) {
+		free(f->cp_note);
+		f->cp_note = util_xstrdup(json_string_value(note));
+		f->cp_size = (uint64_t)seq; /* the lines before it */
+	}
+	json_decref(obj);
+}
+
 /* The reader: the lines of one message of the channel into the queue. */
 static void take_lines(struct feed *f, const char *buf, size_t len)
 {
@@ -229,7 +268,9 @@ static void take_lines(struct feed *f, const char *buf, size_t len)
 		size_t n = nl ? (size_t)(nl - buf) : len;
 		int64_t seq = line_seq(buf, n);
 
-		if (seq >= 0) {
+		if (seq >= 0 && f->wurl)
+			witness_take(f, seq, buf, n);
+		if (seq >= 0 && f->spec) {
 			if (seq > f->next_seq)
 				gap_add(f, f->next_seq, seq - 1,
 					"the key holder's channel to the feed was full");
@@ -474,6 +515,81 @@ static void *sender(void *arg)
 	return NULL;
 }
 
+/* One cosignature request for the last checkpoint seen (under mu on
+ * entry and exit; not held while asking). Returns whether the witness
+ * cosigned it. */
+static bool cosign_once(struct feed *f)
+{
+	merkle_hash proof[MERKLE_PROOF_MAX];
+	uint64_t size = f->cp_size, old = f->cosigned, has = UINT64_MAX;
+	char *note = util_xstrdup(f->cp_note), *lines, err[512];
+	int np = f->tree_broken && old ? -1 : merkle_store_consistency(&f->tree, old, size, proof);
+
+	if (np < 0) {
+		util_warn("--witness %s: lines did not reach the cosigner: no consistency "
+			  "proof from size %llu", f->wurl, (unsigned long long)old);
+		free(note);
+		return false;
+	}
+	pthread_mutex_unlock(&f->mu);
+	lines = witness_cosign_from(f->wurl, f->wkey, old, proof, (size_t)np, note, &has,
+				    err, sizeof(err));
+	free(note);
+	pthread_mutex_lock(&f->mu);
+	if (lines) {
+		free(f->cosig);
+		f->cosig = lines;
+		f->cosigned = size;
+		return true;
+	}
+	if (has != UINT64_MAX && has <= f->tree.size && has != old)
+		f->cosigned = has; /* the witness has another size: prove from it */
+	else if (f->final)
+		util_warn("--witness %s", err);
+	return false;
+}
+
+/* The cosigner thread: the witness cosigns the checkpoints as they come
+ * (at most one request each FEED_WITNESS_EVERY_MS), and the last one
+ * when the key holder asks, answered on the channel. */
+static void *cosigner(void *arg)
+{
+	struct feed *f = arg;
+	uint64_t next = 0;
+	struct msg m = { 0 };
+
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		uint64_t now = util_now_ms();
+
+		if (f->final) {
+			uint64_t before = f->cosigned;
+
+			if (f->cp_size && f->cosigned != f->cp_size && !cosign_once(f) &&
+			    f->cosigned != before)
+				(void)cosign_once(f); /* once more, from the size it has */
+			msg_start(&m, MSG_WITNESS_COSIG);
+			msg_put_cstr(&m, f->cp_size && f->cosigned == f->cp_size && f->cosig
+						 ? f->cosig : "");
+			(void)msg_send(f->chan, &m, -1, 0);
+			msg_free(&m);
+			break;
+		}
+		if (f->closing)
+			break;
+		if (f->cp_size > f->cosigned && now >= next) {
+			next = now + FEED_WITNESS_EVERY_MS;
+			(void)cosign_once(f);
+			continue;
+		}
+		pthread_mutex_unlock(&f->mu);
+		(void)poll(NULL, 0, 100);
+		pthread_mutex_lock(&f->mu);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
 /* What could not be sent once the stream had ended: said, since no line
  * can record it any more. */
 static void say_lost(struct feed *f)
@@ -504,13 +620,14 @@ static void say_lost(struct feed *f)
 __attribute__((noreturn)) static void feed_main(struct feed *f)
 {
 	char *buf = util_xmalloc(FEED_MSG_MAX);
-	pthread_t t;
+	pthread_t t, w;
 	bool eof = false;
 
 	(void)prctl(PR_SET_NAME, "airlock-feed", 0, 0, 0);
 	signal(SIGPIPE, SIG_IGN);
-	if (pthread_create(&t, NULL, sender, f) != 0) {
-		util_warn("--events %s: cannot start the feed's sender", f->spec);
+	if ((f->spec && pthread_create(&t, NULL, sender, f) != 0) ||
+	    (f->wurl && pthread_create(&w, NULL, cosigner, f) != 0)) {
+		util_warn("airlock-feed: cannot start a thread");
 		_exit(EXIT_FAILURE);
 	}
 	while (!eof) {
@@ -522,8 +639,20 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 			break;
 		for (;;) {
 			n = recv(f->chan, buf, FEED_MSG_MAX, MSG_DONTWAIT);
-			if (n > 0) {
+			if (n > 0 && buf[0] == '{') {
 				take_lines(f, buf, (size_t)n);
+				continue;
+			}
+			if (n > 0) { /* a message of the key holder's: the last note */
+				struct msg_reader r;
+
+				if (msg_reader_init(&r, buf, (size_t)n) &&
+				    r.type == MSG_WITNESS_NOTE && f->wurl) {
+					pthread_mutex_lock(&f->mu);
+					f->final = true;
+					pthread_cond_broadcast(&f->cv);
+					pthread_mutex_unlock(&f->mu);
+				}
 				continue;
 			}
 			if (n == 0 || (errno != EAGAIN && errno != EINTR))
@@ -535,22 +664,25 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 	pthread_mutex_lock(&f->mu);
 	f->closing = true;
 	f->drain_until = util_now_ms() + FEED_DRAIN_MS;
-	pthread_cond_signal(&f->cv);
+	pthread_cond_broadcast(&f->cv);
 	pthread_mutex_unlock(&f->mu);
-	pthread_join(t, NULL);
-	say_lost(f);
+	if (f->wurl)
+		pthread_join(w, NULL);
+	if (f->spec) {
+		pthread_join(t, NULL);
+		say_lost(f);
+	}
 	_exit(0);
 }
 
-int feed_start(const char *spec, unsigned queue, const char *events, char *err,
-	       size_t errlen)
+int feed_start(const struct feed_config *cfg, char *err, size_t errlen)
 {
 	int sv[2], size = FEED_CHANNEL_BUF, fl, null_fd;
 	struct feed *f;
 	pid_t pid;
 
 	f = util_xcalloc(1, sizeof(*f));
-	if (feed_url_parse(spec, &f->u, err, errlen) < 0) {
+	if (cfg->spec && feed_url_parse(cfg->spec, &f->u, err, errlen) < 0) {
 		free(f);
 		return -1;
 	}
@@ -584,9 +716,12 @@ int feed_start(const char *spec, unsigned queue, const char *events, char *err,
 				close(null_fd);
 		}
 		f->chan = sv[1];
-		f->spec = spec;
-		f->events = events;
-		f->cap = queue ? queue : FEED_QUEUE_DEFAULT;
+		f->spec = cfg->spec;
+		f->events = cfg->events;
+		f->wurl = cfg->witness_url;
+		f->wkey = cfg->witness_key;
+		merkle_store_init(&f->tree);
+		f->cap = cfg->queue ? cfg->queue : FEED_QUEUE_DEFAULT;
 		f->q = util_xcalloc(f->cap, sizeof(*f->q));
 		pthread_mutex_init(&f->mu, NULL);
 		pthread_cond_init(&f->cv, NULL);

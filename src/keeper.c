@@ -86,7 +86,6 @@
 #include "receipt_line.h"
 #include "tls_ca.h"
 #include "util.h"
-#include "witness_client.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -231,7 +230,7 @@ struct kstate {
 	int64_t checkpoint_ms;
 	int64_t checkpoint_due;    /* monotonic ms by which the unsigned lines
 				      get their checkpoint; 0: none pending */
-	bool witness;              /* run --witness: ask the supervisor for a
+	bool witness;              /* run --witness: ask the feed process for a
 				      cosignature of the last checkpoint */
 	struct chan *feed;         /* the live feed's channel, or NULL */
 };
@@ -679,29 +678,41 @@ static void serve_until_end(struct kstate *ks)
 	free(pfd);
 }
 
-/* run --witness: the last checkpoint goes to the supervisor, which asks
- * the witness (this process may not open sockets) and answers with the
- * cosignature lines ("" when the witness failed; it said why). */
+/* run --witness: the last checkpoint's note goes to the feed process
+ * (feed.h), which asks the witness (this process may not open sockets)
+ * and answers with the cosignature lines ("" when the witness failed; it
+ * said why). What else the feed says meanwhile (a gap) is not recorded:
+ * the line before session.end must be the cosigned checkpoint. */
 static void ask_witness(struct kstate *ks)
 {
 	struct msg_reader r;
 	const char *lines;
 	char *note = receipt_final_checkpoint(ks->w);
-	ssize_t n;
-	int fd = -1;
+	struct pollfd p = { ks->feed->fd, POLLIN, 0 };
+	ssize_t n = -1;
+	int fd = -1, i;
 
 	if (!note || receipt_flush(ks->w) < 0)
 		write_failed(ks);
 	msg_start(&ks->reply, MSG_WITNESS_NOTE);
 	msg_put_cstr(&ks->reply, note);
 	free(note);
-	if (msg_send(ks->chans[0].fd, &ks->reply, -1, 0) < 0)
+	if (p.fd < 0 || msg_send(p.fd, &ks->reply, -1, 0) < 0)
 		return;
-	n = msg_recv(ks->chans[0].fd, ks->in, MSG_MAX, &fd, 0);
-	if (fd >= 0)
-		close(fd);
-	if (n > 0 && msg_reader_init(&r, ks->in, (size_t)n) && r.type == MSG_WITNESS_COSIG &&
-	    msg_get_str(&r, 16384, &lines, NULL) && msg_end(&r))
+	/* the witness client's timeouts are 10 s each: a bound, not a wait */
+	for (i = 0; i < 100 && poll(&p, 1, 1000) >= 0; i++) {
+		n = msg_recv(p.fd, ks->in, MSG_MAX, &fd, MSG_DONTWAIT);
+		if (fd >= 0)
+			close(fd);
+		if (n == -EAGAIN || n == -EINTR)
+			continue;
+		if (n <= 0 || !msg_reader_init(&r, ks->in, (size_t)n))
+			return;
+		if (r.type == MSG_WITNESS_COSIG)
+			break;
+	}
+	if (n > 0 && r.type == MSG_WITNESS_COSIG && msg_get_str(&r, 16384, &lines, NULL) &&
+	    msg_end(&r))
 		receipt_set_cosignatures(ks->w, lines);
 }
 
@@ -781,10 +792,11 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 					   * channels close, then exits. */
 					  .outlives_parent = true });
 
-	if (cfg->feed_url) {
+	if (cfg->feed_url || cfg->witness_url) {
 		/* before the key is loaded: the feed never holds it */
-		int ffd = feed_start(cfg->feed_url, cfg->feed_queue, cfg->events, err,
-				     sizeof(err));
+		struct feed_config fc = { cfg->feed_url, cfg->feed_queue, cfg->events,
+					  cfg->witness_url, cfg->witness_key };
+		int ffd = feed_start(&fc, err, sizeof(err));
 
 		if (ffd < 0)
 			child_fatal("%s", err);
@@ -895,8 +907,6 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	close(sv[1]);
 	k->pid = pid;
 	k->link.fd = sv[0];
-	k->witness_url = cfg->witness_url;
-	k->witness_key = cfg->witness_key;
 	return 0;
 }
 
@@ -1222,27 +1232,6 @@ int keeper_set_spend(struct keeper *k, int64_t nano)
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 
-/* run --witness: the key holder's last checkpoint to the witness, and
- * its cosignature back ("" and a warning when the witness failed: the
- * session still ends, and `verify --witness` will say it is missing). */
-static void cosign_last(struct keeper *k)
-{
-	struct msg_reader r;
-	const char *note;
-	char why[512], *lines = NULL;
-
-	if (await_answer(&k->link, &r, MSG_WITNESS_NOTE) < 0 ||
-	    !msg_get_str(&r, MSG_MAX, &note, NULL) || !msg_end(&r))
-		return;
-	lines = witness_cosign(k->witness_url, k->witness_key, note, why, sizeof(why));
-	if (!lines)
-		util_warn("--witness %s", why);
-	msg_start(&k->link.out, MSG_WITNESS_COSIG);
-	msg_put_cstr(&k->link.out, lines ? lines : "");
-	(void)msg_send(k->link.fd, &k->link.out, -1, 0);
-	free(lines);
-}
-
 int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 {
 	int r;
@@ -1254,8 +1243,6 @@ int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 	msg_start(&k->link.out, MSG_END);
 	msg_put_u32(&k->link.out, (uint32_t)exit_status & 0xff);
 	r = msg_send(k->link.fd, &k->link.out, -1, 0);
-	if (r == 0 && k->witness_url)
-		cosign_last(k);
 	reap(k);
 	if (r == 0 && WIFEXITED(k->wstatus) && WEXITSTATUS(k->wstatus) == 0)
 		return 0;

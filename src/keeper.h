@@ -66,8 +66,6 @@ struct keeper {
 	int wstatus;               /* its wait status, once reaped */
 	struct keeper_link link;   /* the supervisor's channel */
 	char pubkey[64];           /* base64 of the 32 raw public key bytes */
-	const char *witness_url;   /* keeper_config's */
-	EVP_PKEY *witness_key;
 };
 
 /* Forks the key holder, which loads (or makes) the signing key and opens

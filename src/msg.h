@@ -92,7 +92,7 @@ enum msg_type {
 				 bytes value */
 	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
 				 fields: every other worker has it queued */
-	/* witness (run --witness): key holder <-> supervisor, at the end */
+	/* witness (run --witness): key holder <-> feed process (feed.h), at the end */
 	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
 	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
 	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,

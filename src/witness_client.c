@@ -52,10 +52,17 @@ EVP_PKEY *witness_spec_parse(const char *spec, char **url, char *err, size_t err
 char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err,
 		     size_t errlen)
 {
+	return witness_cosign_from(url, pub, 0, NULL, 0, note, NULL, err, errlen);
+}
+
+char *witness_cosign_from(const char *url, EVP_PKEY *pub, uint64_t old,
+			  const merkle_hash *proof, size_t nproof, const char *note,
+			  uint64_t *has, char *err, size_t errlen)
+{
 	char host[256], port[8] = "80", *req = NULL, *resp = NULL, *out = NULL;
 	const char *h = url + 7, *slash = strchr(h, '/'), *colon, *body, *p;
 	size_t hlen = slash ? (size_t)(slash - h) : strlen(h), have = 0, cap = 65536;
-	char path[512], why[128];
+	char path[512], why[128], *prefix;
 	struct tlog_checkpoint c;
 	uint8_t raw[32];
 	int fd, status;
@@ -78,9 +85,21 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 	fd = util_tcp_connect(host, port, 10, err, errlen);
 	if (fd < 0)
 		return NULL;
+	if (has)
+		*has = UINT64_MAX;
+	prefix = util_xasprintf("old %llu\n", (unsigned long long)old);
+	for (size_t i = 0; i < nproof; i++) {
+		char *b64 = tlog_b64(proof[i], MERKLE_HASH_LEN), *more;
+
+		more = util_xasprintf("%s%s\n", prefix, b64);
+		free(b64);
+		free(prefix);
+		prefix = more;
+	}
 	req = util_xasprintf("POST %s/add-checkpoint HTTP/1.1\r\nHost: %s\r\n"
-			     "Content-Length: %zu\r\nConnection: close\r\n\r\nold 0\n\n%s",
-			     path, host, strlen("old 0\n\n") + strlen(note), note);
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n%s",
+			     path, host, strlen(prefix) + 1 + strlen(note), prefix, note);
+	free(prefix);
 	if (util_write_all(fd, req, strlen(req)) < 0) {
 		snprintf(err, errlen, "%s: %s", url, strerror(errno));
 		goto out;
@@ -102,6 +121,14 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 		goto out;
 	}
 	body += 4;
+	if (status == 409 && has) {
+		/* the size the witness has for this origin */
+		char *e;
+		unsigned long long v = strtoull(body, &e, 10);
+
+		if (e != body && *e == '\n')
+			*has = v;
+	}
 	if (status != 200) {
 		snprintf(err, errlen, "%s: the witness answered %d: %.*s", url, status,
 			 (int)strcspn(body, "\n"), body);
