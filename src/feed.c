@@ -302,9 +302,10 @@ static void take_lines(struct feed *f, const char *buf, size_t len)
 static void report_gaps(struct feed *f)
 {
 	struct msg m = { 0 };
-	struct gap g;
 
 	for (;;) {
+		struct gap g;
+
 		pthread_mutex_lock(&f->mu);
 		if (!f->ngaps || f->n == f->cap) {
 			pthread_mutex_unlock(&f->mu);
@@ -632,13 +633,12 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 	}
 	while (!eof) {
 		struct pollfd p = { f->chan, POLLIN, 0 };
-		ssize_t n;
 
 		/* a range waiting for room is looked at again soon */
 		if (poll(&p, 1, f->ngaps ? 100 : -1) < 0 && errno != EINTR)
 			break;
 		for (;;) {
-			n = recv(f->chan, buf, FEED_MSG_MAX, MSG_DONTWAIT);
+			ssize_t n = recv(f->chan, buf, FEED_MSG_MAX, MSG_DONTWAIT);
 			if (n > 0 && buf[0] == '{') {
 				take_lines(f, buf, (size_t)n);
 				continue;
@@ -675,9 +675,28 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 	_exit(0);
 }
 
+/* The feed process keeps only its channel @chan and stderr. It may
+ * outlive the session by FEED_DRAIN_MS: not on the caller's standard
+ * input and output (a pipe someone waits on). */
+static void child_fds(int chan)
+{
+	int null_fd;
+
+	if (chan > STDERR_FILENO + 1)
+		(void)close_range(STDERR_FILENO + 1, (unsigned)chan - 1, 0);
+	(void)close_range((unsigned)chan + 1, ~0U, 0);
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd >= 0) {
+		(void)dup2(null_fd, STDIN_FILENO);
+		(void)dup2(null_fd, STDOUT_FILENO);
+		if (null_fd > STDERR_FILENO)
+			close(null_fd);
+	}
+}
+
 int feed_start(const struct feed_config *cfg, char *err, size_t errlen)
 {
-	int sv[2], size = FEED_CHANNEL_BUF, fl, null_fd;
+	int sv[2], size = FEED_CHANNEL_BUF, fl;
 	struct feed *f;
 	pid_t pid;
 
@@ -702,19 +721,7 @@ int feed_start(const struct feed_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		/* only the channel and the standard descriptors */
-		if (sv[1] > STDERR_FILENO + 1)
-			(void)close_range(STDERR_FILENO + 1, (unsigned)sv[1] - 1, 0);
-		(void)close_range((unsigned)sv[1] + 1, ~0U, 0);
-		/* it may outlive the session by FEED_DRAIN_MS: not on the
-		 * caller's standard output (a pipe someone waits on) */
-		null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (null_fd >= 0) {
-			(void)dup2(null_fd, STDIN_FILENO);
-			(void)dup2(null_fd, STDOUT_FILENO);
-			if (null_fd > STDERR_FILENO)
-				close(null_fd);
-		}
+		child_fds(sv[1]);
 		f->chan = sv[1];
 		f->spec = cfg->spec;
 		f->events = cfg->events;
