@@ -145,7 +145,8 @@ int feed_url_parse(const char *spec, struct feed_url *u, char *err, size_t errle
 		snprintf(u->port, sizeof(u->port), "4318");
 	}
 	if (strlen(end) >= sizeof(u->path)) {
-		snprintf(err, errlen, "--events %s: the path is too long", spec);
+		snprintf(err, errlen, "--events %.12s...: the path is too long (%zu bytes at "
+			 "most)", spec, sizeof(u->path) - 1);
 		return -1;
 	}
 	snprintf(u->path, sizeof(u->path), "%s", *end ? end : "/v1/logs");
