@@ -622,7 +622,7 @@ static void say_lost(struct feed *f)
 __attribute__((noreturn)) static void feed_main(struct feed *f)
 {
 	char *buf = util_xmalloc(FEED_MSG_MAX);
-	pthread_t t, w;
+	pthread_t t = 0, w = 0;
 	bool eof = false;
 
 	(void)prctl(PR_SET_NAME, "airlock-feed", 0, 0, 0);
