@@ -400,7 +400,8 @@ static enum handled on_feed_gap(struct kstate *ks, struct chan *c,
 	if (!msg_end(r) || !ks->started || from > to || to > INT64_MAX)
 		return HANDLED_BAD;
 	subject = json_pack("{s:I, s:I, s:I, s:s}", "from", (json_int_t)from, "to",
-			    (json_int_t)to, "lines", (json_int_t)(to - from + 1), "why", why);
+			    (json_int_t)to, "lines", (json_int_t)to - (json_int_t)from + 1, "why",
+			    why);
 	ASSERT(subject);
 	snprintf(reason, sizeof(reason), "the live feed lost seq %llu to %llu: %s",
 		 (unsigned long long)from, (unsigned long long)to, why);
