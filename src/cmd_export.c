@@ -41,6 +41,7 @@
 #include "addr.h"
 #include "commands.h"
 #include "events.h"
+#include "export.h"
 #include "util.h"
 
 #ifndef AIRLOCK_VERSION
@@ -82,11 +83,6 @@ const char cmd_export_help[] =
 struct export_opts {
 	const char *format, *pubkey, *out;
 	bool unverified;
-};
-
-/* What a session's later lines need from its first. */
-struct export_session {
-	char argv0[256];
 };
 
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
@@ -203,6 +199,8 @@ static json_t *unmapped(const struct events_line *ln, const char *path)
 			      "source", "file", path, "line", (json_int_t)ln->lineno);
 
 	ASSERT(u);
+	if (!ln->lineno) /* a line on its own (the live feed): no line number */
+		json_object_del(json_object_get(u, "source"), "line");
 	return json_pack("{s:o}", "airlock", u);
 }
 
@@ -430,6 +428,21 @@ static json_t *finding_event(const struct events_line *ln, const json_t *act,
 	return ev;
 }
 
+json_t *export_ocsf_events(const struct events_line *ln, struct export_session *s,
+			   const char *path)
+{
+	json_t *out = json_array(), *act;
+
+	ASSERT(out && ln->obj);
+	if (ln->seq == 0 || receipt_type_opens_stream(ln->type))
+		snprintf(s->argv0, sizeof(s->argv0), "%s", events_str(ln->subject, "argv0"));
+	act = activity_event(ln, s, path);
+	json_array_append_new(out, act);
+	if (ln->decision == RECEIPT_BLOCK || ln->decision == RECEIPT_WOULD_BLOCK)
+		json_array_append_new(out, finding_event(ln, act, path));
+	return out;
+}
+
 static int write_event(FILE *out, json_t *ev)
 {
 	char *s = json_dumps(ev, JSON_COMPACT);
@@ -543,7 +556,8 @@ int cmd_export(int argc, char **argv)
 	events_iter_init(&it, &set);
 	while (events_next(&it, &ln)) {
 		const char *path = set.files[ln.file].path;
-		json_t *act, *fin;
+		json_t *evs, *ev;
+		size_t i;
 
 		if (ln.new_session)
 			memset(&sess, 0, sizeof(sess));
@@ -553,25 +567,18 @@ int cmd_export(int argc, char **argv)
 			skipped++;
 			continue;
 		}
-		if (ln.seq == 0 || receipt_type_opens_stream(ln.type)) {
-			snprintf(sess.argv0, sizeof(sess.argv0), "%s",
-				 events_str(ln.subject, "argv0"));
-		}
-		act = activity_event(&ln, &sess, path);
-		if (write_event(out, act) < 0)
-			goto write_failed;
-		events++;
-		if (ln.decision == RECEIPT_BLOCK || ln.decision == RECEIPT_WOULD_BLOCK) {
-			fin = finding_event(&ln, act, path);
-			if (write_event(out, fin) < 0) {
-				json_decref(fin);
-				json_decref(act);
+		evs = export_ocsf_events(&ln, &sess, path);
+		json_array_foreach(evs, i, ev) {
+			if (write_event(out, ev) < 0) {
+				json_decref(evs);
 				goto write_failed;
 			}
-			json_decref(fin);
-			findings++;
+			if (i == 0)
+				events++;
+			else
+				findings++;
 		}
-		json_decref(act);
+		json_decref(evs);
 	}
 	events_iter_done(&it);
 	if (fflush(out) != 0 || (out != stdout && fsync(fileno(out)) < 0))

@@ -65,6 +65,7 @@
 
 const char cmd_proxy_help[] =
 	"usage: airlock proxy --policy FILE --listen ADDR:PORT [--events DEST]\n"
+	"                     [--events otlp+http://HOST:PORT/PATH [--feed-queue N]]\n"
 	"                     [--signing-key FILE] [--session ID] [--workers N]\n"
 	"                     [--max-conns N] [--client-limit N]\n"
 	"                     [--ca-cert FILE --ca-key FILE | --ca-out FILE]\n"
@@ -79,6 +80,14 @@ const char cmd_proxy_help[] =
 	"  --listen ADDR:PORT  where to listen: an IP address and a port\n"
 	"                      ([::1]:3128 for IPv6; port 0 picks a free one)\n"
 	"  --events DEST       receipts: '-', 'fd:N' or a path (appended, 0600)\n"
+	"  --events otlp+http://HOST[:PORT][/PATH]  given besides the stream's\n"
+	"                      --events: also send each receipt, as it is\n"
+	"                      written, to an OpenTelemetry collector (OTLP/HTTP\n"
+	"                      JSON logs, the OCSF events of airlock export;\n"
+	"                      port 4318 and path /v1/logs by default); what the\n"
+	"                      feed loses is recorded as receipt.gap lines\n"
+	"  --feed-queue N      lines the feed holds while the collector is down\n"
+	"                      or slow (default 10000)\n"
 	"  --signing-key FILE  Ed25519 key (PKCS#8 PEM) to sign receipts with\n"
 	"  --session ID        the session id in every receipt\n"
 	"  --workers N         proxy processes sharing the socket, one event\n"
@@ -480,11 +489,12 @@ int cmd_proxy(int argc, char **argv)
 {
 	enum { OPT_POLICY = 256, OPT_LISTEN, OPT_EVENTS, OPT_KEY, OPT_SESSION,
 	       OPT_WORKERS, OPT_MAX_CONNS, OPT_CLIENT_LIMIT, OPT_CA_CERT, OPT_CA_KEY,
-	       OPT_CA_OUT, OPT_PLACEHOLDERS };
+	       OPT_CA_OUT, OPT_PLACEHOLDERS, OPT_FEED_QUEUE };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "listen", required_argument, NULL, OPT_LISTEN },
 		{ "events", required_argument, NULL, OPT_EVENTS },
+		{ "feed-queue", required_argument, NULL, OPT_FEED_QUEUE },
 		{ "signing-key", required_argument, NULL, OPT_KEY },
 		{ "session", required_argument, NULL, OPT_SESSION },
 		{ "workers", required_argument, NULL, OPT_WORKERS },
@@ -521,7 +531,8 @@ int cmd_proxy(int argc, char **argv)
 		switch (c) {
 		case OPT_POLICY: policy_path = optarg; break;
 		case OPT_LISTEN: listen_at = optarg; break;
-		case OPT_EVENTS: events = optarg; break;
+		case OPT_EVENTS: (void)session_events_option("proxy", optarg, &events); break;
+		case OPT_FEED_QUEUE: session_feed_queue_option("proxy", optarg); break;
 		case OPT_KEY: key = optarg; break;
 		case OPT_CA_CERT: ca.cert = optarg; break;
 		case OPT_CA_KEY: ca.key = optarg; break;
@@ -560,6 +571,7 @@ int cmd_proxy(int argc, char **argv)
 		util_die(EXIT_AIRLOCK_FAILURE, "proxy: unexpected argument '%s'", argv[optind]);
 	if (!policy_path || !listen_at)
 		util_die(EXIT_AIRLOCK_FAILURE, "proxy: --policy and --listen are required");
+	session_feed_check("proxy", events);
 	if (!ca.cert != !ca.key)
 		util_die(EXIT_AIRLOCK_FAILURE, "proxy: --ca-cert and --ca-key go together");
 	if (ca.cert && ca_out)

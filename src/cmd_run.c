@@ -93,11 +93,20 @@ const char cmd_run_help[] =
 	"                      default: $XDG_STATE_HOME/airlock/SESSION.jsonl\n"
 	"                      ($HOME/.local/state/airlock/ when unset), named\n"
 	"                      on stderr at the end with the key's fingerprint\n"
+	"  --events otlp+http://HOST[:PORT][/PATH]  given besides the stream's\n"
+	"                      --events: also send each receipt, as it is\n"
+	"                      written, to an OpenTelemetry collector (OTLP/HTTP\n"
+	"                      JSON logs, the OCSF events of airlock export;\n"
+	"                      port 4318 and path /v1/logs by default); what the\n"
+	"                      feed loses is recorded as receipt.gap lines\n"
+	"  --feed-queue N      lines the feed holds while the collector is down\n"
+	"                      or slow (default 10000)\n"
 	"  --signing-key FILE  sign receipts with this Ed25519 key (PKCS#8 PEM,\n"
 	"                      from 'airlock keygen'); default: a fresh key per\n"
 	"                      session, whose public key is in session.start\n"
-	"  --witness URL=KEYFILE  at the end, have the C2SP witness at URL (airlock\n"
-	"                      witness) cosign the last checkpoint; KEYFILE is its\n"
+	"  --witness URL=KEYFILE  have the C2SP witness at URL (airlock witness)\n"
+	"                      cosign each new checkpoint as the session goes,\n"
+	"                      and the last one at the end; KEYFILE is its\n"
 	"                      public key (SPKI PEM); the cosignature goes into\n"
 	"                      session.end (see airlock verify --witness)\n"
 	"  --session ID        the session id (default: the policy's session.id,\n"
@@ -157,7 +166,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	enum { OPT_POLICY = 256, OPT_MODE, OPT_ENFORCE, OPT_EVENTS, OPT_KEY,
 	       OPT_SESSION, OPT_WORKSPACE, OPT_WORKERS, OPT_PARENT, OPT_QUIET,
-	       OPT_WITNESS, OPT_PUBLISH };
+	       OPT_WITNESS, OPT_PUBLISH, OPT_FEED_QUEUE };
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "mode", required_argument, NULL, OPT_MODE },
@@ -170,6 +179,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "witness", required_argument, NULL, OPT_WITNESS },
+		{ "feed-queue", required_argument, NULL, OPT_FEED_QUEUE },
 		{ "publish", required_argument, NULL, OPT_PUBLISH },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -200,7 +210,10 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 			o->mode = POLICY_MODE_ENFORCE;
 			break;
 		case OPT_EVENTS:
-			o->events = optarg;
+			(void)session_events_option("run", optarg, &o->events);
+			break;
+		case OPT_FEED_QUEUE:
+			session_feed_queue_option("run", optarg);
 			break;
 		case OPT_KEY:
 			o->signing_key = optarg;
@@ -254,6 +267,7 @@ static void parse_opts(int argc, char **argv, struct run_opts *o)
 	if (optind >= argc)
 		util_die(EXIT_AIRLOCK_FAILURE,
 			 "run: no command given: use 'airlock run [OPTIONS] -- CMD [ARG...]'");
+	session_feed_check("run", o->events);
 	o->cmd = argv + optind;
 	return;
 conflict:

@@ -148,6 +148,7 @@ static const struct events_type types[] = {
 	{ "budget.exhausted", "Spend cap reached",    O(BASE),    L(REVIEW), G(SPEND),   0, 0 },
 	{ "proxy.error",      "Proxy error",          O(NETWORK), L(NONE),   G(ERROR),   2, 0 },
 	{ "sandbox.error",    "Sandbox error",        O(BASE),    L(NONE),   G(ERROR),   4, 0 },
+	{ "receipt.gap",      "Feed gap",             O(BASE),    L(NONE),   G(ERROR),   0, 0 },
 	/* families */
 	{ "egress.",          "Egress",               O(NETWORK), L(NONE),   G(EGRESS),  0, 403 },
 	{ "dns.",             "DNS",                  O(DNS),     L(NONE),   G(EGRESS),  0, 0 },
@@ -513,42 +514,20 @@ static void line_sha256(const char *text, size_t len, char out[65])
 	util_hex(md, 32, out);
 }
 
-bool events_next(struct events_iter *it, struct events_line *ln)
+json_t *events_line_parse(struct events_line *ln, const char *text, size_t len)
 {
-	const struct events_file *f;
-	const char *start, *nl;
-	json_t *seq;
+	json_t *obj, *seq;
 
-	json_decref(it->cur);
-	it->cur = NULL;
-	for (;;) {
-		if (it->file >= it->set->nfiles)
-			return false;
-		f = &it->set->files[it->file];
-		if (it->off < f->len)
-			break;
-		it->file++;
-		it->off = 0;
-		it->lineno = 0;
-	}
 	memset(ln, 0, sizeof(*ln));
-	start = f->text + it->off;
-	nl = memchr(start, '\n', f->len - it->off);
-	ln->len = nl ? (size_t)(nl - start) : f->len - it->off;
-	it->off += ln->len + (nl ? 1 : 0);
-	ln->text = start;
-	ln->file = it->file;
-	ln->lineno = ++it->lineno;
-	ln->verified = f->vr.ok || ln->lineno < f->vr.bad_line;
-	ln->bad = !f->vr.ok && ln->lineno == f->vr.bad_line;
-	line_sha256(start, ln->len, ln->sha256);
-
-	it->cur = json_loadb(start, ln->len, JSON_REJECT_DUPLICATES, NULL);
-	if (it->cur && !json_is_object(it->cur)) {
-		json_decref(it->cur);
-		it->cur = NULL;
+	ln->text = text;
+	ln->len = len;
+	line_sha256(text, len, ln->sha256);
+	obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (obj && !json_is_object(obj)) {
+		json_decref(obj);
+		obj = NULL;
 	}
-	ln->obj = it->cur;
+	ln->obj = obj;
 	ln->seq = -1;
 	seq = json_object_get(ln->obj, "seq");
 	if (json_is_integer(seq))
@@ -565,12 +544,42 @@ bool events_next(struct events_iter *it, struct events_line *ln)
 	ln->subject = json_object_get(ln->obj, "subject");
 	if (!json_is_object(ln->subject))
 		ln->subject = NULL;
-	if (ln->subject && !raw_member(start, ln->len, "subject", &ln->subject_raw,
+	if (ln->subject && !raw_member(text, len, "subject", &ln->subject_raw,
 				       &ln->subject_raw_len))
 		ln->subject_raw = NULL;
 	ln->decision = events_decision_from_string(ln->decision_s);
 	ln->ts_ms = events_parse_ts(ln->ts);
 	ln->ti = events_type_find(ln->type);
+	return obj;
+}
+
+bool events_next(struct events_iter *it, struct events_line *ln)
+{
+	const struct events_file *f;
+	const char *start, *nl;
+	size_t len;
+
+	json_decref(it->cur);
+	it->cur = NULL;
+	for (;;) {
+		if (it->file >= it->set->nfiles)
+			return false;
+		f = &it->set->files[it->file];
+		if (it->off < f->len)
+			break;
+		it->file++;
+		it->off = 0;
+		it->lineno = 0;
+	}
+	start = f->text + it->off;
+	nl = memchr(start, '\n', f->len - it->off);
+	len = nl ? (size_t)(nl - start) : f->len - it->off;
+	it->off += len + (nl ? 1 : 0);
+	it->cur = events_line_parse(ln, start, len);
+	ln->file = it->file;
+	ln->lineno = ++it->lineno;
+	ln->verified = f->vr.ok || ln->lineno < f->vr.bad_line;
+	ln->bad = !f->vr.ok && ln->lineno == f->vr.bad_line;
 
 	/* A stream begins at the first line of a file, after a session.end,
 	 * or wherever a seq 0 appears (a spliced file). */

@@ -161,6 +161,13 @@ struct events_iter {
 
 void events_iter_init(struct events_iter *it, const struct events_set *set);
 
+/* Fills @ln from one line (@len bytes at @text, no newline) alone, as
+ * events_next() does but for what only a file knows (file, lineno,
+ * session, verified: all zero). Returns the parsed object that ln->obj
+ * and its strings point into (the caller json_decref()s it), or NULL
+ * when the line is not a JSON object. Used by the live feed (feed.c). */
+json_t *events_line_parse(struct events_line *ln, const char *text, size_t len);
+
 /* Fills @ln with the next line of the set (files in order); false at the
  * end. A file's trailing newline does not make an empty last line. */
 bool events_next(struct events_iter *it, struct events_line *ln);

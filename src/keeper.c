@@ -90,13 +90,13 @@
 
 #include "child.h"
 #include "confine.h"
+#include "feed.h"
 #include "ghapp.h"
 #include "hostname.h"
 #include "intercept.h"
 #include "receipt_line.h"
 #include "tls_ca.h"
 #include "util.h"
-#include "witness_client.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -115,6 +115,7 @@
 static const char *const peer_names[] = {
 	[KEEPER_PEER_SUPERVISOR] = "supervisor",
 	[KEEPER_PEER_WORKER] = "proxy worker",
+	[KEEPER_PEER_FEED] = "live feed",
 };
 static_assert(ARRAY_SIZE(peer_names) == KEEPER_PEER_COUNT,
 	      "peer_names matches enum keeper_peer");
@@ -327,8 +328,9 @@ struct kstate {
 				      get their checkpoint; 0: none pending */
 	int64_t write_due;         /* monotonic ms by which the lines kept in
 				      memory are written; 0: none kept */
-	bool witness;              /* run --witness: ask the supervisor for a
+	bool witness;              /* run --witness: ask the feed process for a
 				      cosignature of the last checkpoint */
+	struct chan *feed;         /* the live feed's channel, or NULL */
 };
 
 /* What a handler says about the request it was given (not verdict.h's
@@ -540,6 +542,50 @@ static enum handled on_set_policy(struct kstate *ks, struct chan *c,
 	return HANDLED_OK;
 }
 
+/* The writer's tap: what was written goes to the live feed too, never
+ * waiting. A full channel loses the lines to the feed, which sees the
+ * jump in seq and reports it (MSG_FEED_GAP). */
+static void feed_tap(void *arg, const char *buf, size_t len)
+{
+	struct kstate *ks = arg;
+
+	if (ks->feed->fd >= 0 && write(ks->feed->fd, buf, len) < 0 && errno != EAGAIN &&
+	    errno != EMSGSIZE && errno != ENOBUFS) {
+		close(ks->feed->fd); /* the feed is gone */
+		ks->feed->fd = -1;
+	}
+}
+
+/* The feed lost seqs @from..@to (from the key holder's channel, its
+ * queue, or the collector's refusal): a receipt.gap line says so. */
+static enum handled on_feed_gap(struct kstate *ks, struct chan *c,
+				struct msg_reader *r, int fd)
+{
+	const char *why;
+	uint64_t from, to;
+	json_t *subject;
+	char reason[320];
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &from);
+	msg_get_u64(r, &to);
+	msg_get_str(r, 256, &why, NULL);
+	if (!msg_end(r) || !ks->started || from > to || to > INT64_MAX)
+		return HANDLED_BAD;
+	subject = json_pack("{s:I, s:I, s:I, s:s}", "from", (json_int_t)from, "to",
+			    (json_int_t)to, "lines", (json_int_t)to - (json_int_t)from + 1, "why",
+			    why);
+	ASSERT(subject);
+	snprintf(reason, sizeof(reason), "the live feed lost seq %llu to %llu: %s",
+		 (unsigned long long)from, (unsigned long long)to, why);
+	if (receipt_append(ks->w, "receipt.gap", RECEIPT_INFO, RECEIPT_POINT_SUPERVISOR,
+			   "feed", subject, reason) < 0 && receipt_error(ks->w))
+		write_failed(ks);
+	json_decref(subject);
+	return HANDLED_OK;
+}
+
 static enum handled on_add_channel(struct kstate *ks, struct chan *c,
 				   struct msg_reader *r, int fd)
 {
@@ -696,6 +742,7 @@ static const struct {
 	{ MSG_LEAF, PEER_BIT(KEEPER_PEER_WORKER), on_leaf },
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
 	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
+	{ MSG_FEED_GAP, PEER_BIT(KEEPER_PEER_FEED), on_feed_gap },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -807,29 +854,41 @@ static void serve_until_end(struct kstate *ks)
 	free(pfd);
 }
 
-/* run --witness: the last checkpoint goes to the supervisor, which asks
- * the witness (this process may not open sockets) and answers with the
- * cosignature lines ("" when the witness failed; it said why). */
+/* run --witness: the last checkpoint's note goes to the feed process
+ * (feed.h), which asks the witness (this process may not open sockets)
+ * and answers with the cosignature lines ("" when the witness failed; it
+ * said why). What else the feed says meanwhile (a gap) is not recorded:
+ * the line before session.end must be the cosigned checkpoint. */
 static void ask_witness(struct kstate *ks)
 {
 	struct msg_reader r;
 	const char *lines;
 	char *note = receipt_final_checkpoint(ks->w);
-	ssize_t n;
-	int fd = -1;
+	struct pollfd p = { ks->feed->fd, POLLIN, 0 };
+	ssize_t n = -1;
+	int fd = -1, i;
 
 	if (!note || receipt_flush(ks->w) < 0)
 		write_failed(ks);
 	msg_start(&ks->reply, MSG_WITNESS_NOTE);
 	msg_put_cstr(&ks->reply, note);
 	free(note);
-	if (msg_send(ks->chans[0].fd, &ks->reply, -1, 0) < 0)
+	if (p.fd < 0 || msg_send(p.fd, &ks->reply, -1, 0) < 0)
 		return;
-	n = msg_recv(ks->chans[0].fd, ks->in, MSG_MAX, &fd, 0);
-	if (fd >= 0)
-		close(fd);
-	if (n > 0 && msg_reader_init(&r, ks->in, (size_t)n) && r.type == MSG_WITNESS_COSIG &&
-	    msg_get_str(&r, 16384, &lines, NULL) && msg_end(&r))
+	/* the witness client's timeouts are 10 s each: a bound, not a wait */
+	for (i = 0; i < 100 && poll(&p, 1, 1000) >= 0; i++) {
+		n = msg_recv(p.fd, ks->in, MSG_MAX, &fd, MSG_DONTWAIT);
+		if (fd >= 0)
+			close(fd);
+		if (n == -EAGAIN || n == -EINTR)
+			continue;
+		if (n <= 0 || !msg_reader_init(&r, ks->in, (size_t)n))
+			return;
+		if (r.type == MSG_WITNESS_COSIG)
+			break;
+	}
+	if (n > 0 && r.type == MSG_WITNESS_COSIG && msg_get_str(&r, 16384, &lines, NULL) &&
+	    msg_end(&r))
 		receipt_set_cosignatures(ks->w, lines);
 }
 
@@ -909,6 +968,17 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 					   * channels close, then exits. */
 					  .outlives_parent = true });
 
+	if (cfg->feed_url || cfg->witness_url) {
+		/* before the key is loaded: the feed never holds it */
+		struct feed_config fc = { cfg->feed_url, cfg->feed_queue, cfg->events,
+					  cfg->witness_url, cfg->witness_key };
+		int ffd = feed_start(&fc, err, sizeof(err));
+
+		if (ffd < 0)
+			child_fatal("%s", err);
+		ks.feed = &ks.chans[ks.nchans++];
+		*ks.feed = (struct chan){ ffd, KEEPER_PEER_FEED };
+	}
 	if (cfg->signing_key) {
 		key = receipt_key_load(cfg->signing_key, err, sizeof(err));
 		if (!key)
@@ -937,6 +1007,8 @@ __attribute__((noreturn)) static void keeper_main(const struct keeper_config *cf
 	EVP_PKEY_free(key);
 	if (!ks.w)
 		child_fatal("--events %s: %s", cfg->events, err);
+	if (ks.feed)
+		receipt_set_tap(ks.w, feed_tap, &ks);
 	if (cfg->sign_checkpoint &&
 	    receipt_set_sign_mode(ks.w, RECEIPT_SIGN_CHECKPOINT) < 0)
 		child_fatal("receipts.sign checkpoint: the session id %s is not "
@@ -1011,8 +1083,6 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	close(sv[1]);
 	k->pid = pid;
 	k->link.fd = sv[0];
-	k->witness_url = cfg->witness_url;
-	k->witness_key = cfg->witness_key;
 	return 0;
 }
 
@@ -1377,27 +1447,6 @@ int keeper_set_spend(struct keeper *k, int64_t nano)
 	return msg_send(k->link.fd, &k->link.out, -1, 0);
 }
 
-/* run --witness: the key holder's last checkpoint to the witness, and
- * its cosignature back ("" and a warning when the witness failed: the
- * session still ends, and `verify --witness` will say it is missing). */
-static void cosign_last(struct keeper *k)
-{
-	struct msg_reader r;
-	const char *note;
-	char why[512], *lines = NULL;
-
-	if (await_answer(&k->link, &r, MSG_WITNESS_NOTE) < 0 ||
-	    !msg_get_str(&r, MSG_MAX, &note, NULL) || !msg_end(&r))
-		return;
-	lines = witness_cosign(k->witness_url, k->witness_key, note, why, sizeof(why));
-	if (!lines)
-		util_warn("--witness %s", why);
-	msg_start(&k->link.out, MSG_WITNESS_COSIG);
-	msg_put_cstr(&k->link.out, lines ? lines : "");
-	(void)msg_send(k->link.fd, &k->link.out, -1, 0);
-	free(lines);
-}
-
 int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 {
 	int r;
@@ -1409,8 +1458,6 @@ int keeper_end(struct keeper *k, int exit_status, char *err, size_t errlen)
 	msg_start(&k->link.out, MSG_END);
 	msg_put_u32(&k->link.out, (uint32_t)exit_status & 0xff);
 	r = msg_send(k->link.fd, &k->link.out, -1, 0);
-	if (r == 0 && k->witness_url)
-		cosign_last(k);
 	reap(k);
 	if (r == 0 && WIFEXITED(k->wstatus) && WEXITSTATUS(k->wstatus) == 0)
 		return 0;

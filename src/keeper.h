@@ -45,6 +45,11 @@ struct keeper_config {
 	 * NULL: none. */
 	const char *witness_url;
 	EVP_PKEY *witness_key;
+	/* --events otlp+http://...: the live feed (feed.h), a process the key
+	 * holder forks before it loads its key, holding at most @feed_queue
+	 * lines (0: FEED_QUEUE_DEFAULT); NULL: none. */
+	const char *feed_url;
+	unsigned feed_queue;
 };
 
 /* One end of a channel to the key holder. */
@@ -65,8 +70,6 @@ struct keeper {
 	int wstatus;               /* its wait status, once reaped */
 	struct keeper_link link;   /* the supervisor's channel */
 	char pubkey[64];           /* base64 of the 32 raw public key bytes */
-	const char *witness_url;   /* keeper_config's */
-	EVP_PKEY *witness_key;
 };
 
 /* Forks the key holder, which loads (or makes) the signing key and opens
@@ -163,6 +166,7 @@ void keeper_link_close(struct keeper_link *l);
 enum keeper_peer {
 	KEEPER_PEER_SUPERVISOR = 0,
 	KEEPER_PEER_WORKER,
+	KEEPER_PEER_FEED,          /* the live feed: reports only its gaps */
 	KEEPER_PEER_COUNT
 };
 

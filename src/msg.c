@@ -86,6 +86,7 @@ static const char *const type_names[] = {
 	[MSG_SANDBOX_READY] = "sandbox-ready",
 	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
 	[MSG_RECORD_BATCH] = "record-batch",
+	[MSG_FEED_GAP] = "feed-gap",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

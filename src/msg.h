@@ -92,7 +92,7 @@ enum msg_type {
 				 bytes value */
 	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
 				 fields: every other worker has it queued */
-	/* witness (run --witness): key holder <-> supervisor, at the end */
+	/* witness (run --witness): key holder <-> feed process (feed.h), at the end */
 	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
 	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
 	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
@@ -114,6 +114,10 @@ enum msg_type {
 	MSG_RECORD_BATCH,     /* 1-64 records, each MSG_RECORD's fields with
 				 flags 0, until the message's end; written
 				 in order, no answer */
+	/* the live feed (feed.c) -> key holder; the other way the channel
+	 * carries the stream's bytes, whole lines, unframed */
+	MSG_FEED_GAP,         /* u64 from, u64 to, str why: seqs the feed
+				 lost; record receipt.gap */
 	MSG_TYPE_COUNT
 };
 

@@ -124,6 +124,11 @@ int receipt_close(struct receipt_writer *w, int exit_status);
  * (append returned -1, the stream goes on) from a stream that is over. */
 int receipt_error(const struct receipt_writer *w);
 
+/* Hands what is written to the stream, whole lines with their newlines,
+ * to @fn too, once written (the live feed, feed.h): @fn must not block. */
+typedef void (*receipt_tap_fn)(void *arg, const char *buf, size_t len);
+void receipt_set_tap(struct receipt_writer *w, receipt_tap_fn fn, void *arg);
+
 /* Frees @w without writing session.end (for a stream that is abandoned). */
 void receipt_abort(struct receipt_writer *w);
 

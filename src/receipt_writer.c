@@ -77,6 +77,8 @@ struct receipt_writer {
 	bool owns_fd;
 	bool unsigned_pending; /* a line without sig since the last signed one */
 	bool last_checkpoint;  /* the last line written is a checkpoint */
+	receipt_tap_fn tap;    /* the live feed's hook, or NULL */
+	void *tap_arg;
 };
 
 /* Lines kept before a write even without a flush. */
@@ -425,6 +427,8 @@ static int64_t emit(struct receipt_writer *w, const char *type,
 		w->error = -write_line(w->fd, line, line_len + 1);
 		if (w->error)
 			goto out;
+		if (w->tap)
+			w->tap(w->tap_arg, line, line_len + 1);
 	}
 	receipt_sha256_hex(line, line_len, w->prev);
 	merkle_append(&w->tree, line, line_len);
@@ -637,6 +641,8 @@ int receipt_flush(struct receipt_writer *w)
 	if (!w->pend_len)
 		return 0;
 	w->error = -write_line(w->fd, w->pend, w->pend_len);
+	if (!w->error && w->tap)
+		w->tap(w->tap_arg, w->pend, w->pend_len);
 	w->pend_len = 0;
 	return w->error ? -1 : 0;
 }
@@ -664,6 +670,12 @@ void receipt_set_cosignatures(struct receipt_writer *w, const char *lines)
 		json_array_append_new(w->cosignatures, json_stringn(p, n));
 		p += n;
 	}
+}
+
+void receipt_set_tap(struct receipt_writer *w, receipt_tap_fn fn, void *arg)
+{
+	w->tap = fn;
+	w->tap_arg = arg;
 }
 
 int receipt_error(const struct receipt_writer *w)

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "util.h"
+#include "feed.h"
 #include "witness_client.h"
 
 char *session_choose_id(const char *given, const struct policy *p,
@@ -59,6 +60,47 @@ void session_set_witness(const char *spec)
 		util_die(EXIT_AIRLOCK_FAILURE, "run: %s", err);
 }
 
+static const char *feed_url;
+static unsigned feed_queue;
+
+bool session_events_option(const char *cmd, const char *dest, const char **events)
+{
+	struct feed_url u;
+	char err[768];
+
+	if (!feed_is_url(dest)) {
+		*events = dest;
+		return false;
+	}
+	if (feed_url_parse(dest, &u, err, sizeof(err)) < 0)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s: %s", cmd, err);
+	if (feed_url)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s: --events names one feed at most", cmd);
+	feed_url = dest;
+	return true;
+}
+
+void session_feed_queue_option(const char *cmd, const char *arg)
+{
+	unsigned long n;
+
+	if (!util_parse_uint(arg, 1, FEED_QUEUE_MAX, &n))
+		util_die(EXIT_AIRLOCK_FAILURE, "%s: --feed-queue must be a number of lines "
+			 "from 1 to %u", cmd, FEED_QUEUE_MAX);
+	feed_queue = (unsigned)n;
+}
+
+void session_feed_check(const char *cmd, const char *events)
+{
+	if (feed_url && (!events || feed_is_url(events)))
+		util_die(EXIT_AIRLOCK_FAILURE,
+			 "%s: --events %s needs the local stream too (--events FILE, '-' or "
+			 "fd:N): the feed is a copy, the stream the record", cmd, feed_url);
+	if (feed_queue && !feed_url)
+		util_die(EXIT_AIRLOCK_FAILURE, "%s: --feed-queue needs --events otlp+http://...",
+			 cmd);
+}
+
 void session_open_ca(struct session *s, const char *events, const char *signing_key,
 		     const struct policy *p, const char *id, const char *argv0,
 		     const struct session_ca *ca)
@@ -83,6 +125,8 @@ void session_open_ca(struct session *s, const char *events, const char *signing_
 		kc.sign_checkpoint = p->receipts_checkpoint;
 		kc.witness_url = witness_url;
 		kc.witness_key = witness_key;
+		kc.feed_url = feed_url;
+		kc.feed_queue = feed_queue;
 		kc.checkpoint_ms = (unsigned)p->receipts_checkpoint_ms;
 		kc.github_app_key = p->git_github_app && p->mode != POLICY_MODE_OFF
 					    ? p->git_github_app->private_key_file

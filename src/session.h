@@ -57,6 +57,18 @@ struct session_ca {
  * witness to cosign its last checkpoint; exits 125 on a bad spec or key. */
 void session_set_witness(const char *spec);
 
+/* --events DEST of command @cmd ("run", "proxy"), which may be given
+ * twice: once for the stream (stored in *@events; returns false) and
+ * once for a live feed, otlp+http://... (feed.h; checked now, exits 125
+ * on a malformed URL; every session opened after this feeds it; returns
+ * true). */
+bool session_events_option(const char *cmd, const char *dest, const char **events);
+/* --feed-queue N: exits 125 unless 1..FEED_QUEUE_MAX. */
+void session_feed_queue_option(const char *cmd, const char *arg);
+/* After the options: exits 125 for a feed without a local stream (@events
+ * NULL), or --feed-queue without a feed. */
+void session_feed_check(const char *cmd, const char *events);
+
 void session_open_ca(struct session *s, const char *events, const char *signing_key,
 		     const struct policy *p, const char *id, const char *argv0,
 		     const struct session_ca *ca);

@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -363,4 +366,34 @@ void util_stdio_unfill(void)
 	for (fd = 0; fd < 3; fd++)
 		if (stdio_filled & (1u << fd))
 			close(fd);
+}
+
+int util_tcp_connect(const char *host, const char *port, int timeout_s, char *err,
+		     size_t errlen)
+{
+	struct addrinfo hints, *ai = NULL, *a;
+	struct timeval tv = { timeout_s, 0 };
+	int fd = -1, r;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	r = getaddrinfo(host, port, &hints, &ai);
+	if (r != 0) {
+		snprintf(err, errlen, "%s: %s", host, gai_strerror(r));
+		return -1;
+	}
+	for (a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	return fd;
 }

@@ -91,6 +91,12 @@ int util_exec_status(int err);
  * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2), in an emptied @set. */
 void util_session_sigset(sigset_t *set);
 
+/* A TCP connection to @host (a name or an address) and @port, whose
+ * connect, sends and receives time out after @timeout_s seconds. Returns
+ * the socket (close-on-exec), or -1 with a reason in @err. */
+int util_tcp_connect(const char *host, const char *port, int timeout_s, char *err,
+		     size_t errlen);
+
 /* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
 uint64_t util_now_ms(void);
 

@@ -17,13 +17,10 @@
 #include "witness_client.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "receipt.h"
@@ -52,42 +49,20 @@ EVP_PKEY *witness_spec_parse(const char *spec, char **url, char *err, size_t err
 	return k;
 }
 
-static int connect_to(const char *host, const char *port, char *err, size_t errlen)
-{
-	struct addrinfo hints, *ai = NULL, *a;
-	struct timeval tv = { 10, 0 };
-	int fd = -1, r;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	r = getaddrinfo(host, port, &hints, &ai);
-	if (r != 0) {
-		snprintf(err, errlen, "%s: %s", host, gai_strerror(r));
-		return -1;
-	}
-	for (a = ai; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd < 0)
-			continue;
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			break;
-		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err,
 		     size_t errlen)
+{
+	return witness_cosign_from(url, pub, 0, NULL, 0, note, NULL, err, errlen);
+}
+
+char *witness_cosign_from(const char *url, EVP_PKEY *pub, uint64_t old,
+			  const merkle_hash *proof, size_t nproof, const char *note,
+			  uint64_t *has, char *err, size_t errlen)
 {
 	char host[256], port[8] = "80", *req = NULL, *resp = NULL, *out = NULL;
 	const char *h = url + 7, *slash = strchr(h, '/'), *colon, *body, *p;
 	size_t hlen = slash ? (size_t)(slash - h) : strlen(h), have = 0, cap = 65536;
-	char path[512], why[128];
+	char path[512], why[128], *prefix;
 	struct tlog_checkpoint c;
 	uint8_t raw[32];
 	int fd, status;
@@ -107,12 +82,24 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 	snprintf(path, sizeof(path), "%s", slash ? slash : "");
 	while (path[0] && path[strlen(path) - 1] == '/')
 		path[strlen(path) - 1] = '\0';
-	fd = connect_to(host, port, err, errlen);
+	fd = util_tcp_connect(host, port, 10, err, errlen);
 	if (fd < 0)
 		return NULL;
+	if (has)
+		*has = UINT64_MAX;
+	prefix = util_xasprintf("old %llu\n", (unsigned long long)old);
+	for (size_t i = 0; i < nproof; i++) {
+		char *b64 = tlog_b64(proof[i], MERKLE_HASH_LEN), *more;
+
+		more = util_xasprintf("%s%s\n", prefix, b64);
+		free(b64);
+		free(prefix);
+		prefix = more;
+	}
 	req = util_xasprintf("POST %s/add-checkpoint HTTP/1.1\r\nHost: %s\r\n"
-			     "Content-Length: %zu\r\nConnection: close\r\n\r\nold 0\n\n%s",
-			     path, host, strlen("old 0\n\n") + strlen(note), note);
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n%s",
+			     path, host, strlen(prefix) + 1 + strlen(note), prefix, note);
+	free(prefix);
 	if (util_write_all(fd, req, strlen(req)) < 0) {
 		snprintf(err, errlen, "%s: %s", url, strerror(errno));
 		goto out;
@@ -134,6 +121,14 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 		goto out;
 	}
 	body += 4;
+	if (status == 409 && has) {
+		/* the size the witness has for this origin */
+		char *e;
+		unsigned long long v = strtoull(body, &e, 10);
+
+		if (e != body && *e == '\n')
+			*has = v;
+	}
 	if (status != 200) {
 		snprintf(err, errlen, "%s: the witness answered %d: %.*s", url, status,
 			 (int)strcspn(body, "\n"), body);

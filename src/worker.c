@@ -405,6 +405,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_SANDBOX_READY:
 	case MSG_SANDBOX_SOCKET:
 	case MSG_WITNESS_NOTE:
+	case MSG_FEED_GAP:
 	case MSG_WITNESS_COSIG:
 	case MSG_LEAF:
 	case MSG_LEAF_ANSWER:

@@ -168,13 +168,66 @@ done
 	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/again.jsonl" \
 	--workspace "$T/ws" -- true 2>run.err
 is "$?" 0 "a second stream of the same session still runs"
-like "$(cat run.err)" "witness answered 409" "but the witness refuses to cosign it (409)"
+like "$(cat run.err)" "witness answered (409|422)" \
+	"but the witness refuses to cosign it (409, or 422 for the proof from the size it has)"
 out=$("$AIRLOCK" verify --witness w.pub again.jsonl)
 is "$?" 1 "and verify --witness fails it"
 "$AIRLOCK" verify again.jsonl >/dev/null
 is "$?" 0 "while it verifies without --witness"
 "$AIRLOCK" verify --witness w.pub "$T/w.jsonl" >/dev/null
 is "$?" 1 "a stream without cosignatures fails verify --witness"
+# --- cosigned as the session goes, not only at its end ---
+# The agent waits for the witness to hold a mid-session checkpoint of its
+# session (state.json) before it exits: without cosigning as the session
+# goes, that never happens and the agent gives up.
+cat >ws/agent.sh <<'SH'
+i=0
+while [ $i -lt 300 ]; do
+	[ -e live.go ] && exit 0
+	sleep 0.1
+	i=$((i + 1))
+done
+exit 3
+SH
+python3 - <<'PY' &
+import json, os, time
+for _ in range(300):
+    try:
+        if json.load(open("state.json")).get("airlock/run-live", {}).get("size", 0) > 0:
+            open("live.size", "w").write(str(json.load(open("state.json"))["airlock/run-live"]["size"]))
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.05)
+PY
+watcher=$!
+cat >live.json <<'JSON'
+{"version": 1, "receipts": {"sign": "checkpoint", "checkpoint_ms": 100},
+ "env": {"pass": ["PATH"]}}
+JSON
+"$AIRLOCK" run --policy live.json --mode shadow --signing-key k.pem --session run-live \
+	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/live.jsonl" \
+	--workspace "$T/ws" -- sh agent.sh 2>run.err &
+runpid=$!
+wait "$watcher"
+[ -s live.size ] && kill -0 "$runpid" 2>/dev/null
+ok $? "the witness cosigned a checkpoint of the session while it ran"
+touch ws/live.go
+wait "$runpid"
+is "$?" 0 "the session ends normally"
+"$AIRLOCK" verify --pubkey k.pub --witness w.pub live.jsonl >/dev/null
+ok $? "verify --witness accepts its stream (the last checkpoint cosigned at the end)"
+python3 - live.jsonl "$(cat live.size)" <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+mid = int(sys.argv[2])
+sizes = [l["subject"]["size"] for l in L if l["type"] == "receipt.checkpoint"]
+assert mid in sizes, (mid, sizes)
+assert json.load(open("state.json"))["airlock/run-live"]["size"] == sizes[-1] >= mid
+assert L[-2]["type"] == "receipt.checkpoint" and L[-1]["subject"]["cosignatures"]
+PY
+ok $? "the mid-session cosignature was of a checkpoint of the stream; the witness holds the last"
+
 kill "$wpid"; wait "$wpid"
 "$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-down \
 	--witness "http://127.0.0.1:18472=$T/w.pub" --events "$T/down.jsonl" \
