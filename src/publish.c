@@ -419,6 +419,11 @@ bool publish_reaped(pid_t pid, int wstatus)
 	return true;
 }
 
+pid_t publish_pid(void)
+{
+	return sup.pid > 0 ? sup.pid : -1;
+}
+
 void publish_stop(void)
 {
 	sup.stopping = true;
