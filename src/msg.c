@@ -85,6 +85,10 @@ static const char *const type_names[] = {
 	[MSG_DNS_BLOCK] = "dns-block",
 	[MSG_SANDBOX_READY] = "sandbox-ready",
 	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
+	[MSG_PUBLISH_READY] = "publish-ready",
+	[MSG_PUBLISH_NS] = "publish-ns",
+	[MSG_PUBLISH_AUTH] = "publish-auth",
+	[MSG_PUBLISH_SERVING] = "publish-serving",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");
