@@ -192,7 +192,8 @@ static bool dnsd_msg(struct supervisor *sv, struct sv_proc *pr)
 static void dnsd_stop_row(struct supervisor *sv, struct sv_proc *pr)
 {
 	(void)sv;
-	dnsd_stop(pr->arg);
+	dnsd_stop(pr->arg); /* closes its channel */
+	pr->ctl = -1;
 	pr->stopping = true;
 }
 
