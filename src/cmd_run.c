@@ -380,7 +380,9 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
  *   4. the proxy workers, forked from us once the sandbox has handed over
  *      its proxy socket; each serves it in a loop of its own.
  *
- * Then supervise() waits: it forwards signals to init and reaps whatever
+ * Steps 2 to 4 and the loop are supervisor.c's (the same for `airlock
+ * proxy`); this file adds init, the DNS stub and the publish relay as
+ * rows of its table. The loop forwards signals to init and reaps whatever
  * ends. Init's exit ends the session: the workers are told to stop, and
  * once they have exited the key holder writes session.end. A worker that
  * dies before (killed, or unable to go on) has taken the agent's only

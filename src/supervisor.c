@@ -71,8 +71,6 @@ void supervisor_signals(struct supervisor *sv, const sigset_t *mask)
 	 * forwarded signal is lost before the loop reads them. */
 	if (sigprocmask(SIG_BLOCK, mask, NULL) < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
-	/* A write to a peer that has gone must be an error, not our death. */
-	signal(SIGPIPE, SIG_IGN);
 	sv->sfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sv->sfd < 0)
 		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
@@ -592,6 +590,10 @@ void supervisor_run(struct supervisor *sv)
 {
 	struct pollfd *pfd = NULL;
 
+	/* A write to a peer that has gone must be an error, not our death.
+	 * Only now: an ignored SIGPIPE would outlive the agent's exec had the
+	 * sandbox's init been cloned with it. */
+	signal(SIGPIPE, SIG_IGN);
 	while (awaiting(sv)) {
 		int timeout = -1;
 		size_t i, n = 0;

@@ -124,8 +124,7 @@ void supervisor_init(struct supervisor *sv, struct session *s,
 		     const struct supervisor_ops *ops, void *arg,
 		     const struct supervisor_words *words);
 
-/* Blocks @mask (SIGCHLD must be in it), makes its signalfd and ignores
- * SIGPIPE. Call before the processes whose end the loop must see are
+/* Blocks @mask (SIGCHLD must be in it) and makes its signalfd. Call before the processes whose end the loop must see are
  * forked. Dies with 125 on failure. */
 void supervisor_signals(struct supervisor *sv, const sigset_t *mask);
 
