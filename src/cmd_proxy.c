@@ -33,9 +33,7 @@
 #include <getopt.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +41,6 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
@@ -332,7 +328,7 @@ int cmd_proxy(int argc, char **argv)
 		   *key = NULL, *session_id = NULL, *ca_out = NULL, *placeholders = NULL;
 	struct session_ca ca = { NULL, NULL, PROXY_CA_LIFETIME };
 	struct policy_errors errs = { 0 };
-	struct proxy_state st = { 0 };
+	struct proxy_state st = { .path = NULL };
 	struct sockaddr_storage ss;
 	struct session s;
 	char err[512], *id = NULL, text[ADDR_STRLEN + 16];
@@ -428,6 +424,7 @@ int cmd_proxy(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGCHLD);
+	st.path = policy_path; /* SIGHUP reads it again (reload()) */
 	supervisor_init(&st.sv, &s, &proxy_ops, &st, &proxy_words);
 	supervisor_signals(&st.sv, &mask);
 
@@ -441,7 +438,6 @@ int cmd_proxy(int argc, char **argv)
 		write_ca_out(&s, ca_out);
 	if (placeholders)
 		write_placeholders(&s, &st.sv.broker, &st.sv.git, &st.sv.oauth, placeholders);
-	st.path = policy_path;
 	if (supervisor_start_workers(&st.sv, workers ? workers : worker_default_count(),
 				     &(struct supervisor_listen){
 					     .fd = fd,

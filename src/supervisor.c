@@ -457,14 +457,14 @@ void supervisor_abort(struct supervisor *sv, const char *type, const char *rule,
 
 void supervisor_finish(struct supervisor *sv)
 {
-	char err[256];
-	int64_t own;
-
 	if (sv->workers) {
 		worker_pool_release(&sv->wp);
 		sv->workers = false;
 	}
 	if (sv->metered) {
+		char err[256];
+		int64_t own;
+
 		/* The workers have exited: every settlement is sent. */
 		if (spendd_finish(&sv->spend, &own, err, sizeof(err)) == 0)
 			session_set_spend(sv->s, own);
@@ -546,23 +546,29 @@ static int sooner(int timeout, int64_t ms)
 	return timeout < 0 || ms < timeout ? (int)ms : timeout;
 }
 
+/* Stopped processes that do not exit are killed; the next SIGCHLD reaps
+ * them. */
+static void kill_stopped(struct supervisor *sv)
+{
+	size_t i;
+
+	for (i = 0; i < sv->nproc; i++)
+		if (sv->proc[i].pid > 0 &&
+		    (sv->proc[i].stopping || sv->proc[i].on_msg == worker_msg))
+			kill(sv->proc[i].pid, SIGKILL);
+}
+
 /* The stop deadline, and the git credential's and OAuth tokens' refresh
  * times. Returns false when a refresh ran (the caller looks again). */
 static bool timers(struct supervisor *sv, int *timeout)
 {
 	time_t now;
-	size_t i;
 
 	if (sv->workers && sv->wp.stopping) {
 		uint64_t ms = util_now_ms();
 
 		if (ms >= sv->kill_at) {
-			/* Stopped processes that do not exit are killed; the
-			 * next SIGCHLD reaps them. */
-			for (i = 0; i < sv->nproc; i++)
-				if (sv->proc[i].pid > 0 &&
-				    (sv->proc[i].stopping || sv->proc[i].on_msg == worker_msg))
-					kill(sv->proc[i].pid, SIGKILL);
+			kill_stopped(sv);
 			sv->kill_at = ms + STOP_GRACE_MS;
 		}
 		*timeout = sooner(*timeout, (int64_t)(sv->kill_at - ms));
