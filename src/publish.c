@@ -249,16 +249,16 @@ static int read_answer(enum msg_type want, char *err, size_t errlen)
 	while (n == -EINTR);
 	if (fd >= 0)
 		close(fd);
-	if (n <= 0)
+	if (n <= 0) {
 		snprintf(err, errlen, "publish: the relay process ended during setup");
-	else if (!msg_reader_init(&r, buf, (size_t)n))
-		snprintf(err, errlen, "publish: the relay said nonsense");
-	else if (r.type == want && msg_end(&r))
+	} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == want && msg_end(&r)) {
 		rc = 0;
-	else if (r.type == MSG_FATAL && msg_get_str(&r, 400, &reason, NULL) && msg_end(&r))
+	} else if (r.type == MSG_FATAL && msg_get_str(&r, 400, &reason, NULL) &&
+		   msg_end(&r)) {
 		snprintf(err, errlen, "%s", reason);
-	else
+	} else {
 		snprintf(err, errlen, "publish: the relay said nonsense");
+	}
 	free(buf);
 	return rc;
 }
@@ -1538,8 +1538,8 @@ static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl
 		nsfd[role] = fd;
 	}
 	if (relay_recv(ctl, buf, MSG_PUBLISH_AUTH, &r) >= 0 ||
-	    !msg_get_bytes(&r, 32 * POLICY_PUBLISH_MAX, &digests, &len) || !msg_end(&r) ||
-	    len != 32 * p->npublish)
+	    !msg_get_bytes(&r, (size_t)32 * POLICY_PUBLISH_MAX, &digests, &len) ||
+	    !msg_end(&r) || len != 32 * p->npublish)
 		child_fatal("publish: the supervisor sent a bad auth message");
 	for (i = 0; i < p->npublish; i++) {
 		x.ls[i].has_auth = p->publish[i].auth != NULL;

@@ -625,7 +625,8 @@ void supervisor_run(struct supervisor *sv)
 		for (i = 0; i < sv->nproc; i++) {
 			struct sv_proc *pr = &sv->proc[i];
 
-			if (pfd[1 + i].revents && pr->ctl >= 0 && !pr->on_msg(sv, pr))
+			if (pfd[1 + i].revents && pr->ctl >= 0 && pr->on_msg &&
+			    !pr->on_msg(sv, pr))
 				pr->ctl = -1;
 		}
 		for (i = 0; sv->workers && i < sv->wp.n && !sv->exhausted; i++) {
