@@ -33,9 +33,7 @@
 #include <getopt.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,19 +41,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
-#include "broker.h"
-#include "confine.h"
-#include "gitcred.h"
-#include "oauth.h"
 #include "commands.h"
 #include "policy.h"
 #include "session.h"
 #include "spendd.h"
+#include "supervisor.h"
 #include "util.h"
 #include "worker.h"
 
@@ -115,18 +108,16 @@ const char cmd_proxy_help[] =
 	"a worker ends on its own (the end is recorded as proxy.error).\n";
 
 struct proxy_state {
-	struct session *s;
-	struct worker_pool wp;
+	struct supervisor sv;
 	const char *path;
 	struct policy **old;  /* every policy loaded after the first, freed at exit */
 	size_t nold;
-	uint64_t kill_at;     /* ms: stopped workers that still run are killed */
-	char failure[512];    /* why the proxy ended itself, or "" */
-	struct gitcred git;   /* the credential the workers inject */
-	struct oauth oauth;   /* OAuth tokens the supervisor refreshes */
-	struct oauth_ctx oc;
-	struct spendd spend;  /* the ledger process (pid -1: none) */
-	bool exhausted;       /* on_exhausted stop: the proxy is stopping */
+};
+
+static const struct supervisor_words proxy_words = {
+	.ends = ", so the proxy stops",
+	.worker_lost = "the proxy stops",
+	.start_error = "proxy.error",
 };
 
 static bool parse_listen(const char *text, struct sockaddr_storage *ss,
@@ -162,49 +153,20 @@ static bool parse_listen(const char *text, struct sockaddr_storage *ss,
 	return true;
 }
 
-static void stop(struct proxy_state *st, unsigned int drain_ms)
-{
-	if (st->wp.stopping)
-		return;
-	worker_pool_stop(&st->wp, drain_ms);
-	st->kill_at = util_now_ms() + drain_ms + 5000;
-}
-
-/* Something made the proxy unable to serve as its stream says: record it,
- * stop every worker, exit 125 once they are gone. */
-__attribute__((format(printf, 3, 4))) static void
-fail(struct proxy_state *st, json_t *subject, const char *fmt, ...)
-{
-	if (!st->failure[0]) {
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(st->failure, sizeof(st->failure), fmt, ap);
-		va_end(ap);
-		session_record(st->s, "proxy.error", RECEIPT_BLOCK,
-			       RECEIPT_POINT_SUPERVISOR, "proxy.worker", subject,
-			       st->failure);
-		subject = NULL;
-	}
-	json_decref(subject);
-	stop(st, 0);
-}
-
 /* A worker refused a call for the spend cap under on_exhausted "stop":
  * the session the proxy serves is ended (it has no agent of its own to
  * signal): budget.exhausted, then the workers drain and the proxy exits
  * 125. */
-static void exhausted(struct proxy_state *st)
+static void exhausted(struct supervisor *sv)
 {
-	st->exhausted = true;
-	if (!st->failure[0])
-		snprintf(st->failure, sizeof(st->failure),
+	if (!sv->failure[0])
+		snprintf(sv->failure, sizeof(sv->failure),
 			 "the spend cap is exhausted and spend.on_exhausted is stop: "
 			 "the proxy stops");
-	session_record(st->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+	session_record(sv->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
-		       st->failure);
-	stop(st, DRAIN_MS);
+		       sv->failure);
+	supervisor_stop(sv, DRAIN_MS);
 }
 
 /* SIGHUP: the new policy is parsed here; the key holder writes the
@@ -224,7 +186,7 @@ static void reload(struct proxy_state *st)
 		for (i = 0; i < errs.count; i++)
 			json_array_append_new(list, json_sprintf("%s: %s", errs.items[i].path,
 								 errs.items[i].message));
-		session_record(st->s, "policy.reload", RECEIPT_BLOCK,
+		session_record(st->sv.s, "policy.reload", RECEIPT_BLOCK,
 			       RECEIPT_POINT_SUPERVISOR, "policy",
 			       json_pack("{s:s, s:o}", "path", st->path, "errors", list),
 			       "the new policy is invalid: the old one stays in force");
@@ -233,168 +195,33 @@ static void reload(struct proxy_state *st)
 		policy_errors_free(&errs);
 		return;
 	}
-	session_reload(st->s, np);
+	session_reload(st->sv.s, np);
 	st->old = util_xrealloc(st->old, (st->nold + 1) * sizeof(struct policy *));
 	st->old[st->nold++] = np;
-	if (worker_pool_reload(&st->wp, np, err, sizeof(err)) < 0) {
-		fail(st, json_pack("{s:s}", "path", st->path),
-		     "the reloaded policy could not be given to the workers: %s", err);
+	if (worker_pool_reload(&st->sv.wp, np, err, sizeof(err)) < 0) {
+		supervisor_fail(&st->sv, "proxy.error", "proxy.worker",
+				json_pack("{s:s}", "path", st->path),
+				"the reloaded policy could not be given to the workers: %s",
+				err);
 		return;
 	}
 	util_warn("proxy: policy reloaded (%s)", np->digest);
 }
 
-static void reap(struct proxy_state *st)
+static void on_signal(struct supervisor *sv, const struct signalfd_siginfo *si)
 {
-	char how[256];
-	pid_t pid;
-	int ws;
+	struct proxy_state *st = sv->arg;
 
-	while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
-		struct worker *w;
-
-		if (pid == st->s->k.pid) {
-			worker_pool_release(&st->wp);
-			session_lost(st->s, ws);
-		}
-		if (pid == st->spend.pid) {
-			spendd_reaped(&st->spend, ws);
-			spendd_describe_exit(&st->spend, how, sizeof(how));
-			fail(st, json_object(), "the spend ledger process ended (%s): spend "
-			     "can no longer be metered, so the proxy stops", how);
-			continue;
-		}
-		w = worker_pool_find(&st->wp, pid);
-		if (!w)
-			continue;
-		worker_pool_reaped(&st->wp, w, ws);
-		if (worker_exited_cleanly(&st->wp, w))
-			continue;
-		worker_describe_exit(w, how, sizeof(how));
-		fail(st, WIFSIGNALED(ws)
-			 ? json_pack("{s:i, s:i}", "pid", (int)pid, "signal", WTERMSIG(ws))
-			 : json_pack("{s:i, s:i}", "pid", (int)pid, "status", WEXITSTATUS(ws)),
-		     "egress proxy worker %d ended (%s): the proxy stops", (int)pid, how);
-	}
+	if (si->ssi_signo == SIGHUP && !sv->wp.stopping)
+		reload(st);
+	else if (si->ssi_signo == SIGTERM || si->ssi_signo == SIGINT)
+		supervisor_stop(sv, DRAIN_MS);
 }
 
-static void read_signals(struct proxy_state *st, int sfd)
-{
-	struct signalfd_siginfo si;
-
-	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGCHLD)
-			reap(st);
-		else if (si.ssi_signo == SIGHUP && !st->wp.stopping)
-			reload(st);
-		else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-			stop(st, DRAIN_MS);
-	}
-}
-
-/* Waits until every worker says it serves. Returns false with the first
- * failure in @err. */
-static bool wait_ready(struct proxy_state *st, char *err, size_t errlen)
-{
-	struct pollfd *pfd = util_xcalloc(st->wp.n, sizeof(*pfd));
-	unsigned int i, ready = 0;
-	bool ok = true;
-
-	while (ok && ready < st->wp.n) {
-		for (i = 0; i < st->wp.n; i++)
-			pfd[i] = (struct pollfd){ .fd = st->wp.w[i].ready ? -1 : st->wp.w[i].ctl,
-						  .events = POLLIN };
-		if (poll(pfd, st->wp.n, -1) < 0 && errno != EINTR) {
-			snprintf(err, errlen, "poll: %s", strerror(errno));
-			ok = false;
-		}
-		for (i = 0; ok && i < st->wp.n; i++) {
-			struct worker *w = &st->wp.w[i];
-			int ws;
-
-			if (!pfd[i].revents)
-				continue;
-			if (worker_pool_read(&st->wp, i) && !w->fatal[0]) {
-				ready += w->ready;
-				continue;
-			}
-			while (waitpid(w->pid, &ws, 0) < 0 && errno == EINTR)
-				;
-			worker_pool_reaped(&st->wp, w, ws);
-			worker_describe_exit(w, err, errlen);
-			ok = false;
-		}
-	}
-	free(pfd);
-	return ok;
-}
-
-static void serve(struct proxy_state *st, int sfd)
-{
-	struct pollfd *pfd = util_xcalloc(2 + st->wp.n, sizeof(*pfd));
-	bool keeper_open = session_fd(st->s) >= 0;
-	unsigned int i;
-
-	while (st->wp.alive > 0) {
-		int timeout = -1, n = 0;
-
-		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = keeper_open ? session_fd(st->s) : -1,
-					    .events = POLLIN };
-		for (i = 0; i < st->wp.n; i++)
-			pfd[n++] = (struct pollfd){ .fd = st->wp.w[i].ctl, .events = POLLIN };
-		if (st->wp.stopping) {
-			uint64_t now = util_now_ms();
-
-			if (now >= st->kill_at) {
-				for (i = 0; i < st->wp.n; i++)
-					if (st->wp.w[i].pid > 0)
-						kill(st->wp.w[i].pid, SIGKILL);
-				st->kill_at = now + 5000;
-			}
-			timeout = (int)(st->kill_at - now);
-		}
-		if (gitcred_next(&st->git) && !st->wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= gitcred_next(&st->git)) {
-				gitcred_refresh(st->s, st->s->p, &st->git, &st->wp);
-				continue;
-			}
-			if (timeout < 0 || (gitcred_next(&st->git) - now) * 1000 < timeout)
-				timeout = (int)((gitcred_next(&st->git) - now) * 1000);
-		}
-		if (oauth_next(&st->oauth) && !st->wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= oauth_next(&st->oauth)) {
-				oauth_refresh_due(st->s, st->s->p, &st->oauth, &st->wp);
-				continue;
-			}
-			if (timeout < 0 || (oauth_next(&st->oauth) - now) * 1000 < timeout)
-				timeout = (int)((oauth_next(&st->oauth) - now) * 1000);
-		}
-		if (poll(pfd, (nfds_t)n, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: poll");
-		}
-		if (pfd[1].revents)
-			keeper_open = false;
-		for (i = 0; i < st->wp.n; i++) {
-			if (pfd[2 + i].revents && !worker_pool_read(&st->wp, i) &&
-			    st->wp.w[i].ctl >= 0) {
-				close(st->wp.w[i].ctl);
-				st->wp.w[i].ctl = -1;
-			}
-			if (st->wp.w[i].exhausted && !st->exhausted)
-				exhausted(st);
-		}
-		if (pfd[0].revents)
-			read_signals(st, sfd);
-	}
-	free(pfd);
-}
+static const struct supervisor_ops proxy_ops = {
+	.signal = on_signal,
+	.exhausted = exhausted,
+};
 
 /* A fresh standalone CA outlives a session's: the platform distributes
  * its certificate to the sandboxes it serves. */
@@ -510,11 +337,9 @@ int cmd_proxy(int argc, char **argv)
 	const char *policy_path = NULL, *listen_at = NULL, *events = NULL,
 		   *key = NULL, *session_id = NULL, *ca_out = NULL, *placeholders = NULL;
 	struct session_ca ca = { NULL, NULL, PROXY_CA_LIFETIME };
-	struct broker broker;
 	struct policy_errors errs = { 0 };
-	struct proxy_state st = { 0 };
+	struct proxy_state st = { .path = NULL };
 	struct sockaddr_storage ss;
-	struct worker_config wc;
 	struct session s;
 	char err[512], *id = NULL, text[ADDR_STRLEN + 16];
 	unsigned int workers = 0;
@@ -522,7 +347,7 @@ int cmd_proxy(int argc, char **argv)
 	socklen_t sl;
 	sigset_t mask;
 	struct policy *p;
-	int c, fd, sfd, one = 1;
+	int c, fd, one = 1;
 	size_t i;
 
 	optind = 1;
@@ -611,68 +436,38 @@ int cmd_proxy(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "proxy: signalfd");
+	st.path = policy_path; /* SIGHUP reads it again (reload()) */
+	supervisor_init(&st.sv, &s, &proxy_ops, &st, &proxy_words);
+	supervisor_signals(&st.sv, &mask);
 
-	/* The key holder first (it alone loads the key), then the workers,
-	 * which serve only once session.start is written. */
+	/* The key holder first (it alone loads the key), then the ledger and
+	 * the secrets (supervisor.c), then the workers, which serve only
+	 * once session.start is written. */
 	session_open_ca(&s, events, key, p, id, "airlock-proxy",
 			ca.cert || ca_out ? &ca : NULL);
-	st.s = &s;
-	st.spend.pid = -1;
-	st.spend.ctl = -1;
-	if (spendd_wanted(p)) {
-		const char *rule;
-
-		/* Before the secrets: the ledger process is a fork of ours. */
-		if (spendd_start(&st.spend, p, id, NULL, &rule, err, sizeof(err)) < 0)
-			session_refuse(&s, rule, err);
-	}
-	/* Secrets only now: the key holder, a fork of ours, never held one. */
-	if (broker_load(&broker, p, err, sizeof(err)) < 0)
-		session_refuse(&s, "secrets", err);
-	gitcred_start(&s, p, &broker, &st.git);
-	oauth_start(&s, p, &st.oauth);
+	supervisor_open(&st.sv, &(struct supervisor_plan){ .metered = spendd_wanted(p) });
 	if (ca_out)
 		write_ca_out(&s, ca_out);
 	if (placeholders)
-		write_placeholders(&s, &broker, &st.git, &st.oauth, placeholders);
-	st.path = policy_path;
-	memset(&wc, 0, sizeof(wc));
-	wc.listen_fd = fd;
-	wc.policy = p;
-	wc.max_conns = (unsigned int)max_conns;
-	wc.client_limit = (unsigned int)client_limit;
-	wc.intercept = ca.cert || ca_out;
-	wc.broker = &broker;
-	wc.forget = oauth_forget;
-	wc.forget_arg = &st.oauth;
-	gitcred_config(&st.git, &wc);
-	wc.spend = st.spend.pid > 0 ? &st.spend : NULL;
-	if (worker_pool_start(&st.wp, workers ? workers : worker_default_count(), &wc,
-			      &s, err, sizeof(err)) < 0 ||
-	    !wait_ready(&st, err, sizeof(err))) {
-		worker_pool_release(&st.wp);
+		write_placeholders(&s, &st.sv.broker, &st.sv.git, &st.sv.oauth, placeholders);
+	if (supervisor_start_workers(&st.sv, workers ? workers : worker_default_count(),
+				     &(struct supervisor_listen){
+					     .fd = fd,
+					     .max_conns = (unsigned int)max_conns,
+					     .client_limit = (unsigned int)client_limit,
+					     .intercept = ca.cert || ca_out },
+				     err, sizeof(err)) < 0 ||
+	    !supervisor_wait_ready(&st.sv, err, sizeof(err))) {
+		if (st.sv.workers)
+			worker_pool_release(&st.sv.wp);
 		session_refuse(&s, "proxy", err);
 	}
-	st.oc = (struct oauth_ctx){ &s, p, &st.oauth, &st.wp };
-	st.wp.oauth401 = oauth_on_401;
-	st.wp.oauth_arg = &st.oc;
-	if (oauth_send(&st.oauth, &st.wp) < 0)
-		util_warn("the OAuth tokens could not reach every proxy worker");
 	close(fd); /* the workers serve it */
-	session_begin(&s, "session.start", RECEIPT_INFO, "session",
-		      "egress proxy started");
-	gitcred_record(&s, p, &st.git);
-	oauth_record(&s, &st.oauth);
-	if (wc.spend && spendd_give_keeper(&st.spend, session_worker_channel(&s)) < 0)
-		fail(&st, json_object(), "cannot give the spend ledger its channel to the "
-		     "key holder");
-	if (worker_pool_go(&st.wp) < 0)
-		fail(&st, json_object(), "cannot start the egress proxy workers");
+	if (supervisor_begin(&st.sv, "egress proxy started", err, sizeof(err)) < 0)
+		supervisor_fail(&st.sv, "proxy.error", "spend.ledger", json_object(), "%s", err);
+	if (worker_pool_go(&st.sv.wp) < 0)
+		supervisor_fail(&st.sv, "proxy.error", "proxy.worker", json_object(),
+				"cannot start the egress proxy workers");
 	{
 		char at[ADDR_STRLEN];
 		struct addr bound;
@@ -684,35 +479,22 @@ int cmd_proxy(int argc, char **argv)
 			 at, port);
 	}
 	/* Every process is started: the supervisor's own filter (confine.c). */
-	if (confine_supervisor(err, sizeof(err)) < 0)
-		fail(&st, json_object(), "supervisor: %s", err);
+	if (supervisor_confine(&st.sv, err, sizeof(err)) < 0)
+		supervisor_fail(&st.sv, "proxy.error", "proxy.worker", json_object(),
+				"supervisor: %s", err);
 	fprintf(stderr, "airlock proxy: listening on %s\n", text);
 	fflush(stderr);
-	serve(&st, sfd);
-	worker_pool_release(&st.wp);
-	if (wc.spend) {
-		int64_t own;
-
-		/* The workers have exited: every settlement is sent. */
-		if (spendd_finish(&st.spend, &own, err, sizeof(err)) == 0)
-			session_set_spend(&s, own);
-		else
-			util_warn("proxy: spend ledger: %s", err);
-	}
-	spendd_release(&st.spend);
-	c = st.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
-	gitcred_finish(&s, p, &st.git); /* revoke a minted token */
+	supervisor_run(&st.sv);
+	supervisor_finish(&st.sv);
+	c = st.sv.failure[0] ? EXIT_AIRLOCK_FAILURE : 0;
 	session_end(&s, c);
-	if (st.failure[0])
-		util_warn("proxy: %s", st.failure);
+	if (st.sv.failure[0])
+		util_warn("proxy: %s", st.sv.failure);
 	for (i = 0; i < st.nold; i++)
 		policy_free(st.old[i]);
 	free(st.old);
-	gitcred_free(&st.git);
-	oauth_free(&st.oauth);
-	broker_free(&broker);
+	supervisor_free(&st.sv);
 	policy_free(p);
 	free(id);
-	close(sfd);
 	return c;
 }

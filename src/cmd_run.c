@@ -73,6 +73,7 @@
 #include "session.h"
 #include "spendd.h"
 #include "stdio_relay.h"
+#include "supervisor.h"
 #include "transparent.h"
 #include "tls_ca.h"
 #include "util.h"
@@ -393,7 +394,9 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
  *   4. the proxy workers, forked from us once the sandbox has handed over
  *      its proxy socket; each serves it in a loop of its own.
  *
- * Then supervise() waits: it forwards signals to init and reaps whatever
+ * Steps 2 to 4 and the loop are supervisor.c's (the same for `airlock
+ * proxy`); this file adds init, the DNS stub and the publish relay as
+ * rows of its table. The loop forwards signals to init and reaps whatever
  * ends. Init's exit ends the session: the workers are told to stop, and
  * once they have exited the key holder writes session.end. A worker that
  * dies before (killed, or unable to go on) has taken the agent's only
@@ -401,113 +404,23 @@ static int run_off_with_events(const struct run_opts *o, const struct policy *p,
  * recorded. A key holder that dies means nothing more can be recorded:
  * the sandbox is killed and airlock exits 125 at once. */
 
-/* How long stopped workers get to exit before they are killed. */
-#define WORKER_STOP_MS 5000
-
-/* Transparent mode's DNS stub: its process (dnsd.c), which answers on
- * the socket the sandbox made, and the table of synthetic addresses, whose
- * writable mapping the supervisor drops once the workers are forked. */
-struct stub_run {
-	struct dnsstub_table *table;
-	struct dnsd d;
-	bool reading;           /* its channel is read */
-};
-
-struct supervise_ctx {
-	struct session *s;
+/* The sandbox's part of the supervisor (supervisor.c): its init is a
+ * row of the table, awaited; its end ends the session. */
+struct run_sup {
+	struct supervisor sv;
 	struct sandbox *sb;
-	struct stub_run *stub;
-	struct worker_pool wp;
-	struct spendd *spend;   /* NULL: nothing metered */
-	bool exhausted;         /* on_exhausted stop: the agent is being ended */
+	bool init_done;
+	int init_status;
 	uint64_t term_at;       /* ms: then init gets SIGTERM (exhausted) */
 	uint64_t term_kill_at;  /* ms: then init is killed (exhausted) */
 	bool term_sent;
-	int init_status;
-	bool init_done;
-	uint64_t kill_at;       /* ms (CLOCK_MONOTONIC): stopped workers are killed */
-	char *failure;          /* why airlock ended the session, or "" */
-	size_t failure_len;
-	struct gitcred *git;   /* the credential the workers inject */
 };
 
-static void stop_workers(struct supervise_ctx *x)
-{
-	if (x->wp.stopping)
-		return;
-	worker_pool_stop(&x->wp, 0);
-	x->kill_at = util_now_ms() + WORKER_STOP_MS;
-}
-
-/* A worker ended without being asked to: record it and end the session. */
-static void worker_lost(struct supervise_ctx *x, const struct worker *w, pid_t pid)
-{
-	char how[256];
-
-	worker_describe_exit(w, how, sizeof(how));
-	if (x->failure[0])
-		return;
-	if (!w->go && w->fatal[0]) {
-		/* It never served: the proxy could not start. */
-		session_record(x->s, "sandbox.error", RECEIPT_BLOCK,
-			       RECEIPT_POINT_SUPERVISOR, "proxy", json_object(), how);
-		snprintf(x->failure, x->failure_len, "egress proxy: %s", how);
-	} else {
-		json_t *subject = WIFSIGNALED(w->wstatus)
-			? json_pack("{s:i, s:i}", "pid", (int)pid, "signal",
-				    WTERMSIG(w->wstatus))
-			: json_pack("{s:i, s:i}", "pid", (int)pid, "status",
-				    WEXITSTATUS(w->wstatus));
-		ASSERT(subject);
-		snprintf(x->failure, x->failure_len,
-			 "egress proxy worker %d ended (%s): the agent lost its "
-			 "network path, so the session was ended", (int)pid, how);
-		session_record(x->s, "proxy.error", RECEIPT_BLOCK,
-			       RECEIPT_POINT_SUPERVISOR, "proxy.worker", subject,
-			       x->failure);
-	}
-	if (!x->init_done)
-		kill(x->sb->init_pid, SIGKILL);
-	stop_workers(x);
-}
-
-/* The ledger process ended before the session: nothing can be metered,
- * so the session is ended (a metered call is refused meanwhile). */
-static void spend_lost(struct supervise_ctx *x)
-{
-	char how[256];
-
-	if (x->failure[0])
-		return;
-	spendd_describe_exit(x->spend, how, sizeof(how));
-	snprintf(x->failure, x->failure_len,
-		 "the spend ledger process ended (%s): spend can no longer be "
-		 "metered, so the session was ended", how);
-	session_record(x->s, "proxy.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-		       "spend.ledger", json_object(), x->failure);
-	if (!x->init_done)
-		kill(x->sb->init_pid, SIGKILL);
-	stop_workers(x);
-}
-
-/* The DNS stub ended without being asked to: the sandbox has lost its
- * names, so the session is ended as for a lost worker. */
-static void stub_lost(struct supervise_ctx *x)
-{
-	char how[256];
-
-	if (x->failure[0])
-		return;
-	dnsd_describe_exit(&x->stub->d, how, sizeof(how));
-	snprintf(x->failure, x->failure_len,
-		 "the DNS stub ended (%s): the agent lost its names, so the session "
-		 "was ended", how);
-	session_record(x->s, "proxy.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-		       "dns.stub", json_object(), x->failure);
-	if (!x->init_done)
-		kill(x->sb->init_pid, SIGKILL);
-	stop_workers(x);
-}
+static const struct supervisor_words run_words = {
+	.ends = ", so the session was ended",
+	.worker_lost = "the agent lost its network path, so the session was ended",
+	.start_error = "sandbox.error",
+};
 
 /* When the spend cap ends the session (on_exhausted "stop"): the agent
  * gets SIGTERM this long after the refusal (so that the refused call's
@@ -518,16 +431,15 @@ static void stub_lost(struct supervise_ctx *x)
 
 /* A worker refused a call for the cap under on_exhausted "stop": the
  * session ends (SIGTERM, SIGKILL after the grace, exit 125). */
-static void spend_exhausted(struct supervise_ctx *x)
+static void spend_exhausted(struct supervisor *sv)
 {
-	if (x->exhausted)
-		return;
-	x->exhausted = true;
-	if (!x->failure[0])
-		snprintf(x->failure, x->failure_len,
+	struct run_sup *x = sv->arg;
+
+	if (!sv->failure[0])
+		snprintf(sv->failure, sizeof(sv->failure),
 			 "the spend cap is exhausted and spend.on_exhausted is stop: "
 			 "the session was ended");
-	session_record(x->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
+	session_record(sv->s, "budget.exhausted", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
 		       "spend.on_exhausted", json_pack("{s:s}", "on_exhausted", "stop"),
 		       "a metered call was refused for the spend cap: the agent is "
 		       "sent SIGTERM in 1 s, and SIGKILL 10 s after that");
@@ -535,266 +447,78 @@ static void spend_exhausted(struct supervise_ctx *x)
 	x->term_kill_at = x->term_at + SPEND_STOP_GRACE_MS;
 }
 
-static void reap_children(struct supervise_ctx *x)
+/* The exhausted session's SIGTERM, then SIGKILL, to init. */
+static int spend_tick(struct supervisor *sv, uint64_t now)
 {
-	struct worker *w;
-	int st;
-	pid_t pid;
+	struct run_sup *x = sv->arg;
+	uint64_t next;
 
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		if (pid == x->sb->init_pid) {
-			x->init_done = true;
-			x->init_status = st;
-			stop_workers(x);
-			if (x->stub)
-				dnsd_stop(&x->stub->d);
-		} else if (x->stub && pid == x->stub->d.pid) {
-			bool asked = x->stub->d.stopping;
-
-			dnsd_reaped(&x->stub->d, st);
-			x->stub->reading = false;
-			if (!asked)
-				stub_lost(x);
-		} else if (pid == x->s->k.pid) {
-			if (!x->init_done)
-				kill(x->sb->init_pid, SIGKILL);
-			worker_pool_release(&x->wp);
-			session_lost(x->s, st);
-		} else if (publish_reaped(pid, st)) {
-			/* recorded there */
-		} else if ((w = worker_pool_find(&x->wp, pid))) {
-			worker_pool_reaped(&x->wp, w, st);
-			if (!worker_exited_cleanly(&x->wp, w))
-				worker_lost(x, w, pid);
-		} else if (x->spend && pid == x->spend->pid) {
-			spendd_reaped(x->spend, st);
-			spend_lost(x);
-		}
+	if (!sv->exhausted || x->init_done)
+		return -1;
+	if (!x->term_sent && now >= x->term_at) {
+		kill(x->sb->init_pid, SIGTERM);
+		x->term_sent = true;
 	}
+	if (now >= x->term_kill_at) {
+		kill(x->sb->init_pid, SIGKILL);
+		x->term_kill_at = now + SPEND_STOP_GRACE_MS;
+	}
+	next = x->term_sent ? x->term_kill_at : x->term_at;
+	return next > now ? (int)(next - now) : 0;
 }
 
-static void read_signals(struct supervise_ctx *x, int sfd)
+static void forward_signal(struct supervisor *sv, const struct signalfd_siginfo *si)
 {
-	struct signalfd_siginfo si;
+	struct run_sup *x = sv->arg;
 
-	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGCHLD)
-			reap_children(x);
-		/* The terminal signals the whole foreground group; only
-		 * signals aimed at airlock are passed on. */
-		else if (si.ssi_code != SI_KERNEL && !x->init_done)
-			kill(x->sb->init_pid, (int)si.ssi_signo);
-	}
+	/* The terminal signals the whole foreground group; only signals
+	 * aimed at airlock are passed on. */
+	if (si->ssi_code != SI_KERNEL && !x->init_done)
+		kill(x->sb->init_pid, (int)si->ssi_signo);
 }
 
-/* The DNS stub refused a name (once per name): dns.block, as the stub
- * says, from the fields dnsd_read() checked. */
-static void on_dns_block(void *arg, const struct dnsd_block *b)
-{
-	struct supervise_ctx *x = arg;
+static const struct supervisor_ops run_ops = {
+	.signal = forward_signal,
+	.exhausted = spend_exhausted,
+	.tick = spend_tick,
+};
 
-	session_record(x->s, "dns.block", b->would_block ? RECEIPT_WOULD_BLOCK : RECEIPT_BLOCK,
-		       RECEIPT_POINT_SUPERVISOR, b->rule,
-		       json_pack("{s:s, s:i, s:s}", "host", b->host, "qtype", (int)b->qtype,
-				 "answer", dnsstub_outcome_to_string(b->outcome)),
-		       b->reason);
+/* Init's exit ends the session: the workers and the DNS stub are told to
+ * stop. */
+static void init_exit(struct supervisor *sv, struct sv_proc *pr, pid_t pid, int wstatus)
+{
+	struct run_sup *x = sv->arg;
+
+	(void)pr;
+	(void)pid;
+	x->init_done = true;
+	x->init_status = wstatus;
+	supervisor_stop(sv, 0);
+	supervisor_stop_procs(sv);
 }
 
-static void block_signals(void)
+/* The publish relay ended (recorded there). */
+static void publish_exit(struct supervisor *sv, struct sv_proc *pr, pid_t pid, int wstatus)
 {
-	sigset_t mask;
-
-	util_session_sigset(&mask);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "sigprocmask");
+	(void)sv;
+	(void)pr;
+	(void)publish_reaped(pid, wstatus);
 }
 
-/* Starts the proxy workers on the sandbox's proxy socket, forwards signals
- * and reaps until init and every worker have ended. Returns init's wait
- * status; @failure receives why airlock ended the session itself ("" when
- * it did not). Does not return when the key holder dies. */
-static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stub,
-		     unsigned int nworkers, const struct broker *broker, struct gitcred *git,
-		     struct oauth *oauth, struct spendd *spend, char *failure,
-		     size_t failure_len)
+/* supervisor_open()'s forks: the relay of published ports (publish.c),
+ * before any secret is read. */
+static int run_forks(void *arg, const char **rule, char *err, size_t errlen)
 {
-	int tl[2];
-	struct supervise_ctx x;
-	struct oauth_ctx oc;
-	struct worker_config wc;
-	struct pollfd *pfd;
-	bool keeper_open;
-	char err[512];
-	sigset_t mask;
-	unsigned int i;
-	int sfd;
+	struct supervisor *sv = arg;
 
-	memset(&x, 0, sizeof(x));
-	x.s = s;
-	x.sb = sb;
-	x.stub = stub;
-	x.failure = failure;
-	x.failure_len = failure_len;
-	x.git = git;
-	x.spend = spend;
-	failure[0] = '\0';
-	util_session_sigset(&mask);
-	/* Already blocked by run_sandboxed(), before the sandbox started. */
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0)
-		util_die_errno(EXIT_AIRLOCK_FAILURE, "signalfd");
-	/* A write to a peer that has gone must be an error, not our death. */
-	signal(SIGPIPE, SIG_IGN);
-	memset(&wc, 0, sizeof(wc));
-	wc.listen_fd = sb->proxy_fd;
-	wc.policy = s->p;
-	/* The sandbox is the proxy socket's only client: no share of its
-	 * own, the connection limit is all of its. */
-	wc.client_limit = PROXY_CLIENT_LIMIT_NONE;
-	if (stub) {
-		for (i = 0; i < 2; i++)
-			if (sb->tlisten_fd[i] >= 0)
-				tl[wc.ntlisten++] = sb->tlisten_fd[i];
-		wc.tlisten_fds = tl;
-		wc.names = stub->table;
-		stub->reading = true;
-	}
-	gitcred_config(git, &wc);
-	wc.intercept = s->open;
-	wc.broker = broker;
-	wc.spend = spend;
-	wc.forget = oauth_forget;
-	wc.forget_arg = oauth;
-	if (worker_pool_start(&x.wp, nworkers, &wc, s, err, sizeof(err)) < 0) {
-		kill(sb->init_pid, SIGKILL);
-		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-			       "proxy", json_object(), err);
-		session_end(s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "egress proxy: %s", err);
-	}
-	/* OAuth tokens: every worker has them before go; a 401 refreshes */
-	oc = (struct oauth_ctx){ s, s->p, oauth, &x.wp };
-	x.wp.oauth401 = oauth_on_401;
-	x.wp.oauth_arg = &oc;
-	if (oauth_send(oauth, &x.wp) < 0)
-		util_warn("the OAuth tokens could not reach every proxy worker");
-	/* The DNS stub is the table's only writer now; the workers read it. */
-	if (stub) {
-		dnsstub_table_free(stub->table);
-		stub->table = NULL;
-	}
-	/* The workers serve it: we keep no copy. */
-	close(sb->proxy_fd);
-	sb->proxy_fd = -1;
-	for (i = 0; i < 2; i++) {
-		if (sb->tlisten_fd[i] >= 0)
-			close(sb->tlisten_fd[i]);
-		sb->tlisten_fd[i] = -1;
-	}
-	/* Every process of the session is started: from here the supervisor
-	 * waits, signals, talks on its channels and refreshes the git token,
-	 * under a filter of its own (confine.c). */
-	if (confine_supervisor(err, sizeof(err)) < 0) {
-		kill(sb->init_pid, SIGKILL);
-		session_record(s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-			       "supervisor", json_object(), err);
-		worker_pool_stop(&x.wp, 0);
-		session_end(s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "supervisor: %s", err);
-	}
-	keeper_open = session_fd(s) >= 0;
-	pfd = util_xcalloc(3 + x.wp.n, sizeof(*pfd));
-	while (!x.init_done || x.wp.alive > 0 || (stub && stub->d.pid > 0)) {
-		int timeout = -1, n = 0;
-
-		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = keeper_open ? session_fd(s) : -1,
-					    .events = POLLIN };
-		for (i = 0; i < x.wp.n; i++)
-			pfd[n++] = (struct pollfd){ .fd = x.wp.w[i].ctl, .events = POLLIN };
-		/* The stub's channel, last; -1 (ignored by poll) without it. */
-		pfd[n++] = (struct pollfd){ .fd = stub && stub->reading ? stub->d.ctl : -1,
-					    .events = POLLIN };
-		if (x.wp.stopping) {
-			uint64_t now = util_now_ms();
-
-			if (now >= x.kill_at) {
-				/* Stopped workers that do not exit are killed;
-				 * the next SIGCHLD reaps them. */
-				for (i = 0; i < x.wp.n; i++)
-					if (x.wp.w[i].pid > 0)
-						kill(x.wp.w[i].pid, SIGKILL);
-				/* So is a stub told to end that has not. */
-				if (stub && stub->d.stopping && stub->d.pid > 0)
-					kill(stub->d.pid, SIGKILL);
-				x.kill_at = now + WORKER_STOP_MS;
-			}
-			timeout = (int)(x.kill_at - now);
-		}
-		if (gitcred_next(git) && !x.wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= gitcred_next(git)) {
-				gitcred_refresh(s, s->p, git, &x.wp);
-				continue;
-			}
-			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
-				timeout = (int)((gitcred_next(git) - now) * 1000);
-		}
-		if (oauth_next(oauth) && !x.wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= oauth_next(oauth)) {
-				oauth_refresh_due(s, s->p, oauth, &x.wp);
-				continue;
-			}
-			if (timeout < 0 || (oauth_next(oauth) - now) * 1000 < timeout)
-				timeout = (int)((oauth_next(oauth) - now) * 1000);
-		}
-		if (x.exhausted && !x.init_done) {
-			uint64_t now = util_now_ms(), next;
-
-			if (!x.term_sent && now >= x.term_at) {
-				kill(sb->init_pid, SIGTERM);
-				x.term_sent = true;
-			}
-			if (now >= x.term_kill_at) {
-				kill(sb->init_pid, SIGKILL);
-				x.term_kill_at = now + SPEND_STOP_GRACE_MS;
-			}
-			next = x.term_sent ? x.term_kill_at : x.term_at;
-			if (timeout < 0 || (uint64_t)timeout > next - now)
-				timeout = (int)(next - now);
-		}
-		if (poll(pfd, (nfds_t)n, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			util_die_errno(EXIT_AIRLOCK_FAILURE, "poll");
-		}
-		/* The key holder only speaks before it exits: its last words
-		 * are read when it is reaped. */
-		if (pfd[1].revents)
-			keeper_open = false;
-		for (i = 0; i < x.wp.n; i++) {
-			if (pfd[2 + i].revents && !worker_pool_read(&x.wp, i) &&
-			    x.wp.w[i].ctl >= 0) {
-				close(x.wp.w[i].ctl);
-				x.wp.w[i].ctl = -1;
-			}
-			if (x.wp.w[i].exhausted)
-				spend_exhausted(&x);
-		}
-		if (stub && pfd[n - 1].revents && !dnsd_read(&stub->d, on_dns_block, &x))
-			stub->reading = false;
-		/* The session has begun: a ready worker serves at once. */
-		(void)worker_pool_go(&x.wp);
-		if (pfd[0].revents)
-			read_signals(&x, sfd);
-	}
-	free(pfd);
-	worker_pool_release(&x.wp);
-	close(sfd);
-	return x.init_status;
+	*rule = "publish";
+	if (publish_start(sv->s, sv->s->p, err, errlen) < 0)
+		return -1;
+	if (publish_pid() > 0)
+		(void)supervisor_add(sv, &(struct sv_proc){
+			.name = "publish relay", .pid = publish_pid(), .ctl = -1,
+			.on_exit = publish_exit });
+	return 0;
 }
 
 /* --- shadow and enforce ---------------------------------------------------- */
@@ -855,39 +579,6 @@ static void free_paths(char **v, size_t n)
 	for (i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
-}
-
-struct scrub_ctx {
-	struct broker *broker;
-	struct session *session;
-	struct gitcred *git;
-	struct oauth *oauth;
-};
-
-/* Runs in the sandbox's init, a copy of our memory: wipes the secret
- * values, and the environment strings they came from, and closes our
- * channel to the key holder (init never speaks for the supervisor). */
-static void scrub_secrets(void *arg)
-{
-	struct scrub_ctx *x = arg;
-	struct broker *b = x->broker;
-	size_t i;
-	char **e;
-
-	session_forget(x->session);
-
-	for (i = 0; i < b->count; i++) {
-		const char *name = b->secrets[i].def->from_env;
-		size_t n = name ? strlen(name) : 0;
-
-		for (e = environ; name && e && *e; e++)
-			if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-				explicit_bzero(*e + n + 1, strlen(*e + n + 1));
-	}
-	broker_free(b);
-	gitcred_free(x->git); /* a minted token */
-	oauth_scrub_environ(x->session->p);
-	oauth_free(x->oauth);
 }
 
 static bool is_path_dest(const char *events)
@@ -1094,22 +785,22 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	bool enforce = p->mode == POLICY_MODE_ENFORCE;
 	struct sandbox_config cfg;
 	struct stdio_relay relay;
-	struct scrub_ctx scrub;
 	struct env_result env;
-	struct broker broker;
-	struct stub_run stub;
-	struct gitcred git;
-	struct oauth oauth;
-	struct spendd spend = { .pid = -1, .ctl = -1 };
-	bool metered = spendd_wanted(p) || o->parent;
+	struct dnsstub_table *table = NULL;
+	struct dnsd stub = { .pid = -1, .ctl = -1 };
+	struct run_sup x;
+	struct supervisor *sv = &x.sv;
 	struct sandbox sb;
 	struct session s;
 	struct session_ca ca = { NULL, NULL, 0 };
 	char err[512], *ca_bundle;
-	int status, exec_err;
-	size_t i;
+	int tl[2], status, exec_err;
+	sigset_t mask;
+	size_t ntl = 0, i;
 
 	memset(&cfg, 0, sizeof(cfg));
+	memset(&x, 0, sizeof(x));
+	x.sb = &sb;
 	/* The supervisor holds secret values: no core dumps, no ptrace
 	 * from the caller's other processes. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -1127,6 +818,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	for (i = 0; i < 3; i++)
 		cfg.stdio[i] = relay.agent[i];
 
+	supervisor_init(sv, &s, &run_ops, &x, &run_words);
 	session_open_ca(&s, events, o->signing_key, p, id, o->cmd[0], &ca);
 	/* Transparent mode is needed for enforce only when asked for. */
 	s.caps.need_transparent = enforce && p->transparent;
@@ -1149,37 +841,18 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 		session_refuse(&s, "capabilities", err);
 	}
 	plan_view(&s, o, p, events, &cfg);
-	if (metered) {
-		const char *rule;
-
-		/* Before any secret is read: the ledger process is forked. */
-		if (o->parent && p->spend_ledger_kind == POLICY_LEDGER_MEMORY)
-			session_refuse(&s, "spend.parent",
-				       "--parent needs a spend.ledger that the parent "
-				       "is in (sqlite: or postgresql:), not the "
-				       "session's own memory");
-		if (o->parent && strcmp(o->parent, id) == 0)
-			session_refuse(&s, "spend.parent",
-				       "--parent names this session itself");
-		if (spendd_start(&spend, p, id, o->parent, &rule, err, sizeof(err)) < 0)
-			session_refuse(&s, rule, err);
-	}
-	/* Before any secret is read: the relay of published ports is
-	 * forked (publish.c). */
-	if (publish_start(&s, p, err, sizeof(err)) < 0)
-		session_refuse(&s, "publish", err);
+	/* The ledger, the relay of published ports, then the secrets. */
+	supervisor_open(sv, &(struct supervisor_plan){
+		.metered = spendd_wanted(p) || o->parent, .parent = o->parent,
+		.forks = run_forks, .forks_arg = sv });
 	cfg.pass_ns = publish_active();
 	cfg.home = getenv("HOME");
 	ca_bundle = make_ca_bundle(&s, p, &cfg.ca_bundle_len);
 	cfg.ca_bundle = ca_bundle;
-	if (broker_load(&broker, p, err, sizeof(err)) < 0)
-		session_refuse(&s, "secrets", err);
-	gitcred_start(&s, p, &broker, &git);
-	oauth_start(&s, p, &oauth);
 
-	env_build(p, &broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
-	gitcred_env(p, &git, &env);
-	oauth_env(&oauth, &env);
+	env_build(p, &sv->broker, environ, SANDBOX_PROXY_PORT, !enforce, &env);
+	gitcred_env(p, &sv->git, &env);
+	oauth_env(&sv->oauth, &env);
 	cfg.envp = env.envp;
 	cfg.argv = o->cmd;
 	cfg.proxy_port = SANDBOX_PROXY_PORT;
@@ -1187,106 +860,88 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	if (p->transparent && !s.caps.transparent)
 		util_warn("transparent mode cannot run on this host (see 'airlock "
 			  "doctor'): this shadow session runs without it");
-	scrub.broker = &broker;
-	scrub.session = &s;
-	scrub.git = &git;
-	scrub.oauth = &oauth;
-	cfg.scrub = scrub_secrets;
-	cfg.scrub_arg = &scrub;
+	cfg.scrub = supervisor_forget;
+	cfg.scrub_arg = sv;
 
-	session_begin(&s, "session.start", RECEIPT_INFO, "session",
-		      enforce ? "session started in mode enforce"
-			      : "session started in mode shadow");
-	gitcred_record(&s, p, &git);
-	oauth_record(&s, &oauth);
+	if (supervisor_begin(sv, enforce ? "session started in mode enforce"
+					 : "session started in mode shadow",
+			     err, sizeof(err)) < 0)
+		supervisor_abort(sv, "sandbox.error", "spend.ledger", err, "spend ledger");
 	for (i = 0; i < env.ndropped; i++)
 		session_record(&s, "env.drop", enforce ? RECEIPT_BLOCK : RECEIPT_WOULD_BLOCK,
 		       RECEIPT_POINT_SUPERVISOR, "env.pass",
 		       json_pack("{s:s}", "name", env.dropped[i]),
 		       enforce ? "not in env.pass: not passed to the agent"
 			       : "not in env.pass: enforce would drop it");
-	if (metered && spendd_give_keeper(&spend, session_worker_channel(&s)) < 0) {
-		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-			       "spend.ledger", json_object(),
-			       "cannot give the spend ledger its channel to the key holder");
-		gitcred_finish(&s, p, &git);
-		session_end(&s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "spend ledger: cannot give it its channel "
-			 "to the key holder");
-	}
 
 	/* Blocked before the clone, so no SIGCHLD or forwarded signal can be
-	 * lost before supervise() reads them from its signalfd. */
-	block_signals();
-	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
-		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-		       "sandbox", json_object(), err);
-		gitcred_finish(&s, p, &git);
-		session_end(&s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "sandbox: %s", err);
-	}
+	 * lost before the loop reads them from its signalfd. */
+	util_session_sigset(&mask);
+	supervisor_signals(sv, &mask);
+	if (sandbox_start(&cfg, &sb, err, sizeof(err)) < 0)
+		supervisor_abort(sv, "sandbox.error", "sandbox", err, "sandbox");
+	(void)supervisor_add(sv, &(struct sv_proc){
+		.name = "sandbox init", .pid = sb.init_pid, .ctl = -1, .awaited = true,
+		.kill_on_fail = true, .on_exit = init_exit });
 	stdio_relay_detach(&relay);
-	if (publish_attach(&sb, &broker, err, sizeof(err)) < 0) {
-		kill(sb.init_pid, SIGKILL);
-		session_record(&s, "sandbox.error", RECEIPT_BLOCK, RECEIPT_POINT_SUPERVISOR,
-			       "publish", json_object(), err);
-		session_end(&s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
-	}
-	memset(&stub, 0, sizeof(stub));
-	stub.d.pid = -1;
-	stub.d.ctl = -1;
+	if (publish_attach(&sb, &sv->broker, err, sizeof(err)) < 0)
+		supervisor_abort(sv, "sandbox.error", "publish", err, NULL);
 	if (cfg.transparent) {
 		/* After init exists, so that it never holds the table. */
-		int r = dnsstub_table_new(DNSSTUB_TABLE_MAX, &stub.table);
+		int r = dnsstub_table_new(DNSSTUB_TABLE_MAX, &table);
 
 		if (r < 0) {
-			kill(sb.init_pid, SIGKILL);
 			snprintf(err, sizeof(err), "transparent mode: the table of "
 				 "synthetic addresses: %s", strerror(-r));
-			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
-				       RECEIPT_POINT_SUPERVISOR, "transparent",
-				       json_object(), err);
-			gitcred_finish(&s, p, &git);
-			session_end(&s, EXIT_AIRLOCK_FAILURE);
-			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+			supervisor_abort(sv, "sandbox.error", "transparent", err, NULL);
 		}
 		/* Its copy of our memory forgets the secret values and the
 		 * token first, as init's does; then our copy of its socket
 		 * goes. */
-		if (dnsd_start(&stub.d, p, stub.table, sb.stub_fd, scrub_secrets, &scrub, err,
-			       sizeof(err)) < 0) {
-			kill(sb.init_pid, SIGKILL);
-			session_record(&s, "sandbox.error", RECEIPT_BLOCK,
-				       RECEIPT_POINT_SUPERVISOR, "transparent",
-				       json_object(), err);
-			session_end(&s, EXIT_AIRLOCK_FAILURE);
-			util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
-		}
+		if (dnsd_start(&stub, p, table, sb.stub_fd, supervisor_forget, sv, err,
+			       sizeof(err)) < 0)
+			supervisor_abort(sv, "sandbox.error", "transparent", err, NULL);
+		supervisor_add_dnsd(sv, &stub);
 		close(sb.stub_fd);
 		sb.stub_fd = -1;
+		for (i = 0; i < 2; i++)
+			if (sb.tlisten_fd[i] >= 0)
+				tl[ntl++] = sb.tlisten_fd[i];
 	}
-	status = supervise(&s, &sb, cfg.transparent ? &stub : NULL,
-			   o->workers ? o->workers : worker_default_count(),
-			   &broker, &git, &oauth, metered ? &spend : NULL, err, sizeof(err));
+	/* The sandbox is the proxy socket's only client: no share of its
+	 * own, the connection limit is all of its. */
+	if (supervisor_start_workers(sv, o->workers ? o->workers : worker_default_count(),
+				     &(struct supervisor_listen){
+					     .fd = sb.proxy_fd, .tlisten = tl, .ntlisten = ntl,
+					     .names = table,
+					     .client_limit = PROXY_CLIENT_LIMIT_NONE,
+					     .intercept = s.open },
+				     err, sizeof(err)) < 0)
+		supervisor_abort(sv, "sandbox.error", "proxy", err, "egress proxy");
+	/* The DNS stub is the table's only writer now; the workers read it. */
+	dnsstub_table_free(table);
+	table = NULL;
+	/* The workers serve it: we keep no copy. */
+	close(sb.proxy_fd);
+	sb.proxy_fd = -1;
+	for (i = 0; i < 2; i++) {
+		if (sb.tlisten_fd[i] >= 0)
+			close(sb.tlisten_fd[i]);
+		sb.tlisten_fd[i] = -1;
+	}
+	/* Every process of the session is started: from here the supervisor
+	 * waits, signals, talks on its channels and refreshes the git token,
+	 * under a filter of its own (confine.c). */
+	if (supervisor_confine(sv, err, sizeof(err)) < 0)
+		supervisor_abort(sv, "sandbox.error", "supervisor", err, "supervisor");
+	supervisor_run(sv);
+	status = x.init_status;
 	publish_stop();
-	dnsstub_table_free(stub.table);
-	if (metered) {
-		char serr[256];
-		int64_t own;
-
-		/* The workers have exited: every settlement is sent. */
-		if (spendd_finish(&spend, &own, serr, sizeof(serr)) == 0)
-			session_set_spend(&s, own);
-		else
-			util_warn("spend ledger: %s", serr);
-		spendd_release(&spend);
-	}
-	gitcred_finish(&s, p, &git); /* the workers are gone: revoke a minted token */
-	if (err[0]) {
+	supervisor_finish(sv);
+	if (sv->failure[0]) {
 		sandbox_release(&sb);
 		session_end(&s, EXIT_AIRLOCK_FAILURE);
-		util_die(EXIT_AIRLOCK_FAILURE, "%s", err);
+		util_die(EXIT_AIRLOCK_FAILURE, "%s", sv->failure);
 	}
 	status = sandbox_exit_status(&sb, status, &exec_err);
 	/* Everything the agent wrote reaches the caller first. */
@@ -1305,9 +960,7 @@ static int run_sandboxed(const struct run_opts *o, const struct policy *p,
 	report_receipts(&s, o, events, events_default);
 
 	env_result_free(&env);
-	gitcred_free(&git);
-	oauth_free(&oauth);
-	broker_free(&broker);
+	supervisor_free(sv);
 	free(ca_bundle);
 	free_paths(cfg.rw, cfg.nrw);
 	free_paths(cfg.ro, cfg.nro);

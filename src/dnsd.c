@@ -53,9 +53,6 @@
 #include "transparent.h"
 #include "util.h"
 
-/* The longest reason the stub sends (its reasons are static lines). */
-#define DNSD_REASON_MAX 512
-
 static void send_block(int ctl, struct msg *m, const struct dnsstub_result *res)
 {
 	int r;

@@ -15,6 +15,9 @@
 
 #define DNSD_PROC_NAME "airlock-dns"
 
+/* The longest reason the stub sends (its reasons are static lines). */
+#define DNSD_REASON_MAX 512
+
 struct dnsd {
 	pid_t pid;          /* -1: not running (never started, or reaped) */
 	int ctl;            /* the supervisor's end of its channel, or -1 */

@@ -87,6 +87,10 @@ static const char *const type_names[] = {
 	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
 	[MSG_RECORD_BATCH] = "record-batch",
 	[MSG_FEED_GAP] = "feed-gap",
+	[MSG_PUBLISH_READY] = "publish-ready",
+	[MSG_PUBLISH_NS] = "publish-ns",
+	[MSG_PUBLISH_AUTH] = "publish-auth",
+	[MSG_PUBLISH_SERVING] = "publish-serving",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

@@ -118,6 +118,19 @@ enum msg_type {
 	 * carries the stream's bytes, whole lines, unframed */
 	MSG_FEED_GAP,         /* u64 from, u64 to, str why: seqs the feed
 				 lost; record receipt.gap */
+	/* the relay of published ports (publish.c) <-> supervisor;
+	 * failures are MSG_FATAL */
+	MSG_PUBLISH_READY,    /* relay -> supervisor: no fields: its ports
+				 are bound */
+	MSG_PUBLISH_NS,       /* supervisor -> relay: u32 role
+				 (MSG_PUBLISH_NS_*); carries the sandbox's
+				 namespace of that role */
+	MSG_PUBLISH_AUTH,     /* supervisor -> relay: bytes the SHA-256 of
+				 each publish entry's auth secret (32 bytes
+				 per entry, zeros: none), after both
+				 namespaces */
+	MSG_PUBLISH_SERVING,  /* relay -> supervisor: no fields: in the
+				 sandbox's network, confined, serving */
 	MSG_TYPE_COUNT
 };
 
@@ -128,6 +141,8 @@ enum msg_type {
 #define MSG_SANDBOX_SOCK_TLISTEN4 1u  /* transparent listener, 127.0.0.1 */
 #define MSG_SANDBOX_SOCK_STUB 2u      /* the DNS stub's UDP socket */
 #define MSG_SANDBOX_SOCK_TLISTEN6 3u  /* transparent listener, [::1] */
+#define MSG_PUBLISH_NS_USER 0u
+#define MSG_PUBLISH_NS_NET 1u
 
 const char *msg_type_to_string(enum msg_type t);
 

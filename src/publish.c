@@ -58,7 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -74,6 +73,8 @@
 #include "confine.h"
 #include "http.h"
 #include "keeper.h"
+#include "msg.h"
+#include "child.h"
 #include "receipt.h"
 #include "sandbox.h"
 #include "session.h"
@@ -233,24 +234,33 @@ static int bind_listener(const struct policy_publish *pb, char *err, size_t errl
 static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl, int kfd,
 						 pid_t parent);
 
-/* One line from the relay: "R" (ready), "G" (serving) or "E" + reason. */
-static int read_answer(char want, char *err, size_t errlen)
+/* The relay's next message, which must be @want (else its last words,
+ * MSG_FATAL, are the reason in @err). */
+static int read_answer(enum msg_type want, char *err, size_t errlen)
 {
-	char buf[512];
+	uint8_t *buf = util_xmalloc(MSG_MAX);
+	struct msg_reader r;
+	const char *reason;
 	ssize_t n;
+	int fd, rc = -1;
 
 	do
-		n = recv(sup.ctl, buf, sizeof(buf) - 1, 0);
-	while (n < 0 && errno == EINTR);
+		n = msg_recv(sup.ctl, buf, MSG_MAX, &fd, 0);
+	while (n == -EINTR);
+	if (fd >= 0)
+		close(fd);
 	if (n <= 0) {
 		snprintf(err, errlen, "publish: the relay process ended during setup");
-		return -1;
+	} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == want && msg_end(&r)) {
+		rc = 0;
+	} else if (r.type == MSG_FATAL && msg_get_str(&r, 400, &reason, NULL) &&
+		   msg_end(&r)) {
+		snprintf(err, errlen, "%s", reason);
+	} else {
+		snprintf(err, errlen, "publish: the relay said nonsense");
 	}
-	buf[n] = '\0';
-	if (buf[0] == want && n == 1)
-		return 0;
-	snprintf(err, errlen, "%s", buf[0] == 'E' ? buf + 1 : "publish: the relay said nonsense");
-	return -1;
+	free(buf);
+	return rc;
 }
 
 int publish_start(struct session *s, const struct policy *p, char *err, size_t errlen)
@@ -308,7 +318,7 @@ int publish_start(struct session *s, const struct policy *p, char *err, size_t e
 	sup.ctl = sv[0];
 	sup.s = s;
 	sup.p = p;
-	if (read_answer('R', err, errlen) < 0) {
+	if (read_answer(MSG_PUBLISH_READY, err, errlen) < 0) {
 		publish_stop();
 		return -1;
 	}
@@ -323,12 +333,9 @@ bool publish_active(void)
 int publish_attach(struct sandbox *sb, const struct broker *b, char *err, size_t errlen)
 {
 	uint8_t digests[POLICY_PUBLISH_MAX][32];
-	char cbuf[CMSG_SPACE(2 * sizeof(int))];
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
+	struct msg m = { 0 };
 	size_t i, j;
-	ssize_t r;
+	int r = 0;
 
 	if (sup.pid <= 0)
 		return 0;
@@ -370,22 +377,18 @@ int publish_attach(struct sandbox *sb, const struct broker *b, char *err, size_t
 			return -1;
 		}
 	}
-	memset(&msg, 0, sizeof(msg));
-	memset(cbuf, 0, sizeof(cbuf));
-	iov.iov_base = digests;
-	iov.iov_len = 32 * sup.p->npublish;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = sizeof(cbuf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
-	memcpy(CMSG_DATA(cm), sb->ns_fd, 2 * sizeof(int));
-	do
-		r = sendmsg(sup.ctl, &msg, MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
+	for (i = 0; i < 2 && r == 0; i++) {
+		msg_start(&m, MSG_PUBLISH_NS);
+		msg_put_u32(&m, i == 0 ? MSG_PUBLISH_NS_USER : MSG_PUBLISH_NS_NET);
+		r = msg_send(sup.ctl, &m, sb->ns_fd[i], 0);
+	}
+	if (r == 0) {
+		msg_start(&m, MSG_PUBLISH_AUTH);
+		msg_put_bytes(&m, digests, 32 * sup.p->npublish);
+		r = msg_send(sup.ctl, &m, -1, 0);
+		OPENSSL_cleanse(m.buf, m.len);
+	}
+	msg_free(&m);
 	OPENSSL_cleanse(digests, sizeof(digests));
 	for (i = 0; i < 2; i++) {
 		if (sb->ns_fd[i] >= 0)
@@ -393,10 +396,10 @@ int publish_attach(struct sandbox *sb, const struct broker *b, char *err, size_t
 		sb->ns_fd[i] = -1;
 	}
 	if (r < 0) {
-		snprintf(err, errlen, "publish: cannot reach the relay: %s", strerror(errno));
+		snprintf(err, errlen, "publish: cannot reach the relay: %s", strerror(-r));
 		return -1;
 	}
-	return read_answer('G', err, errlen);
+	return read_answer(MSG_PUBLISH_SERVING, err, errlen);
 }
 
 bool publish_reaped(pid_t pid, int wstatus)
@@ -417,6 +420,11 @@ bool publish_reaped(pid_t pid, int wstatus)
 		       "the relay of the published ports ended; they are closed");
 	util_warn("publish: the relay ended (%s): the published ports are closed", how);
 	return true;
+}
+
+pid_t publish_pid(void)
+{
+	return sup.pid > 0 ? sup.pid : -1;
 }
 
 void publish_stop(void)
@@ -588,20 +596,6 @@ static int64_t rec(struct relay *x, bool want, const char *type, enum receipt_de
 	}
 	json_decref(subject);
 	return seq;
-}
-
-static __attribute__((noreturn, format(printf, 2, 3))) void relay_fail(int ctl,
-									 const char *fmt, ...)
-{
-	char buf[400];
-	va_list ap;
-
-	buf[0] = 'E';
-	va_start(ap, fmt);
-	vsnprintf(buf + 1, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
-	(void)send(ctl, buf, strlen(buf), MSG_NOSIGNAL);
-	_exit(EXIT_AIRLOCK_FAILURE);
 }
 
 static void conn_free(struct relay *x, size_t i)
@@ -1457,46 +1451,66 @@ static void serve(struct relay *x)
 	}
 }
 
+/* The relay keeps only the tests' timeouts of the environment. */
+static bool relay_env_kept(const char *entry)
+{
+	return strncmp(entry, "AIRLOCK_TEST_TIMEOUTS=", 22) == 0;
+}
+
+/* Receives the supervisor's next message into @buf, which must be @want;
+ * anything else ends the relay. Returns its descriptor (or -1). */
+static int relay_recv(int ctl, uint8_t *buf, enum msg_type want, struct msg_reader *r)
+{
+	ssize_t n;
+	int fd;
+
+	do
+		n = msg_recv(ctl, buf, MSG_MAX, &fd, 0);
+	while (n == -EINTR);
+	if (n <= 0 || !msg_reader_init(r, buf, (size_t)n) || r->type != want)
+		child_fatal("publish: the supervisor did not send %s",
+			    msg_type_to_string(want));
+	return fd;
+}
+
+static void relay_say(int ctl, enum msg_type t)
+{
+	struct msg m = { 0 };
+
+	msg_start(&m, t);
+	if (msg_send(ctl, &m, -1, 0) < 0)
+		_exit(EXIT_AIRLOCK_FAILURE);
+	msg_free(&m);
+}
+
 static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl, int kfd,
 						 pid_t parent)
 {
 	static const char *const no_reads[] = { "/dev/urandom" };
-	uint8_t digests[POLICY_PUBLISH_MAX][32];
-	char cbuf[CMSG_SPACE(2 * sizeof(int))], err[512];
-	int keep[3 + POLICY_PUBLISH_MAX], nsfd[2], null;
+	const int keep[] = { ctl, kfd, STDERR_FILENO };
+	int nsfd[2] = { -1, -1 };
+	uint8_t *buf;
+	const void *digests;
+	struct msg_reader r;
 	struct relay x;
-	struct msghdr msg;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	size_t i, nk = 0;
-	ssize_t r;
+	char err[512];
+	size_t i, len;
 
+	child_start(&(struct child_spec){ .name = PUBLISH_PROC_NAME, .who = "publish relay",
+					  .parent = parent, .ctl = ctl, .keep = keep,
+					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
+					  .ignore_session_signals = true,
+					  .keep_env = relay_env_kept });
+	/* The terminal's signals reach the whole group: the supervisor
+	 * decides when we stop. */
+	signal(SIGTSTP, SIG_IGN);
 	memset(&x, 0, sizeof(x));
 	x.p = p;
 	x.ctl = ctl;
 	x.link.fd = kfd;
-	(void)prctl(PR_SET_NAME, PUBLISH_PROC_NAME, 0, 0, 0);
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
-	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		relay_fail(ctl, "publish: prctl: %s", strerror(errno));
-	if (getppid() != parent)
-		_exit(EXIT_AIRLOCK_FAILURE);
-	/* Tests shorten these (docs/TESTING.md); read before the
-	 * environment is wiped. */
+	/* Tests shorten these (docs/TESTING.md). */
 	x.head_ms = util_test_ms("head", 10000);
 	x.idle_ms = util_test_ms("idle", 300000);
-	confine_wipe_environment();
-	signal(SIGPIPE, SIG_IGN);
-	/* The terminal's signals reach the whole group: the supervisor
-	 * decides when we stop. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
-	signal(SIGTSTP, SIG_IGN);
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-		relay_fail(ctl, "publish: /dev/null: %s", strerror(errno));
-	if (null > STDERR_FILENO)
-		close(null);
 	x.ls = util_xcalloc(p->npublish, sizeof(*x.ls));
 	x.nls = p->npublish;
 	for (i = 0; i < p->npublish; i++) {
@@ -1506,52 +1520,46 @@ static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl
 		format_listen(&l->def->listen, l->name, sizeof(l->name));
 		l->fd = bind_listener(l->def, err, sizeof(err));
 		if (l->fd < 0)
-			relay_fail(ctl, "%s", err);
+			child_fatal("%s", err);
 		l->tokens = (double)l->def->rate_bytes;
 		l->refill_ms = util_now_ms();
-		keep[nk++] = l->fd;
 	}
-	keep[nk++] = ctl;
-	keep[nk++] = kfd;
-	keep[nk++] = STDERR_FILENO;
-	confine_close_fds(keep, nk);
-	if (send(ctl, "R", 1, MSG_NOSIGNAL) != 1)
-		_exit(EXIT_AIRLOCK_FAILURE);
+	relay_say(ctl, MSG_PUBLISH_READY);
 
-	/* The sandbox's namespaces and the auth digests. */
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = digests;
-	iov.iov_len = sizeof(digests);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cbuf;
-	msg.msg_controllen = sizeof(cbuf);
-	do
-		r = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
-	while (r < 0 && errno == EINTR);
-	cm = CMSG_FIRSTHDR(&msg);
-	if (r != (ssize_t)(32 * p->npublish) || !cm || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		_exit(EXIT_AIRLOCK_FAILURE);
-	memcpy(nsfd, CMSG_DATA(cm), sizeof(nsfd));
+	/* The sandbox's namespaces, then the auth digests. */
+	buf = util_xmalloc(MSG_MAX);
+	for (i = 0; i < 2; i++) {
+		uint32_t role;
+		int fd = relay_recv(ctl, buf, MSG_PUBLISH_NS, &r);
+
+		if (fd < 0 || !msg_get_u32(&r, &role) || !msg_end(&r) || role > 1 ||
+		    nsfd[role] >= 0)
+			child_fatal("publish: the supervisor sent a bad namespace message");
+		nsfd[role] = fd;
+	}
+	if (relay_recv(ctl, buf, MSG_PUBLISH_AUTH, &r) >= 0 ||
+	    !msg_get_bytes(&r, (size_t)32 * POLICY_PUBLISH_MAX, &digests, &len) ||
+	    !msg_end(&r) || len != 32 * p->npublish)
+		child_fatal("publish: the supervisor sent a bad auth message");
 	for (i = 0; i < p->npublish; i++) {
 		x.ls[i].has_auth = p->publish[i].auth != NULL;
-		memcpy(x.ls[i].digest, digests[i], 32);
+		memcpy(x.ls[i].digest, (const uint8_t *)digests + 32 * i, 32);
 	}
-	OPENSSL_cleanse(digests, sizeof(digests));
+	OPENSSL_cleanse(buf, MSG_MAX);
+	free(buf);
 	/* Joining the network namespace takes CAP_SYS_ADMIN over it: a
 	 * privileged caller has it already; an unprivileged one gets it by
 	 * joining the sandbox's user namespace, which it created. */
-	if (setns(nsfd[1], CLONE_NEWNET) < 0 &&
-	    (setns(nsfd[0], CLONE_NEWUSER) < 0 || setns(nsfd[1], CLONE_NEWNET) < 0))
-		relay_fail(ctl, "publish: joining the sandbox's network namespace: %s",
-			   strerror(errno));
+	if (setns(nsfd[MSG_PUBLISH_NS_NET], CLONE_NEWNET) < 0 &&
+	    (setns(nsfd[MSG_PUBLISH_NS_USER], CLONE_NEWUSER) < 0 ||
+	     setns(nsfd[MSG_PUBLISH_NS_NET], CLONE_NEWNET) < 0))
+		child_fatal("publish: joining the sandbox's network namespace: %s",
+			    strerror(errno));
 	close(nsfd[0]);
 	close(nsfd[1]);
 	if (confine_self(CONFINE_WORKER, no_reads, ARRAY_SIZE(no_reads), err, sizeof(err)) < 0)
-		relay_fail(ctl, "publish: %s", err);
-	if (send(ctl, "G", 1, MSG_NOSIGNAL) != 1)
-		_exit(EXIT_AIRLOCK_FAILURE);
+		child_fatal("publish: %s", err);
+	relay_say(ctl, MSG_PUBLISH_SERVING);
 	serve(&x);
 	_exit(0);
 }

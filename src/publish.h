@@ -59,6 +59,9 @@ int publish_attach(struct sandbox *sb, const struct broker *b, char *err, size_t
  * (recorded as proxy.error when it was not asked to stop). */
 bool publish_reaped(pid_t pid, int wstatus);
 
+/* The relay's pid, or -1 when none runs. */
+pid_t publish_pid(void);
+
 /* Stops the relay (SIGKILL) and reaps it. */
 void publish_stop(void);
 

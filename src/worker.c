@@ -404,6 +404,10 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_DNS_BLOCK:
 	case MSG_SANDBOX_READY:
 	case MSG_SANDBOX_SOCKET:
+	case MSG_PUBLISH_READY:
+	case MSG_PUBLISH_NS:
+	case MSG_PUBLISH_AUTH:
+	case MSG_PUBLISH_SERVING:
 	case MSG_WITNESS_NOTE:
 	case MSG_FEED_GAP:
 	case MSG_WITNESS_COSIG:

@@ -23,7 +23,9 @@
  *  - the display form is printable ASCII; a rule and a reason come
  *    exactly with blocked or would_block; record implies one of them;
  *    would_block only in shadow mode, NXDOMAIN for policy only in
- *    enforce, and then no rule could allow the name.
+ *    enforce, and then no rule could allow the name;
+ *  - in enforce mode a name is answered only when a rule could allow it
+ *    (the stub never hands out an address for a name outside the policy).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -163,6 +165,15 @@ static void one(struct dnsstub *s, struct dnsstub_table *t, int m,
 		CHECK(!ht.is_addr && strcmp(ht.name, name) == 0);
 	}
 	CHECK(!res.would_block || policies[m]->mode == POLICY_MODE_SHADOW);
+	if (res.outcome == DNSSTUB_ANSWER && policies[m]->mode == POLICY_MODE_ENFORCE) {
+		struct host_target ht;
+		struct verdict v;
+
+		CHECK(!res.blocked);
+		CHECK(hostname_normalise(res.display, strlen(res.display), &ht) ==
+		      HOSTNAME_OK);
+		CHECK(dnsstub_name_allowable(policies[m], &ht, &v));
+	}
 	if (res.outcome == DNSSTUB_NXDOMAIN_POLICY) {
 		struct host_target ht;
 		struct verdict v;

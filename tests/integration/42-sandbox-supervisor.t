@@ -168,4 +168,14 @@ ok $? "unshare -n true fails"
 kill -0 "$spid"
 ok $? "the host's sleep survived every attempt"
 
+# --- signal dispositions ---------------------------------------------------
+# The supervisor ignores SIGPIPE (a write to a worker that has gone is an
+# error, not its death), but only once the sandbox runs: an ignored signal
+# survives exec, and the agent must get SIGPIPE as any command does
+# (`yes | head -n 1` ends yes by it). SigIgn's bit 12 is signal 13.
+sandbox sh -c 'sed -n "s/^SigIgn:[[:space:]]*//p" /proc/self/status'
+is "$?" 0 "the agent reads its signal dispositions"
+ign=$(out)
+is "$(( (0x$ign >> 12) & 1 ))" 0 "the agent does not inherit an ignored SIGPIPE (SigIgn $ign)"
+
 done_testing

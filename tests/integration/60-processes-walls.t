@@ -107,9 +107,10 @@ dumpable() {
 	fi
 }
 
-# scan PID...: "PID:K:S" per process: how many times the key's raw bytes
-# (K) and the secret value (S) are in its readable memory. Regions over
-# 1 GiB (ASan's shadow under make SAN=1) are reserved space and skipped.
+# scan PID...: "PID:K:S:C" per process: how many times the key's raw bytes
+# (K), the secret value (S) and the CA's private key (C: any of its forms,
+# key_forms in lib.sh; 0 when no CA was given: CA_FORMS empty) are in its
+# readable memory (mem_count in lib.sh).
 #
 # Under make SAN=1 (a binary that links libasan) one copy of the value is
 # not airlock's: before main the ASan runtime reads /proc/self/environ into
@@ -120,34 +121,20 @@ dumpable() {
 # every copy.
 ASAN_ENV=0
 if ldd "$AIRLOCK" 2>/dev/null | grep -q libasan; then ASAN_ENV=1; fi
+printf '%s' "$VALUE" > "$T/value.raw"
+printf 'API_KEY=%s' "$VALUE" > "$T/value.env"
+CA_FORMS=""
 scan() {
-	python3 - "$T/k.raw" "$VALUE" "$ASAN_ENV" "$@" <<'PY'
-import sys
-raw = open(sys.argv[1], "rb").read()
-val = sys.argv[2].encode()
-asan_env = sys.argv[3] == "1"
-envstr = b"API_KEY=" + val
-out = []
-for pid in sys.argv[4:]:
-    k = s = 0
-    with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-        for line in maps:
-            f = line.split()
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            if f[1][0] != "r" or hi - lo > (1 << 30) or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
-                continue
-            try:
-                mem.seek(lo)
-                b = mem.read(hi - lo)
-            except (OSError, ValueError):
-                continue
-            k += b.count(raw)
-            s += b.count(val)
-            if asan_env:
-                s -= b.count(envstr)
-    out.append("%s:%d:%d" % (pid, k, s))
-print(" ".join(out))
-PY
+	_out=""
+	for _sp in "$@"; do
+		# shellcheck disable=SC2086
+		read -r _sk _ss _se _sc1 _sc2 _sc3 <<EOF_SCAN
+$(mem_count "$_sp" "$T/k.raw" "$T/value.raw" "$T/value.env" $CA_FORMS)
+EOF_SCAN
+		[ "$ASAN_ENV" = 1 ] && _ss=$((_ss - _se))
+		_out="$_out $_sp:$_sk:$_ss:$((${_sc1:-0} + ${_sc2:-0} + ${_sc3:-0}))"
+	done
+	echo "${_out# }"
 }
 
 # The controls of dumpable(): a capless process and a root one, both
@@ -217,13 +204,20 @@ survey() {
 	_counts=$(scan $PIDS)
 	_k=""
 	_s=""
+	_ca=""
 	for _c in $_counts; do
-		_p=${_c%%:*}
-		_n=${_c#*:}
-		[ "${_n%%:*}" = 0 ] || _k="$_k $(cat "/proc/$_p/comm")"
-		[ "${_n#*:}" = 0 ] || _s="$_s $(cat "/proc/$_p/comm")"
+		IFS=: read -r _p _nk _ns _nc <<EOF_COUNTS
+$_c
+EOF_COUNTS
+		[ "$_nk" = 0 ] || _k="$_k $(cat "/proc/$_p/comm")"
+		[ "$_ns" = 0 ] || _s="$_s $(cat "/proc/$_p/comm")"
+		[ "$_nc" = 0 ] || _ca="$_ca $(cat "/proc/$_p/comm")"
 	done
 	is "$_k" " airlock-keeper" "$_label: the key's bytes are in the key holder's memory and no other's ($_counts)"
+	if [ -n "$CA_FORMS" ]; then
+		is "$_ca" " airlock-keeper" \
+			"$_label: the CA's private key is in the key holder's memory and no other's"
+	fi
 	# The value is loaded by the supervisor; the workers substitute it.
 	# The key holder, init, the relays, the ledger process and the DNS stub
 	# never hold it.
@@ -231,7 +225,7 @@ survey() {
 	is "$_s" " airlock airlock-proxy " \
 		"$_label: the secret value is in the supervisor's and the workers' memory only"
 	if [ -n "$INIT" ]; then
-		is "$(scan "$INIT")" "$INIT:0:0" "$_label: the sandbox's init holds neither"
+		is "$(scan "$INIT")" "$INIT:0:0:0" "$_label: the sandbox's init holds neither"
 	fi
 }
 
@@ -357,9 +351,19 @@ fi
 
 # --- airlock proxy: then the key holder is killed -------------------------------
 
+# With a platform's CA (--ca-cert/--ca-key): its private key, which the key
+# holder loads to sign the leaves, is scanned for too.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+	-subj "/CN=walls CA" -addext basicConstraints=critical,CA:TRUE \
+	-addext keyUsage=critical,keyCertSign,cRLSign \
+	-keyout "$T/ca.key" -out "$T/ca.crt" 2>/dev/null
+ok $? "a platform CA for the proxy"
+key_forms "$T/ca.key" "$T/ca-forms"
+CA_FORMS="$T/ca-forms.be $T/ca-forms.le $T/ca-forms.b64"
 policy enforce false
 EV="$T/proxy.jsonl"
-API_KEY=$VALUE pl_start_proxy_ok --workers 2 --signing-key "$T/k.pem"
+API_KEY=$VALUE pl_start_proxy_ok --workers 2 --signing-key "$T/k.pem" \
+	--ca-cert "$T/ca.crt" --ca-key "$T/ca.key"
 req "http://api.airlock.test/proxy"
 is "$CODE" 200 "proxy: a request through it succeeds"
 survey proxy "$PL_PROXY_PID"

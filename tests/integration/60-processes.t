@@ -59,29 +59,13 @@ children() {
 }
 
 # key_count PID...: how many times the raw key bytes are in each process's
-# readable memory ("PID:N" per process). Regions over 1 GiB (ASan's shadow
-# under make SAN=1) are reserved address space, not data, and skipped.
+# readable memory ("PID:N" per process; mem_count in lib.sh).
 key_count() {
-	python3 - "$T/k.raw" "$@" <<'PY'
-import sys
-raw = open(sys.argv[1], "rb").read()
-out = []
-for pid in sys.argv[2:]:
-    n = 0
-    with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-        for line in maps:
-            f = line.split()
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            if f[1][0] != "r" or hi - lo > (1 << 30) or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
-                continue
-            try:
-                mem.seek(lo)
-                n += mem.read(hi - lo).count(raw)
-            except (OSError, ValueError):
-                pass
-    out.append("%s:%d" % (pid, n))
-print(" ".join(out))
-PY
+	_kc=""
+	for _kp in "$@"; do
+		_kc="$_kc $_kp:$(mem_count "$_kp" "$T/k.raw")"
+	done
+	echo "${_kc# }"
 }
 
 # in_worker PID EXPR...: evaluates each C expression in the running

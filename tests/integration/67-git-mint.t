@@ -123,6 +123,35 @@ is "$(sed -n 's/^GH_TOKEN=//p' "$T/out")" "$ph" "GH_TOKEN holds the same placeho
 ok "$([ "$ph" != "$TOKEN" ] && [ "$ph" != ghp_callers_own ]; echo $?)" "neither the token nor the caller's own GITHUB_TOKEN"
 is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "the stream verifies"
 
+# --- the App's private key: in the key holder's memory alone ----------------------------
+# The key holder loads the App key and signs the JWT; the supervisor makes
+# the request with the JWT it is handed. A scan of every process of a
+# running session (mem_count, key_forms in lib.sh) finds the key's private
+# exponent (either byte order) or its file's text in the key holder alone.
+key_forms "$T/keys/app.pem" "$T/app-forms"
+rm -f "$T/ws/ready" "$T/ws/go"
+( cd "$T/ws" && exec timeout 120 "$AIRLOCK" run --policy "$T/keys/policy.json" \
+	--events "$T/ev-scan.jsonl" -- sh -c 'touch ready; i=0
+while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done' > /dev/null 2>&1 ) &
+spid=$!
+i=0
+while [ ! -e "$T/ws/ready" ] && [ $i -lt 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+ok "$([ -e "$T/ws/ready" ]; echo $?)" "a session with a minted token runs, for the scan"
+sup=$(pgrep -P "$spid" -x airlock)
+held=""
+for p in $sup $(pgrep -P "$sup"); do
+	n=$(( $(mem_count "$p" "$T/app-forms.be" "$T/app-forms.le" "$T/app-forms.b64" | tr ' ' '+') ))
+	[ "$n" = 0 ] || held="$held $(cat "/proc/$p/comm")"
+done
+is "$held" " airlock-keeper" "the App's private key is in the key holder's memory and no other process's"
+touch "$T/ws/go"
+wait "$spid"
+is "$?" 0 "and the session ends with the agent's status"
+rm -f "$T/ws/ready" "$T/ws/go"
+
 # --- mints that refuse the session -----------------------------------------------------
 
 refused() { # DESC REGEX

@@ -345,35 +345,13 @@ fi
 # Authorization header or cookie ("Bearer pub-s3cret-value",
 # "...=pub-s3cret-value") is still counted. The release build counts all.
 printf '%s' pub-s3cret-value > "$T/value.raw"
-counts=$(python3 - "$T/value.raw" "$rpid" "$relay" <<'PY'
-import sys
-raw = open(sys.argv[1], "rb").read()
-env = b"PUB_TOKEN=" + raw
-out = []
-for pid in sys.argv[2:]:
-    n = e = 0
-    with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-        for line in maps:
-            f = line.split()
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            if f[1][0] != "r" or hi - lo > (1 << 30) or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
-                continue
-            try:
-                mem.seek(lo)
-                data = mem.read(hi - lo)
-            except (OSError, ValueError):
-                continue
-            n += data.count(raw)
-            e += data.count(env)
-    out.append("%d:%d" % (n, e))
-print(" ".join(out))
-PY
-)
-sup_n=${counts%% *}
-sup_n=${sup_n%%:*}
-relay_all=${counts##* }
-relay_env=${relay_all##*:}
-relay_all=${relay_all%%:*}
+printf 'PUB_TOKEN=%s' pub-s3cret-value > "$T/value.env"
+read -r sup_n _ <<EOF
+$(mem_count "$rpid" "$T/value.raw" "$T/value.env")
+EOF
+read -r relay_all relay_env <<EOF
+$(mem_count "$relay" "$T/value.raw" "$T/value.env")
+EOF
 relay_n=$relay_all
 if ldd "$AIRLOCK" 2>/dev/null | grep -q libasan; then
 	diag "sanitizer build: $relay_env of the relay's $relay_all copies are ASan's environment buffer, not counted"
