@@ -49,6 +49,15 @@
  * takes its output, so a bomb costs a bounded buffer, then a cut at the
  * bound on the decoded size.
  *
+ * A filter's transform may hold the head until its first output (a body
+ * read whole before anything of it is relayed): a cut before then is a
+ * 502. A filter may ask for the request again instead of relaying an
+ * answer (an OAuth 401): when the answer is replayable (HTTP/1.1 kept
+ * alive on both sides, a request body none or read whole, the answer's
+ * end framed, not decoded, not sent again already) it is read and
+ * dropped, and the request goes once more, from the copies the filters
+ * left, on the same upstream connection.
+ *
  * Bodies stream both ways with bounded buffers: a side is read only while
  * the other has room (BUF_HIGH), interim 1xx answers only as fast as the
  * client takes them, and no total time limit applies while bytes move

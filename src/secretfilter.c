@@ -60,6 +60,12 @@
  * the WebSocket connection) ends; a frame that cannot be scrubbed closes
  * the connection with a secret.scrub block.
  *
+ * OAuth: a 401 to a request the token in force was injected into asks
+ * the supervisor for a refresh (oauth.c); when the exchange can replay
+ * the request, the worker waits for the answer, swaps the new token into
+ * the request's headers and asks for the request again, once
+ * (secret.retry); otherwise the 401 is relayed and recorded.
+ *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
  * filter leaves git.credential's placeholder to it.

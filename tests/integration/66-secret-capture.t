@@ -160,7 +160,9 @@ like "$HPH" '^hdr-' "a header value is captured too (prefix kept)"
 ok "$([ "$HPH" != "$HDR" ] && echo 0 || echo 1)" "... the agent got a placeholder"
 like "$(net_last line~/repos/header)" "\"Authorization\", \"$HDR\"" "... and using it sends the value"
 
-ok "$([ "$(cat "$WS/esc.code")" != 200 ] && echo 0 || echo 1)" "an escaped token that cannot be replaced: the answer is not relayed"
+is "$(cat "$WS/esc.code")" 502 "an escaped token that cannot be replaced: the agent gets a 502, not the answer"
+r=$(grep '"type":"proxy.error"' "$EV" | grep escaped | tail -1)
+is "$(jf "$r" decision) $(jf "$r" rule)" "block secrets.scm.capture[0]" "... with a receipt naming the capture rule"
 ! grep -q 'bcdefghijklmnopqrstuvwxyz0123456789AB' "$WS/esc.out" 2>/dev/null
 ok $? "... none of it reached the agent"
 r=$(grep '"type":"secret.capture"' "$EV" | grep escaped | tail -1)
