@@ -345,25 +345,13 @@ static void serve(struct proxy_state *st, int sfd)
 			}
 			timeout = (int)(st->kill_at - now);
 		}
-		if (gitcred_next(&st->git) && !st->wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= gitcred_next(&st->git)) {
-				gitcred_refresh(st->s, st->s->p, &st->git, &st->wp);
-				continue;
-			}
-			if (timeout < 0 || (gitcred_next(&st->git) - now) * 1000 < timeout)
-				timeout = (int)((gitcred_next(&st->git) - now) * 1000);
+		if (!st->wp.stopping && util_timer_due(gitcred_next(&st->git), &timeout)) {
+			gitcred_refresh(st->s, st->s->p, &st->git, &st->wp);
+			continue;
 		}
-		if (oauth_next(&st->oauth) && !st->wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= oauth_next(&st->oauth)) {
-				oauth_refresh_due(st->s, st->s->p, &st->oauth, &st->wp);
-				continue;
-			}
-			if (timeout < 0 || (oauth_next(&st->oauth) - now) * 1000 < timeout)
-				timeout = (int)((oauth_next(&st->oauth) - now) * 1000);
+		if (!st->wp.stopping && util_timer_due(oauth_next(&st->oauth), &timeout)) {
+			oauth_refresh_due(st->s, st->s->p, &st->oauth, &st->wp);
+			continue;
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)

@@ -717,25 +717,13 @@ static int supervise(struct session *s, struct sandbox *sb, struct stub_run *stu
 			}
 			timeout = (int)(x.kill_at - now);
 		}
-		if (gitcred_next(git) && !x.wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= gitcred_next(git)) {
-				gitcred_refresh(s, s->p, git, &x.wp);
-				continue;
-			}
-			if (timeout < 0 || (gitcred_next(git) - now) * 1000 < timeout)
-				timeout = (int)((gitcred_next(git) - now) * 1000);
+		if (!x.wp.stopping && util_timer_due(gitcred_next(git), &timeout)) {
+			gitcred_refresh(s, s->p, git, &x.wp);
+			continue;
 		}
-		if (oauth_next(oauth) && !x.wp.stopping) {
-			time_t now = time(NULL);
-
-			if (now >= oauth_next(oauth)) {
-				oauth_refresh_due(s, s->p, oauth, &x.wp);
-				continue;
-			}
-			if (timeout < 0 || (oauth_next(oauth) - now) * 1000 < timeout)
-				timeout = (int)((oauth_next(oauth) - now) * 1000);
+		if (!x.wp.stopping && util_timer_due(oauth_next(oauth), &timeout)) {
+			oauth_refresh_due(s, s->p, oauth, &x.wp);
+			continue;
 		}
 		if (x.exhausted && !x.init_done) {
 			uint64_t now = util_now_ms(), next;

@@ -60,21 +60,17 @@ cat > "$POLICY" <<EOF
 EOF
 "$AIRLOCK" check "$POLICY" > /dev/null
 ok $? "a policy with an oauth secret is valid"
-bad() { # SED REGEX DESC
-	sed "$1" "$POLICY" > "$T/bad.json"
-	like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" "$2" "$3"
-}
-bad 's|"token_url": "https://auth.airlock.test/oauth/token"|"token_url": "http://auth.airlock.test/t"|' \
+pl_policy_refused 's|"token_url": "https://auth.airlock.test/oauth/token"|"token_url": "http://auth.airlock.test/t"|' \
 	'secrets\.api\.oauth\.token_url.*https' "oauth.token_url over http:// is refused, naming its JSON path"
-bad 's|"refresh_token_from_file": "[^"]*",||' \
+pl_policy_refused 's|"refresh_token_from_file": "[^"]*",||' \
 	'secrets\.api\.oauth.*refresh_token_from_env and refresh_token_from_file' \
 	"oauth without a refresh token is refused"
-bad 's|"env": "API_TOKEN", ||' 'secrets\.api\.env.*oauth' "an oauth secret without env is refused"
-bad 's|"env": "API_TOKEN",|"env": "API_TOKEN", "from_env": "X",|' \
+pl_policy_refused 's|"env": "API_TOKEN", ||' 'secrets\.api\.env.*oauth' "an oauth secret without env is refused"
+pl_policy_refused 's|"env": "API_TOKEN",|"env": "API_TOKEN", "from_env": "X",|' \
 	'secrets\.api.*OAuth secret.*no from_env' "an oauth secret with from_env is refused"
-bad 's|"client_id": "cli-1"|"client_id": ""|' 'secrets\.api\.oauth\.client_id' \
+pl_policy_refused 's|"client_id": "cli-1"|"client_id": ""|' 'secrets\.api\.oauth\.client_id' \
 	"an empty client_id is refused"
-bad 's|"scope": "read write"|"scope": "read write", "grant": 1|' 'secrets\.api\.oauth\.grant' \
+pl_policy_refused 's|"scope": "read write"|"scope": "read write", "grant": 1|' 'secrets\.api\.oauth\.grant' \
 	"an unknown oauth member is refused"
 
 OAUTH_CS=$CS timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
