@@ -570,9 +570,10 @@ json_t *ghapp_answer_object(unsigned int status, const char *content_type, const
 {
 	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
 	const char *msg = json_string_value(json_object_get(root, "message"));
-	char shown[160];
 
 	if (status != 201 && msg) {
+		char shown[160];
+
 		printable(msg, shown, sizeof(shown), 120);
 		snprintf(err, errlen, "the mint answered HTTP %u: %s", status, shown);
 	} else if (status != 201) {
