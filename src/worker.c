@@ -361,10 +361,9 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		learn_capture(x, &r, fd);
 		break;
 	case MSG_OAUTH_401:
-		/* late: the refresh it answers was given up on */
-		break;
 	case MSG_CAPTURE_ACK:
-		/* late: the capture it answers was given up on */
+		/* late: the refresh or the capture it answers was given
+		 * up on */
 		break;
 	case MSG_KEEPER_READY:
 	case MSG_FATAL:
