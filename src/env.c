@@ -121,6 +121,22 @@ void env_build(const struct policy *p, const struct broker *b, char **environ_in
 	}
 }
 
+void env_result_set(struct env_result *r, const char *name, const char *value)
+{
+	size_t nl = strlen(name), j;
+	char *entry = util_xasprintf("%s=%s", name, value);
+
+	for (j = 0; j < r->n; j++)
+		if (strncmp(r->envp[j], name, nl) == 0 && r->envp[j][nl] == '=') {
+			free(r->envp[j]);
+			r->envp[j] = entry;
+			return;
+		}
+	r->envp = util_xrealloc(r->envp, (r->n + 2) * sizeof(char *));
+	r->envp[r->n++] = entry;
+	r->envp[r->n] = NULL;
+}
+
 void env_result_free(struct env_result *r)
 {
 	size_t i;

@@ -29,6 +29,10 @@ bool env_is_airlock_var(const char *name, size_t len);
 void env_build(const struct policy *p, const struct broker *b, char **environ_in,
 	       uint16_t proxy_port, bool pass_dropped, struct env_result *out);
 
+/* Sets @name to @value in @r: replaces the variable when it is there,
+ * else adds it. */
+void env_result_set(struct env_result *r, const char *name, const char *value);
+
 void env_result_free(struct env_result *r);
 
 #endif /* AIRLOCK_ENV_H */

@@ -49,6 +49,15 @@
  * takes its output, so a bomb costs a bounded buffer, then a cut at the
  * bound on the decoded size.
  *
+ * A filter's transform may hold the head until its first output (a body
+ * read whole before anything of it is relayed): a cut before then is a
+ * 502. A filter may ask for the request again instead of relaying an
+ * answer (an OAuth 401): when the answer is replayable (HTTP/1.1 kept
+ * alive on both sides, a request body none or read whole, the answer's
+ * end framed, not decoded, not sent again already) it is read and
+ * dropped, and the request goes once more, from the copies the filters
+ * left, on the same upstream connection.
+ *
  * Bodies stream both ways with bounded buffers: a side is read only while
  * the other has room (BUF_HIGH), interim 1xx answers only as fast as the
  * client takes them, and no total time limit applies while bytes move
@@ -126,6 +135,12 @@ struct exchange {
 	bool dec_in_done;            /* the coded body's framing ended */
 	bool dec_blocked;            /* decoded bytes wait for the client */
 	bool up_eof;                 /* the upstream closed: the rest is in uin */
+	/* a filter holds the head until its transform's first bytes */
+	bool hold;
+	const char *hold_rule, *hold_reason; /* the 502 if it cuts first */
+	/* a filter asked for the request again (filter_transform.retry) */
+	bool discard;                /* the answer is read and dropped */
+	bool retried;                /* the request went a second time */
 };
 
 static void step_head(struct conn *c, bool upstream, uint32_t events);
@@ -659,7 +674,7 @@ static void send_head(struct conn *c)
 	struct buf *b = &c->uout;
 	size_t i;
 
-	for (i = 0; i < x->nf; i++)
+	for (i = 0; i < x->nf && !x->retried; i++)
 		if (x->f[i].ops->request_sent)
 			x->f[i].ops->request_sent(x->f[i].st);
 	if (x->rq.target)
@@ -684,9 +699,9 @@ static void send_head(struct conn *c)
 		buf_puts(b, "Connection: close\r\n");
 	buf_puts(b, "\r\n");
 	if (x->collecting) {
+		/* kept until the answer's head: the request may go again */
 		buf_append(b, x->whole.data, x->whole.len);
 		x->bytes_up += x->whole.len;
-		buf_free(&x->whole);
 		x->req_done = true;
 	}
 	x->head_sent = true;
@@ -952,12 +967,14 @@ static int pump_decoded(struct conn *c, bool eof)
 		r = decode_get(x->dec, piece, sizeof(piece), &got);
 		switch (r) {
 		case DECODE_OUTPUT:
-			release_head(c);
+			if (!x->hold)
+				release_head(c);
 			if (!response_slice(c, piece, got, false))
 				return -1;
 			continue;
 		case DECODE_DONE:
-			release_head(c);
+			if (!x->hold)
+				release_head(c);
 			return response_slice(c, NULL, 0, true) ? 1 : -1;
 		case DECODE_ERROR: {
 			char codings[64];
@@ -1134,8 +1151,15 @@ static bool response_head(struct conn *c)
 			     (!c->inner || x->upstream_keep_alive);
 	if (!decode_setup(c))
 		return false;
+	/* sent again on the same connection: once, over a connection both
+	 * sides keep, with a body none or read whole (x->whole), after the
+	 * whole request went, and with an answer whose end is framed */
+	x->rs.replayable = c->inner && !x->retried && !x->ws && !x->dec && x->keep_alive &&
+			   x->upstream_keep_alive && c->state == CONN_RESP_HEAD && x->req_done &&
+			   (x->req_body == HTTP_BODY_NONE || x->collecting) &&
+			   resp.body != HTTP_BODY_UNTIL_CLOSE;
 	for (i = 0; i < x->nf; i++) {
-		struct filter_transform tf = { false, false };
+		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
 		enum filter_result r;
 
@@ -1146,12 +1170,25 @@ static bool response_head(struct conn *c)
 		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
 			return false;
 		verdict_clear(&v);
+		if (tf.retry && x->rs.replayable) {
+			/* this answer is dropped; the request goes again
+			 * once it is read (resend()) */
+			x->discard = true;
+			conn_enter(c, CONN_RESP_BODY);
+			return true;
+		}
 		if (tf.enabled && x->resp_body != HTTP_BODY_NONE) {
 			x->transform = true;
 			if (!tf.keeps_length)
 				x->transform_changes_length = true;
+			if (tf.hold_head && !x->hold) {
+				x->hold = true;
+				x->hold_rule = tf.hold_rule;
+				x->hold_reason = tf.hold_reason;
+			}
 		}
 	}
+	buf_free(&x->whole);
 	if (x->dec) {
 		/* the decoded bytes go out re-framed, through the filters'
 		 * transform or as they are */
@@ -1161,7 +1198,7 @@ static bool response_head(struct conn *c)
 	}
 	/* the head, from the copies (a decoded answer's waits for its
 	 * first byte: until then a failure is still a 502) */
-	head = x->dec ? &x->held : &c->cout;
+	head = x->dec || x->hold ? &x->held : &c->cout;
 	buf_printf(head, "HTTP/1.1 %u %s\r\n", x->rs.status,
 		   x->rs.reason ? x->rs.reason : "");
 	write_headers(head, &x->rs.headers);
@@ -1182,7 +1219,7 @@ static bool response_head(struct conn *c)
 	}
 	buf_printf(head, "Connection: %s\r\n\r\n",
 		   x->resp_keep_alive ? "keep-alive" : "close");
-	x->resp_open = !x->dec;
+	x->resp_open = !x->dec && !x->hold;
 	conn_enter(c, CONN_RESP_BODY);
 	return true;
 }
@@ -1204,6 +1241,8 @@ static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
 	}
 	if (ok && x->dec && !x->filter_transform && n)
 		buf_append(&out, d, n); /* decoded, relayed as it is */
+	if (ok && (out.len || last))
+		release_head(c);
 	if (ok && x->transform && out.len) {
 		if (x->rechunk)
 			buf_printf(&c->cout, "%zx\r\n", out.len);
@@ -1215,7 +1254,12 @@ static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
 	if (ok && x->transform && last && x->rechunk)
 		buf_puts(&c->cout, "0\r\n\r\n");
 	buf_free(&out);
-	if (!ok) {
+	if (!ok && !x->resp_open) {
+		/* a filter refused it while its head was held: 502 */
+		fail(c, 502, x->hold_rule ? x->hold_rule : "proxy.filter",
+		     x->hold_reason ? x->hold_reason : "a filter refused the answer",
+		     FILTER_OUTCOME_UPSTREAM_ERROR);
+	} else if (!ok) {
 		/* a filter cut it: the client sees a truncated response */
 		set_outcome(x, FILTER_OUTCOME_CUT);
 		conn_close(c);
@@ -1237,7 +1281,7 @@ static int pump_response(struct conn *c, bool eof)
 	 * (the terminal chunk of a re-chunked answer). */
 	if (x->resp_body == HTTP_BODY_NONE ||
 	    (x->resp_body == HTTP_BODY_LENGTH && x->resp_left == 0))
-		return response_slice(c, NULL, 0, true) ? 1 : -1;
+		return x->discard || response_slice(c, NULL, 0, true) ? 1 : -1;
 	while (c->uin.len > 0) {
 		struct http_slice data = { NULL, 0 };
 		size_t used;
@@ -1265,11 +1309,11 @@ static int pump_response(struct conn *c, bool eof)
 			}
 			done = r == HTTP_CHUNKED_DONE;
 		}
-		if (!x->transform) {
+		if (!x->transform && !x->discard) {
 			buf_append(&c->cout, c->uin.data, used);
 			x->bytes_down += data.len;
 		}
-		if ((data.len || done) && x->nf &&
+		if ((data.len || done) && x->nf && !x->discard &&
 		    !response_slice(c, data.ptr, data.len, done))
 			return -1;
 		buf_consume(&c->uin, used);
@@ -1327,6 +1371,25 @@ static void response_done(struct conn *c)
 	}
 	conn_enter(c, CONN_HEAD);
 	step_head(c, false, 0);
+}
+
+/* The dropped answer is read: the request goes again, from the copies
+ * the filters left (filter_transform.retry). */
+static void resend(struct conn *c)
+{
+	struct exchange *x = c->x;
+
+	x->discard = false;
+	x->retried = true;
+	free(x->resp_te);
+	x->resp_te = NULL;
+	free(x->rs.reason);
+	filter_headers_free(&x->rs.headers);
+	memset(&x->rs, 0, sizeof(x->rs));
+	x->resp_body = HTTP_BODY_NONE;
+	x->resp_left = 0;
+	memset(&x->resp_ch, 0, sizeof(x->resp_ch));
+	send_head(c);
 }
 
 /* Reads the upstream (bounded by what the client has still to take)
@@ -1433,6 +1496,12 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 				 * interception) the tunnel ends with it: a next
 				 * request never goes over a connection of the
 				 * proxy's choosing */
+				if (x->discard) {
+					fail(c, 502, "upstream.closed",
+					     "the upstream closed before the request could go "
+					     "again", FILTER_OUTCOME_UPSTREAM_ERROR);
+					return;
+				}
 				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE || c->inner)
 					x->resp_keep_alive = false;
 				conn_drop_upstream(c);
@@ -1448,6 +1517,10 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 		r = pump_response(c, false);
 		if (r < 0)
 			return;
+		if (r == 1 && x->discard) {
+			resend(c);
+			return;
+		}
 		if (r == 1) {
 			r = endpoint_flush(&c->client, &c->cout);
 			if (r < 0 && r != -EAGAIN) {

@@ -156,6 +156,13 @@ struct filter_response {
 	struct filter_headers headers;   /* editable */
 	enum http_body body;             /* as the upstream framed it */
 	uint64_t content_length;
+	bool replayable;                 /* the exchange can send the request
+					    again instead of relaying this
+					    answer (filter_transform.retry):
+					    HTTP/1.1 over a connection the
+					    upstream keeps, the request's body
+					    none or read whole, and not sent
+					    again already */
 };
 
 /* What a request-head hook may ask of the exchange. */
@@ -172,6 +179,17 @@ struct filter_transform {
 	bool keeps_length;      /* ... exactly as many as it is given, in
 				   total: a Content-Length stays valid and
 				   the response keeps it */
+	bool hold_head;         /* the head waits for the transform's first
+				   bytes (or its end): a cut before then is
+				   answered 502 instead of closing, with
+				   this rule and reason (valid until done) */
+	const char *hold_rule, *hold_reason;
+	bool retry;             /* only when the answer is replayable: it is
+				   read and dropped, no later filter sees it,
+				   and the request (its head as the filters
+				   left it, edited by this hook if need be)
+				   goes again on the same connection; the
+				   filters see the next answer's head */
 };
 
 /* A transform of the bytes an upstream sends after a 101 (the upgraded

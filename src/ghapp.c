@@ -565,6 +565,30 @@ static bool media_is_json(const char *ct)
 	return n == strlen("application/json") && strncasecmp(ct, "application/json", n) == 0;
 }
 
+json_t *ghapp_answer_object(unsigned int status, const char *content_type, const char *body,
+			    size_t len, char *err, size_t errlen)
+{
+	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *msg = json_string_value(json_object_get(root, "message"));
+
+	if (status != 201 && msg) {
+		char shown[160];
+
+		printable(msg, shown, sizeof(shown), 120);
+		snprintf(err, errlen, "the mint answered HTTP %u: %s", status, shown);
+	} else if (status != 201) {
+		snprintf(err, errlen, "the mint answered HTTP %u", status);
+	} else if (!media_is_json(content_type)) {
+		snprintf(err, errlen, "the answer is not application/json");
+	} else if (!json_is_object(root)) {
+		snprintf(err, errlen, "the answer is not a JSON object");
+	} else {
+		return root;
+	}
+	json_decref(root);
+	return NULL;
+}
+
 static const struct ghapp_perm *find_perm(const struct ghapp_scope *s, const char *name)
 {
 	size_t i;
@@ -696,34 +720,15 @@ int ghapp_check_answer(const struct ghapp_scope *asked, unsigned int status,
 	json_malloc_t old_malloc;
 	json_free_t old_free;
 	json_t *root = NULL, *tok, *sel;
-	json_error_t jerr;
 	const char *exp_text;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	json_get_alloc_funcs(&old_malloc, &old_free);
 	json_set_alloc_funcs(wipe_malloc, wipe_free);
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (status != 201) {
-		const char *msg = json_string_value(json_object_get(root, "message"));
-		char shown[160];
-
-		if (msg) {
-			printable(msg, shown, sizeof(shown), 120);
-			snprintf(err, errlen, "the mint answered HTTP %u: %s", status, shown);
-		} else {
-			snprintf(err, errlen, "the mint answered HTTP %u", status);
-		}
+	root = ghapp_answer_object(status, content_type, body, len, err, errlen);
+	if (!root)
 		goto out;
-	}
-	if (!media_is_json(content_type)) {
-		snprintf(err, errlen, "the answer is not application/json");
-		goto out;
-	}
-	if (!json_is_object(root)) {
-		snprintf(err, errlen, "the answer is not a JSON object");
-		goto out;
-	}
 	tok = json_object_get(root, "token");
 	if (!json_is_string(tok) || !ghapp_token_ok(json_string_value(tok), json_string_length(tok))) {
 		snprintf(err, errlen, "the answer's \"token\" is missing, empty, longer than %d "

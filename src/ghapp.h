@@ -115,6 +115,14 @@ struct ghapp_json_alloc {
 void ghapp_json_wipe_begin(struct ghapp_json_alloc *saved);
 void ghapp_json_wipe_end(const struct ghapp_json_alloc *saved);
 
+/* The prologue of a mint's answer check (GitHub App, GitLab): status 201
+ * (otherwise the answer's "message", shown printable), a JSON media type
+ * (application/json, parameters allowed), a JSON object. Returns the
+ * parsed object (the caller decrefs it), or NULL with one line in @err.
+ * Call it between ghapp_json_wipe_begin() and _end(). */
+json_t *ghapp_answer_object(unsigned int status, const char *content_type, const char *body,
+			    size_t len, char *err, size_t errlen);
+
 /* A minted token. */
 struct ghapp_token {
 	char *value;           /* the token; a secret: never logged */

@@ -112,27 +112,12 @@ void gitcred_record(struct session *s, const struct policy *p, const struct gitc
 void gitcred_env(const struct policy *p, const struct gitcred *g,
 			 struct env_result *env)
 {
-	size_t i, j;
+	size_t i;
 
 	if (!g->placeholder)
 		return;
-	for (i = 0; i < p->ngit_token_env; i++) {
-		const char *name = p->git_token_env[i];
-		size_t nl = strlen(name);
-		char *entry = util_xasprintf("%s=%s", name, g->placeholder);
-
-		for (j = 0; j < env->n; j++)
-			if (strncmp(env->envp[j], name, nl) == 0 && env->envp[j][nl] == '=')
-				break;
-		if (j < env->n) {
-			free(env->envp[j]);
-			env->envp[j] = entry;
-			continue;
-		}
-		env->envp = util_xrealloc(env->envp, (env->n + 2) * sizeof(char *));
-		env->envp[env->n++] = entry;
-		env->envp[env->n] = NULL;
-	}
+	for (i = 0; i < p->ngit_token_env; i++)
+		env_result_set(env, p->git_token_env[i], g->placeholder);
 }
 
 void gitcred_config(const struct gitcred *g, struct worker_config *wc)

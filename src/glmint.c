@@ -136,7 +136,6 @@ int glmint_check_answer(const struct glmint_scope *asked, unsigned int status,
 			struct glmint_token *out, char *err, size_t errlen)
 {
 	json_t *root = NULL, *scopes, *el, *tok, *id, *lvl, *exp, *rev;
-	json_error_t jerr;
 	const char *ts, *es;
 	size_t i, tl;
 	struct tm tm;
@@ -145,28 +144,9 @@ int glmint_check_answer(const struct glmint_scope *asked, unsigned int status,
 
 	memset(out, 0, sizeof(*out));
 	ghapp_json_wipe_begin(&saved);
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (status != 201) {
-		const char *msg = json_string_value(json_object_get(root, "message"));
-		char clean[120];
-		size_t k;
-
-		util_strlcpy(clean, msg ? msg : "", sizeof(clean));
-		for (k = 0; clean[k]; k++)
-			if ((unsigned char)clean[k] < 0x20 || (unsigned char)clean[k] >= 0x7f)
-				clean[k] = '?';
-		snprintf(err, errlen, "the mint answered HTTP %u%s%s", status, msg ? ": " : "",
-			 clean);
+	root = ghapp_answer_object(status, content_type, body, len, err, errlen);
+	if (!root)
 		goto out;
-	}
-	if (!content_type || strncasecmp(content_type, "application/json", 16) != 0) {
-		snprintf(err, errlen, "the answer is not application/json");
-		goto out;
-	}
-	if (!json_is_object(root)) {
-		snprintf(err, errlen, "the answer is not a JSON object");
-		goto out;
-	}
 	tok = json_object_get(root, "token");
 	ts = json_string_value(tok);
 	tl = ts ? json_string_length(tok) : 0;

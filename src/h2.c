@@ -980,7 +980,7 @@ static void response_head(struct h2_stream *s, bool end)
 	if (!s->rs.reason)
 		s->rs.reason = util_xstrdup("");
 	for (i = 0; i < s->nf; i++) {
-		struct filter_transform tf = { false, false };
+		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
 		enum filter_result r;
 

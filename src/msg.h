@@ -97,7 +97,10 @@ enum msg_type {
 	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
 	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
 				 bytes the access token a bound host
-				 answered 401 to (oauth.c refreshes) */
+				 answered 401 to (oauth.c refreshes), u32
+				 wait (1: answer); supervisor -> that
+				 worker, when it waits: no fields, after
+				 the new token if there is one */
 	/* transparent mode's DNS stub (dnsd.h) -> supervisor */
 	MSG_DNS_BLOCK,        /* u32 would_block, str rule, str host (the
 				 name as displayed), u32 qtype, u32 outcome

@@ -352,25 +352,10 @@ void oauth_record(struct session *s, const struct oauth *o)
 
 void oauth_env(const struct oauth *o, struct env_result *env)
 {
-	size_t i, j;
+	size_t i;
 
-	for (i = 0; i < o->n; i++) {
-		const char *name = o->s[i].def->env;
-		size_t nl = strlen(name);
-		char *entry = util_xasprintf("%s=%s", name, o->s[i].ph);
-
-		for (j = 0; j < env->n; j++)
-			if (strncmp(env->envp[j], name, nl) == 0 && env->envp[j][nl] == '=')
-				break;
-		if (j < env->n) {
-			free(env->envp[j]);
-			env->envp[j] = entry;
-			continue;
-		}
-		env->envp = util_xrealloc(env->envp, (env->n + 2) * sizeof(char *));
-		env->envp[env->n++] = entry;
-		env->envp[env->n] = NULL;
-	}
+	for (i = 0; i < o->n; i++)
+		env_result_set(env, o->s[i].def->env, o->s[i].ph);
 }
 
 char *oauth_placeholders_text(const struct oauth *o)

@@ -60,6 +60,12 @@
  * the WebSocket connection) ends; a frame that cannot be scrubbed closes
  * the connection with a secret.scrub block.
  *
+ * OAuth: a 401 to a request the token in force was injected into asks
+ * the supervisor for a refresh (oauth.c); when the exchange can replay
+ * the request, the worker waits for the answer, swaps the new token into
+ * the request's headers and asks for the request again, once
+ * (secret.retry); otherwise the 401 is relayed and recorded.
+ *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
  * filter leaves git.credential's placeholder to it.
@@ -133,6 +139,8 @@ struct sf_state {
 	const char *oauth_secret;
 	char *oauth_value;
 	size_t oauth_len;
+	bool retried;                /* sent again after a 401 (once) */
+	char hold_rule[VERDICT_RULE_MAX]; /* the 502 when a capture fails */
 	uint16_t port;
 	bool bound;                  /* a secret's host */
 	bool passthrough;            /* a compressed body: relayed re-framed,
@@ -614,9 +622,9 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 		asks->whole_body = true;
 		asks->max_body = BODYSUBST_MAX;
 		st->body_set = set;
-		st->rq = rq;
 		st->tls = tls;
 	}
+	st->rq = rq; /* valid until done: a 401 may edit it (oauth_retry) */
 	st->bound = subst_host_bound(&f->all, rq->host, rq->port);
 	if (st->bound)
 		filter_headers_set(&rq->headers, "Accept-Encoding", "identity");
@@ -833,6 +841,101 @@ static int capture_body(struct sf_state *st, struct buf *out)
 	return rc;
 }
 
+/* --- a 401 to an OAuth token ------------------------------------------------ */
+
+/* The OAuth value of @def in force (the newest, unexpired), or NULL. */
+static const struct sf_captured *oauth_in_force(const struct secretfilter *f,
+						 const struct policy_secret *def, time_t now)
+{
+	size_t i;
+
+	for (i = f->ncap; i-- > 0;)
+		if (f->cap[i].def == def && !f->cap[i].superseded)
+			return f->cap[i].expires > now ? &f->cap[i] : NULL;
+	return NULL;
+}
+
+/* Replaces @old by @new in every header value of @hs; returns how many. */
+static size_t swap_value(struct filter_headers *hs, const char *old, size_t olen,
+			 const char *new, size_t nlen)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < hs->count; i++) {
+		char *v = hs->h[i].value, *at = memmem(v, strlen(v), old, olen);
+		char *out;
+
+		if (!at)
+			continue;
+		out = util_xasprintf("%.*s%.*s%s", (int)(at - v), v, (int)nlen, new,
+				     at + olen);
+		explicit_bzero(v, strlen(v));
+		free(v);
+		hs->h[i].value = out;
+		n++;
+	}
+	return n;
+}
+
+static void retry_record(struct sf_state *st, enum receipt_decision d, const char *why,
+			 const char *reason)
+{
+	char rule[VERDICT_RULE_MAX];
+	json_t *sj = subject(st, st->oauth_secret);
+
+	json_object_set_new(sj, "why", json_string(why));
+	json_object_set_new(sj, "status", json_integer(401));
+	snprintf(rule, sizeof(rule), "secrets.%s.oauth", st->oauth_secret);
+	record(st, "secret.retry", d, rule, sj, reason);
+}
+
+/* A bound host answered 401 to the OAuth token injected: the supervisor
+ * refreshes it (once per request), and when the exchange can send the
+ * request again and a new token is in force, the request's headers get
+ * it: true, the request goes again. Otherwise the 401 is relayed, and
+ * recorded (secret.retry, info, why). */
+static bool oauth_retry(struct sf_state *st, const struct filter_response *rs)
+{
+	struct secretfilter *f = st->f;
+	const struct policy_secret *def = policy_secret_by_name(f->p, st->oauth_secret);
+	const struct sf_captured *c;
+
+	if (st->retried) {
+		retry_record(st, RECEIPT_INFO, "retried",
+			     "the request sent again with the refreshed token was refused too: "
+			     "its 401 is relayed");
+		return false;
+	}
+	f->oauth401(f->hook_arg, st->oauth_secret, st->oauth_value, st->oauth_len,
+		    rs->replayable);
+	if (!rs->replayable) {
+		retry_record(st, RECEIPT_INFO, "not-replayable",
+			     "the token was refreshed for the next request; this one cannot be "
+			     "sent again (its body was streamed, or the connection ends): its "
+			     "401 is relayed");
+		return false;
+	}
+	c = def ? oauth_in_force(f, def, time(NULL)) : NULL;
+	if (!c || (c->len == st->oauth_len && memcmp(c->value, st->oauth_value, c->len) == 0)) {
+		retry_record(st, RECEIPT_INFO, "no-new-token",
+			     "no new token is in force (the refresh failed): the 401 is relayed");
+		return false;
+	}
+	if (!swap_value(&st->rq->headers, st->oauth_value, st->oauth_len, c->value, c->len)) {
+		retry_record(st, RECEIPT_INFO, "not-in-a-header",
+			     "the token was not in a header as it is: the 401 is relayed");
+		return false;
+	}
+	explicit_bzero(st->oauth_value, st->oauth_len);
+	free(st->oauth_value);
+	st->oauth_value = util_xstrndup(c->value, c->len);
+	st->oauth_len = c->len;
+	st->retried = true;
+	retry_record(st, RECEIPT_ALLOW, "refreshed",
+		     "the request was sent again, once, with the refreshed token");
+	return true;
+}
+
 static void sf_response_interim(void *vst, struct filter_response *rs)
 {
 	scrub_head(vst, rs);
@@ -854,9 +957,10 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	const char *ce = NULL;
 	int i;
 
-	if (rs->status == 401 && st->oauth_value && st->f->oauth401)
-		st->f->oauth401(st->f->hook_arg, st->oauth_secret, st->oauth_value,
-				st->oauth_len);
+	if (rs->status == 401 && st->oauth_value && st->f->oauth401 && oauth_retry(st, rs)) {
+		tf->retry = true;
+		return FILTER_CONTINUE;
+	}
 	if (!capture_head(st, rs)) {
 		verdict_set(v, VERDICT_FAIL, 502, "secrets.capture",
 			    "a credential in the answer could not be brokered");
@@ -865,9 +969,17 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	}
 	scrub_head(st, rs);
 	if (st->cap_body) {
-		/* read whole: captured, then scrubbed (capture_body) */
+		/* read whole: captured, then scrubbed (capture_body); the
+		 * head waits, so that a value that cannot be brokered is
+		 * answered 502 */
 		tf->enabled = true;
 		tf->keeps_length = false;
+		tf->hold_head = true;
+		snprintf(st->hold_rule, sizeof(st->hold_rule), "secrets.%s.capture[%zu]",
+			 st->cap_secret->name, st->cap_index);
+		tf->hold_rule = st->hold_rule;
+		tf->hold_reason = "a credential in the answer could not be brokered (see "
+				  "its secret.capture receipt)";
 		return FILTER_CONTINUE;
 	}
 	if (rs->body == HTTP_BODY_NONE || !values(st))

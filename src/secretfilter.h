@@ -60,9 +60,12 @@ int secretfilter_add_captured(struct secretfilter *f, const char *secret, const 
  * newest value is the one in force, a known value again changes its
  * expiry). A 401 from an upstream to a request the token was injected
  * into calls @fn with the secret and that token, to ask the supervisor
- * for a refresh (the hook_arg of the capture hooks). */
+ * for a refresh (the hook_arg of the capture hooks); with @wait (the
+ * exchange can send the request again) it returns once the supervisor
+ * answered, the refreshed token added by then if there is one, and the
+ * request goes again, once, with it. */
 typedef void (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
-					 size_t len);
+					 size_t len, bool wait);
 void secretfilter_set_oauth_hook(struct secretfilter *f, secretfilter_oauth401_fn fn);
 
 #endif /* AIRLOCK_SECRETFILTER_H */

@@ -52,10 +52,13 @@
 #define ALGO "AWS4-HMAC-SHA256"
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define STREAMING "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+#define STREAMING_TRAILER STREAMING "-TRAILER"
+#define ALGO_V4A "AWS4-ECDSA-P256-SHA256"
+#define TRAILER_TAG "x-amz-trailer-signature:"
 
 static const char *const status_names[] = {
 	"ok", "need-body", "malformed", "unsupported", "not-signed",
-	"missing-header", "token", "signature", "chunk",
+	"missing-header", "token", "signature", "chunk", "sigv4a", "trailer",
 };
 static_assert(ARRAY_SIZE(status_names) == SIGV4_STATUS_COUNT, "sigv4 status names");
 
@@ -63,7 +66,7 @@ static const char *const status_reasons[] = {
 	"re-signed",
 	"the body's hash is needed",
 	"the Authorization is not a well-formed AWS4-HMAC-SHA256 signature",
-	"a SigV4 variant the broker does not re-sign (SigV4a, signed trailers, "
+	"a SigV4 variant the broker does not re-sign (an unknown STREAMING payload, "
 	"no X-Amz-Date)",
 	"a header that must be signed is not (host, x-amz-date, "
 	"x-amz-security-token)",
@@ -71,6 +74,9 @@ static const char *const status_reasons[] = {
 	"the session token is not the placeholder the agent holds",
 	"the signature does not verify with the placeholder secret",
 	"an aws-chunked chunk is malformed or its signature does not verify",
+	"SigV4a (AWS4-ECDSA-P256-SHA256) is not re-signed by the broker: sign with "
+	"SigV4 (AWS4-HMAC-SHA256)",
+	"a signed trailer is malformed or its signature does not verify",
 };
 static_assert(ARRAY_SIZE(status_reasons) == SIGV4_STATUS_COUNT, "sigv4 status reasons");
 
@@ -548,6 +554,9 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 
 	memset(out, 0, sizeof(*out));
 	auth = field(m, "authorization", &nauth);
+	if (auth && nauth == 1 && strncmp(auth + strspn(auth, " \t"), ALGO_V4A " ",
+					  strlen(ALGO_V4A) + 1) == 0)
+		return SIGV4_SIGV4A;
 	if (!auth || nauth != 1 || sigv4_parse_auth(auth, a) < 0)
 		return SIGV4_MALFORMED;
 	if (strcmp(a->key_id, ph->key_id) != 0)
@@ -569,6 +578,8 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 		if (strncmp(sha, "STREAMING-", 10) == 0) {
 			if (strcmp(sha, STREAMING) == 0)
 				out->chunked = true;
+			else if (strcmp(sha, STREAMING_TRAILER) == 0)
+				out->chunked = out->trailer = true;
 			else if (strcmp(sha, "STREAMING-UNSIGNED-PAYLOAD-TRAILER") != 0)
 				return SIGV4_UNSUPPORTED;
 		}
@@ -635,6 +646,62 @@ out:
 	return st;
 }
 
+/* The trailer's signature: its fields' hash, chained on @prev. */
+static void trailer_sign(const uint8_t key[32], const char *amz_date, const char *scope,
+			 const char *prev, const char *h, char hex[SIGV4_HEX_LEN + 1])
+{
+	struct buf sts = { 0 };
+
+	buf_printf(&sts, ALGO "-TRAILER\n%s\n%s\n%s\n%s", amz_date, scope, prev, h);
+	sign_string(key, sts.data, sts.len, hex);
+	buf_free(&sts);
+}
+
+/* The signed trailer at @off (after the final chunk's line): "name:value
+ * \r\n" fields, then TRAILER_TAG SIG "\r\n\r\n", the end of @body. The
+ * fields' canonical form is each "name:value\n". */
+static enum sigv4_status resign_trailer(struct sigv4_resign *rs, char *body, size_t len,
+					size_t off)
+{
+	const size_t tl = strlen(TRAILER_TAG);
+	struct buf canon = { 0 };
+	char h[SIGV4_HEX_LEN + 1], ph[SIGV4_HEX_LEN + 1], real[SIGV4_HEX_LEN + 1];
+	enum sigv4_status st = SIGV4_TRAILER;
+
+	while (off < len) {
+		const char *eol = memmem(body + off, len - off, "\r\n", 2);
+		char *sigp = body + off + tl;
+		size_t n = eol ? (size_t)(eol - (body + off)) : 0;
+
+		if (!eol || n == 0 || canon.len > 8192)
+			break;
+		if (n != tl + SIGV4_HEX_LEN || strncasecmp(body + off, TRAILER_TAG, tl) != 0) {
+			/* a field: a name, a colon, a value */
+			const char *colon = memchr(body + off, ':', n);
+
+			if (!colon || colon == body + off)
+				break;
+			buf_append(&canon, body + off, n);
+			buf_append(&canon, "\n", 1);
+			off += n + 2;
+			continue;
+		}
+		if (!canon.len || !is_hex_lower(sigp, SIGV4_HEX_LEN) || len - off - n != 4 ||
+		    memcmp(body + off + n, "\r\n\r\n", 4) != 0)
+			break;
+		sigv4_sha256_hex(canon.data, canon.len, h);
+		trailer_sign(rs->ph_key, rs->amz_date, rs->scope, rs->ph_prev, h, ph);
+		if (CRYPTO_memcmp(ph, sigp, SIGV4_HEX_LEN) != 0)
+			break;
+		trailer_sign(rs->real_key, rs->amz_date, rs->scope, rs->real_prev, h, real);
+		memcpy(sigp, real, SIGV4_HEX_LEN);
+		st = SIGV4_OK;
+		break;
+	}
+	buf_free(&canon);
+	return st;
+}
+
 enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_t len)
 {
 	static const char tag[] = ";chunk-signature=";
@@ -644,6 +711,7 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 		char *sigp, ph[SIGV4_HEX_LEN + 1], real[SIGV4_HEX_LEN + 1], h[SIGV4_HEX_LEN + 1];
 		uint64_t size = 0;
 		size_t i = off, data;
+		bool trailer;
 
 		while (i < len && util_hex_value((unsigned char)body[i]) >= 0) {
 			if (i - off >= 16)
@@ -659,8 +727,9 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 		    sigp[SIGV4_HEX_LEN + 1] != '\n')
 			return SIGV4_CHUNK;
 		data = (size_t)(sigp + SIGV4_HEX_LEN + 2 - body);
-		if (size > len - data || len - data - size < 2 || body[data + size] != '\r' ||
-		    body[data + size + 1] != '\n')
+		trailer = size == 0 && rs->trailer; /* the trailer follows at once */
+		if (!trailer && (size > len - data || len - data - size < 2 ||
+				 body[data + size] != '\r' || body[data + size + 1] != '\n'))
 			return SIGV4_CHUNK;
 		/* the data's hash once, for both chains */
 		sigv4_sha256_hex(body + data, (size_t)size, h);
@@ -672,6 +741,8 @@ enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_
 		memcpy(rs->real_prev, real, sizeof(real));
 		memcpy(sigp, real, SIGV4_HEX_LEN);
 		rs->chunks++;
+		if (trailer)
+			return resign_trailer(rs, body, len, data);
 		off = data + (size_t)size + 2;
 		if (size == 0)
 			/* the final chunk: "0;chunk-signature=S\r\n\r\n" */

@@ -121,6 +121,10 @@ enum sigv4_status {
 				placeholder secret */
 	SIGV4_CHUNK,         /* a chunk is malformed or its signature does
 				not verify */
+	SIGV4_SIGV4A,        /* SigV4a (AWS4-ECDSA-P256-SHA256): not
+				re-signed */
+	SIGV4_TRAILER,       /* a signed trailer is malformed or its
+				signature does not verify */
 	SIGV4_STATUS_COUNT
 };
 
@@ -134,6 +138,9 @@ struct sigv4_resign {
 					   (malloc'd: the real token), or
 					   NULL when the request has none */
 	bool chunked;                   /* a signed aws-chunked body */
+	bool trailer;                   /* ... ending in signed trailers
+					   (STREAMING-AWS4-HMAC-SHA256-
+					   PAYLOAD-TRAILER) */
 	bool s3;
 	char amz_date[17];
 	char scope[160];
@@ -157,8 +164,13 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 /* Verifies every chunk signature of an aws-chunked body in place (@body,
  * @len bytes: "HEX;chunk-signature=SIG\r\nDATA\r\n"..., the final chunk of
  * size 0 and "\r\n") with the placeholder chain and overwrites each with
- * the real chain's (same length: the body keeps its length). Returns
- * SIGV4_OK or SIGV4_CHUNK (the body is then in an unspecified state). */
+ * the real chain's (same length: the body keeps its length). With signed
+ * trailers (rs->trailer) the final chunk "0;chunk-signature=SIG\r\n" is
+ * followed by trailer fields "name:value\r\n" and
+ * "x-amz-trailer-signature:SIG\r\n\r\n": that signature (over the
+ * fields, chained on the final chunk's) is verified and replaced too.
+ * Returns SIGV4_OK, SIGV4_CHUNK or SIGV4_TRAILER (the body is then in an
+ * unspecified state). */
 enum sigv4_status sigv4_resign_chunks(struct sigv4_resign *rs, char *body, size_t len);
 
 void sigv4_resign_free(struct sigv4_resign *rs);

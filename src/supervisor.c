@@ -562,8 +562,6 @@ static void kill_stopped(struct supervisor *sv)
  * times. Returns false when a refresh ran (the caller looks again). */
 static bool timers(struct supervisor *sv, int *timeout)
 {
-	time_t now;
-
 	if (sv->workers && sv->wp.stopping) {
 		uint64_t ms = util_now_ms();
 
@@ -574,20 +572,13 @@ static bool timers(struct supervisor *sv, int *timeout)
 		*timeout = sooner(*timeout, (int64_t)(sv->kill_at - ms));
 		return true;
 	}
-	now = time(NULL);
-	if (gitcred_next(&sv->git)) {
-		if (now >= gitcred_next(&sv->git)) {
-			gitcred_refresh(sv->s, sv->s->p, &sv->git, &sv->wp);
-			return false;
-		}
-		*timeout = sooner(*timeout, (int64_t)(gitcred_next(&sv->git) - now) * 1000);
+	if (util_timer_due(gitcred_next(&sv->git), timeout)) {
+		gitcred_refresh(sv->s, sv->s->p, &sv->git, &sv->wp);
+		return false;
 	}
-	if (oauth_next(&sv->oauth)) {
-		if (now >= oauth_next(&sv->oauth)) {
-			oauth_refresh_due(sv->s, sv->s->p, &sv->oauth, &sv->wp);
-			return false;
-		}
-		*timeout = sooner(*timeout, (int64_t)(oauth_next(&sv->oauth) - now) * 1000);
+	if (util_timer_due(oauth_next(&sv->oauth), timeout)) {
+		oauth_refresh_due(sv->s, sv->s->p, &sv->oauth, &sv->wp);
+		return false;
 	}
 	return true;
 }

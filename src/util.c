@@ -26,6 +26,19 @@ uint64_t util_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+bool util_timer_due(int64_t at, int *timeout)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	if (!at)
+		return false;
+	if (now >= at)
+		return true;
+	if (*timeout < 0 || (at - now) * 1000 < *timeout)
+		*timeout = (int)((at - now) * 1000);
+	return false;
+}
+
 unsigned int util_test_ms(const char *key, unsigned int def)
 {
 	const char *s = getenv("AIRLOCK_TEST_TIMEOUTS");

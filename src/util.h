@@ -100,6 +100,11 @@ int util_tcp_connect(const char *host, const char *port, int timeout_s, char *er
 /* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
 uint64_t util_now_ms(void);
 
+/* A poll loop's wall-clock timer at @at (Unix time; 0: none, e.g. a
+ * credential's next refresh): true when it is due; otherwise false, with
+ * @*timeout (ms, -1: none) lowered to the time left until it. */
+bool util_timer_due(int64_t at, int *timeout);
+
 /* A timeout that a test may shorten (test-only; docs/TESTING.md): the
  * value of @key in AIRLOCK_TEST_TIMEOUTS ("key=ms,key=ms"), if that is a
  * number below @def, else @def. It can only shorten a timeout, never

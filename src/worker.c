@@ -70,6 +70,7 @@
 #include "child.h"
 #include "confine.h"
 #include "dnsstub.h"
+#include "ghapp.h"
 #include "gitfilter.h"
 #include "intercept.h"
 #include "keeper.h"
@@ -85,6 +86,10 @@
 /* How long a worker that captured a value waits for the supervisor to
  * have told every other worker (it then cuts the answer). */
 #define WORKER_CAPTURE_WAIT_MS 5000
+/* How long a worker waits for the supervisor's refresh after a 401 to an
+ * OAuth token (the refresh's own bound, and some) before the 401 is
+ * relayed as it is. */
+#define WORKER_OAUTH_WAIT_MS (GHAPP_TIMEOUT_MS + 2000)
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
  * its canonical form adds the defaults). */
@@ -199,7 +204,8 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 }
 
 static void worker_sync(void *arg);
-static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len);
+static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
+			    bool wait);
 static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
 			       size_t len, const char *ph, size_t phlen);
 
@@ -375,10 +381,9 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		learn_capture(x, &r, fd);
 		break;
 	case MSG_OAUTH_401:
-		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
-		break;
 	case MSG_CAPTURE_ACK:
-		/* late: the capture it answers was given up on */
+		/* late: the refresh or the capture it answers was given
+		 * up on */
 		break;
 	case MSG_KEEPER_READY:
 	case MSG_FATAL:
@@ -442,18 +447,63 @@ static void worker_sync(void *arg)
 	serve_ctl(arg);
 }
 
+/* Waits up to @ms for the supervisor's answer of type @type (no fields),
+ * serving every other message meanwhile (a MSG_CAPTURE among them).
+ * Returns the microseconds since @t0, or -1. */
+static int64_t await_answer(struct wctx *x, enum msg_type type, const struct timespec *t0,
+			    int64_t ms)
+{
+	struct timespec t1;
+	int64_t waited = 0;
+
+	while (waited < ms) {
+		struct pollfd pfd = { x->ctl, POLLIN, 0 };
+		struct msg_reader r;
+		int fd = -1, pr;
+		ssize_t n;
+
+		pr = poll(&pfd, 1, (int)(ms - waited));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited = (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+		if (pr <= 0)
+			continue;
+		n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			continue;
+		if (n > 0 && msg_reader_init(&r, x->in, (size_t)n) && r.type == type &&
+		    msg_end(&r)) {
+			if (fd >= 0)
+				close(fd);
+			return (t1.tv_sec - t0->tv_sec) * 1000000 +
+			       (t1.tv_nsec - t0->tv_nsec) / 1000;
+		}
+		if (!serve_one(x, n, fd))
+			return -1;
+	}
+	return -1;
+}
+
 /* A bound host answered 401 to an OAuth token: the supervisor refreshes
- * it (oauth.c) and hands the new one to every worker. Not waited for. */
-static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len)
+ * it (oauth.c) and hands the new one to every worker. With @wait, the
+ * supervisor's answer (MSG_OAUTH_401 without fields, after the new token,
+ * if any) is awaited, so that the request can be sent again with it;
+ * this worker's loop waits meanwhile (bounded: WORKER_OAUTH_WAIT_MS). */
+static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
+			    bool wait)
 {
 	struct wctx *x = arg;
+	struct timespec t0;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	msg_start(&x->out, MSG_OAUTH_401);
 	msg_put_cstr(&x->out, secret);
 	msg_put_bytes(&x->out, value, len);
+	msg_put_u32(&x->out, wait);
 	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
 		child_fatal("cannot ask the supervisor for an OAuth refresh");
 	explicit_bzero(x->out.buf, x->out.cap);
+	if (wait)
+		(void)await_answer(x, MSG_OAUTH_401, &t0, WORKER_OAUTH_WAIT_MS);
 }
 
 /* A value this worker captured: to the supervisor, which queues it for
@@ -464,8 +514,7 @@ static int64_t worker_announce(void *arg, const char *secret, time_t expires, co
 			       size_t len, const char *ph, size_t phlen)
 {
 	struct wctx *x = arg;
-	struct timespec t0, t1;
-	int64_t waited = 0;
+	struct timespec t0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	msg_start(&x->out, MSG_CAPTURE);
@@ -478,31 +527,7 @@ static int64_t worker_announce(void *arg, const char *secret, time_t expires, co
 		return -1;
 	}
 	explicit_bzero(x->out.buf, x->out.cap);
-	while (waited < WORKER_CAPTURE_WAIT_MS) {
-		struct pollfd pfd = { x->ctl, POLLIN, 0 };
-		struct msg_reader r;
-		int fd = -1, pr;
-		ssize_t n;
-
-		pr = poll(&pfd, 1, (int)(WORKER_CAPTURE_WAIT_MS - waited));
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-		if (pr <= 0)
-			continue;
-		n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
-		if (n == -EAGAIN)
-			continue;
-		if (n > 0 && msg_reader_init(&r, x->in, (size_t)n) && r.type == MSG_CAPTURE_ACK &&
-		    msg_end(&r)) {
-			if (fd >= 0)
-				close(fd);
-			return (t1.tv_sec - t0.tv_sec) * 1000000 +
-			       (t1.tv_nsec - t0.tv_nsec) / 1000;
-		}
-		if (!serve_one(x, n, fd))
-			return -1;
-	}
-	return -1;
+	return await_answer(x, MSG_CAPTURE_ACK, &t0, WORKER_CAPTURE_WAIT_MS);
 }
 
 static bool worker_signal(void *arg, const struct signalfd_siginfo *si)
@@ -821,6 +846,7 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 	const char *reason;
 	const void *val;
 	size_t vlen;
+	uint32_t wait;
 	bool open = true;
 	int fd;
 
@@ -859,10 +885,21 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 			msg_free(&ack);
 		} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_OAUTH_401 &&
 			   msg_get_str(&r, REGISTRY_NAME_MAX, &reason, NULL) &&
-			   msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &vlen) && msg_end(&r)) {
+			   msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &vlen) &&
+			   msg_get_u32(&r, &wait) && msg_end(&r)) {
 			if (wp->oauth401)
 				wp->oauth401(wp->oauth_arg, reason, val, vlen);
 			explicit_bzero(buf, (size_t)n);
+			if (wait) {
+				/* after the new token (sent to every worker,
+				 * this one too): the worker sends the request
+				 * again with it */
+				struct msg done = { 0 };
+
+				msg_start(&done, MSG_OAUTH_401);
+				(void)msg_send(w->ctl, &done, -1, 0);
+				msg_free(&done);
+			}
 		} else if (r.type == MSG_FATAL &&
 			   msg_get_str(&r, sizeof(w->fatal) - 1, &reason, NULL) &&
 			   msg_end(&r)) {

@@ -8,9 +8,15 @@ X-Airlock-Rule of a refusal, or "-") and the body on a second line.
 MODE:
   chunked N      PUT N bytes as a signed aws-chunked upload (64 KiB chunks)
   chunk-tamper N the same with one data byte changed after signing
+  trailer N      PUT N bytes as aws-chunked with a signed trailer (a CRC32
+                 checksum: STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)
+  trailer-tamper N  the same with the trailer's checksum changed after signing
+  sigv4a         GET with an AWS4-ECDSA-P256-SHA256 (SigV4a) Authorization
   tamper         GET signed, then a signed header changed
   wrong-secret   GET signed with a secret that is not the placeholder's
 """
+import base64
+import binascii
 import datetime
 import http.client
 import os
@@ -36,12 +42,21 @@ def main():
     key = awssig.signing_key(secret, date, "us-east-1", "s3")
     method, body, size = "GET", b"", 65536
     headers = [("Host", host), ("X-Amz-Date", amz_date)]
-    if mode in ("chunked", "chunk-tamper"):
+    trailer = None
+    if mode in ("chunked", "chunk-tamper", "trailer", "trailer-tamper"):
         method = "PUT"
         data = bytes((i * 7) & 0xff for i in range(n))
+        length = awssig.chunked_length(n, size)
+        sha = awssig.STREAMING
+        if mode.startswith("trailer"):
+            crc = base64.b64encode(binascii.crc32(data).to_bytes(4, "big")).decode()
+            trailer = [("x-amz-checksum-crc32", crc)]
+            sha = awssig.TRAILER
+            length += len(awssig.trailer_block(trailer, "0" * 64)) - 2
+            headers.append(("x-amz-trailer", "x-amz-checksum-crc32"))
         headers += [("Content-Encoding", "aws-chunked"),
-                    ("Content-Length", str(awssig.chunked_length(n, size))),
-                    ("x-amz-content-sha256", awssig.STREAMING),
+                    ("Content-Length", str(length)),
+                    ("x-amz-content-sha256", sha),
                     ("x-amz-decoded-content-length", str(n))]
     else:
         headers += [("x-amz-content-sha256", awssig.EMPTY), ("Range", "bytes=0-9")]
@@ -52,13 +67,23 @@ def main():
                              dict((k.lower(), v) for k, v in headers)["x-amz-content-sha256"],
                              True)
     sig = awssig.sign(key, amz_date, scope, canon)
-    headers.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, "
-                    "Signature=%s" % (key_id, scope, signed, sig)))
-    if mode in ("chunked", "chunk-tamper"):
-        body = awssig.chunked_body(key, amz_date, scope, sig, data, size)
+    if mode == "sigv4a":
+        # the form only: the broker refuses it before any check
+        headers.append(("X-Amz-Region-Set", "*"))
+        headers.append(("Authorization", "AWS4-ECDSA-P256-SHA256 Credential=%s/%s/s3/"
+                        "aws4_request, SignedHeaders=%s, Signature=%s" %
+                        (key_id, date, signed, sig * 2)))
+    else:
+        headers.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, "
+                        "SignedHeaders=%s, Signature=%s" % (key_id, scope, signed, sig)))
+    if method == "PUT":
+        body = awssig.chunked_body(key, amz_date, scope, sig, data, size, trailer)
         if mode == "chunk-tamper":
             i = body.index(b"\r\n") + 2 + 100
             body = body[:i] + bytes([body[i] ^ 1]) + body[i + 1:]
+        if mode == "trailer-tamper":
+            i = body.index(b"x-amz-checksum-crc32:") + len("x-amz-checksum-crc32:")
+            body = body[:i] + (b"B" if body[i:i + 1] != b"B" else b"C") + body[i + 1:]
     if mode == "tamper":
         headers = [(k, "bytes=0-99") if k == "Range" else (k, v) for k, v in headers]
     proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])

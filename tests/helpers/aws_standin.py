@@ -36,21 +36,6 @@ def log(**kw):
         f.write(json.dumps(kw) + "\n")
 
 
-def dechunk_signed(raw, key, amz_date, scope, seed):
-    data, prev, off = b"", seed, 0
-    while True:
-        eol = raw.index(b"\r\n", off)
-        size_s, _, sig = raw[off:eol].partition(b";chunk-signature=")
-        size = int(size_s, 16)
-        piece = raw[eol + 2:eol + 2 + size]
-        want = awssig.chunk_sign(key, amz_date, scope, prev, piece)
-        if sig.decode() != want or raw[eol + 2 + size:eol + 4 + size] != b"\r\n":
-            raise ValueError("chunk signature")
-        data, prev, off = data + piece, want, eol + 4 + size
-        if size == 0:
-            return data
-
-
 def dechunk_plain(raw):
     data, off = b"", 0
     while True:
@@ -97,9 +82,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         want = awssig.sign(key, amz_date, scope, canon)
         if want != sig:
             return "signature", raw
-        if sha == awssig.STREAMING:
+        if sha in (awssig.STREAMING, awssig.TRAILER):
             try:
-                return None, dechunk_signed(raw, key, amz_date, scope, sig)
+                return None, awssig.dechunk_signed(raw, key, amz_date, scope, sig,
+                                                   sha == awssig.TRAILER)
             except ValueError as e:
                 return str(e), raw
         if sha == "STREAMING-UNSIGNED-PAYLOAD-TRAILER":

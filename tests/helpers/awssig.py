@@ -10,6 +10,7 @@ import re
 import urllib.parse
 
 STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+TRAILER = STREAMING + "-TRAILER"
 EMPTY = hashlib.sha256(b"").hexdigest()
 AUTH_RE = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/,]+)/(\d{8})/([^/,]+)/([^/,]+)/"
                      r"aws4_request, ?SignedHeaders=([^, ]+), ?Signature=([0-9a-f]{64})$")
@@ -65,14 +66,64 @@ def chunk_sign(key, amz_date, scope, prev, data):
     return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
 
 
-def chunked_body(key, amz_date, scope, seed, data, size):
-    """The aws-chunked body of data in chunks of size, signed on seed."""
+def trailer_sign(key, amz_date, scope, prev, fields):
+    """The signature of the trailer fields [(name, value)], chained on prev
+    (the final chunk's): over each "name:value\\n"."""
+    canon = "".join("%s:%s\n" % nv for nv in fields)
+    sts = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev, sha(canon.encode())])
+    return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+
+
+def trailer_block(fields, sig):
+    return b"".join(b"%s:%s\r\n" % (n.encode(), v.encode()) for n, v in fields) + \
+        b"x-amz-trailer-signature:%s\r\n\r\n" % sig.encode()
+
+
+def chunked_body(key, amz_date, scope, seed, data, size, trailer=None):
+    """The aws-chunked body of data in chunks of size, signed on seed; with
+    trailer fields [(name, value)], the signed trailer after the final
+    chunk (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)."""
     out, prev = b"", seed
     pieces = [data[i:i + size] for i in range(0, len(data), size)] + [b""]
     for piece in pieces:
         prev = chunk_sign(key, amz_date, scope, prev, piece)
-        out += b"%x;chunk-signature=%s\r\n" % (len(piece), prev.encode()) + piece + b"\r\n"
+        out += b"%x;chunk-signature=%s\r\n" % (len(piece), prev.encode())
+        if trailer is not None and not piece:
+            return out + trailer_block(trailer, trailer_sign(key, amz_date, scope, prev,
+                                                             trailer))
+        out += piece + b"\r\n"
     return out
+
+
+def dechunk_signed(raw, key, amz_date, scope, seed, trailer=False):
+    """The payload of a signed aws-chunked body, every signature checked
+    (ValueError otherwise); with trailer, the signed trailer too."""
+    data, prev, off = b"", seed, 0
+    while True:
+        eol = raw.index(b"\r\n", off)
+        size_s, _, sig = raw[off:eol].partition(b";chunk-signature=")
+        size = int(size_s, 16)
+        piece = raw[eol + 2:eol + 2 + size]
+        want = chunk_sign(key, amz_date, scope, prev, piece)
+        if sig.decode() != want:
+            raise ValueError("chunk signature")
+        if size == 0 and trailer:
+            fields, off = [], eol + 2
+            while True:
+                eol = raw.index(b"\r\n", off)
+                name, _, value = raw[off:eol].decode().partition(":")
+                off = eol + 2
+                if name == "x-amz-trailer-signature":
+                    if raw[off:] != b"\r\n" or not fields or \
+                            value != trailer_sign(key, amz_date, scope, want, fields):
+                        raise ValueError("trailer signature")
+                    return data
+                fields.append((name, value))
+        if raw[eol + 2 + size:eol + 4 + size] != b"\r\n":
+            raise ValueError("chunk signature")
+        data, prev, off = data + piece, want, eol + 4 + size
+        if size == 0:
+            return data
 
 
 def chunked_length(n, size):

@@ -11,7 +11,9 @@ picks the part:
   api.*   GET /v1/...         200 only for the newest token issued (every
           older one, and a revoked one, gets 401). /v1/echo answers the
           Authorization header it got; /v1/revoke revokes the newest token;
-          /v1/down creates DOWN (the token endpoint fails from then on).
+          /v1/down creates DOWN (the token endpoint fails from then on);
+          /v1/always401 answers 401 whatever the token.
+  api.*   POST /v1/...        as GET (the body is read and dropped).
 
 Every request is a JSON line in LOG: host, path, what it got (the form, the
 Authorization), which grant the token was (0: none of them), the status.
@@ -61,6 +63,8 @@ class H(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n).decode("latin-1")
         form = {k: v[0] for k, v in urllib.parse.parse_qs(raw, keep_blank_values=True).items()}
+        if self.host().startswith("api."):
+            return self.do_GET()
         if not self.host().startswith("auth.") or self.path != "/oauth/token":
             log(host=self.host(), path=self.path, status=404)
             return self.answer(404, {"error": "not_found"})
@@ -92,7 +96,7 @@ class H(BaseHTTPRequestHandler):
         with LOCK:
             k = TOKENS.index(tok) + 1 if tok in TOKENS else 0
             newest = k and k == len(TOKENS) and tok not in REVOKED
-        if not self.host().startswith("api.") or not newest:
+        if not self.host().startswith("api.") or not newest or self.path == "/v1/always401":
             log(host=self.host(), path=self.path, auth=auth, grant=k, status=401)
             return self.answer(401, {"error": "invalid_token"})
         if self.path == "/v1/revoke":

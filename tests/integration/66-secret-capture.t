@@ -67,15 +67,13 @@ cat > "$POLICY" <<EOF
 EOF
 "$AIRLOCK" check "$POLICY" > /dev/null
 ok $? "a policy with capture rules is valid"
-sed 's|"json": \["/token"\], "expires": "/expires_at"|"expires": "/expires_at"|' "$POLICY" > "$T/bad.json"
-like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" 'secrets\.scm\.capture\[0\].*"json" or "headers"' \
+pl_policy_refused 's|"json": \["/token"\], "expires": "/expires_at"|"expires": "/expires_at"|' \
+	'secrets\.scm\.capture\[0\].*"json" or "headers"' \
 	"a capture rule without json or headers is refused, naming its JSON path"
-sed 's|"hosts": \["api.airlock.test"\],|"hosts": ["api.airlock.test"], "from_env": "X",|' "$POLICY" > "$T/bad.json"
-like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" 'secrets\.scm.*no from_env or from_file' \
-	"a captured secret with from_env is refused"
-sed 's|/sessions/\*/scm-credentials|sessions/x|' "$POLICY" > "$T/bad.json"
-like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" 'secrets\.scm\.capture\[0\]\.paths\[[0-9]\]' \
-	"a capture path that is not a path is refused"
+pl_policy_refused 's|"hosts": \["api.airlock.test"\],|"hosts": ["api.airlock.test"], "from_env": "X",|' \
+	'secrets\.scm.*no from_env or from_file' "a captured secret with from_env is refused"
+pl_policy_refused 's|/sessions/\*/scm-credentials|sessions/x|' \
+	'secrets\.scm\.capture\[0\]\.paths\[[0-9]\]' "a capture path that is not a path is refused"
 
 REFRESH=rt-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH
 REFRESH_TOKEN=$REFRESH timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
@@ -160,7 +158,9 @@ like "$HPH" '^hdr-' "a header value is captured too (prefix kept)"
 ok "$([ "$HPH" != "$HDR" ] && echo 0 || echo 1)" "... the agent got a placeholder"
 like "$(net_last line~/repos/header)" "\"Authorization\", \"$HDR\"" "... and using it sends the value"
 
-ok "$([ "$(cat "$WS/esc.code")" != 200 ] && echo 0 || echo 1)" "an escaped token that cannot be replaced: the answer is not relayed"
+is "$(cat "$WS/esc.code")" 502 "an escaped token that cannot be replaced: the agent gets a 502, not the answer"
+r=$(grep '"type":"proxy.error"' "$EV" | grep escaped | tail -1)
+is "$(jf "$r" decision) $(jf "$r" rule)" "block secrets.scm.capture[0]" "... with a receipt naming the capture rule"
 ! grep -q 'bcdefghijklmnopqrstuvwxyz0123456789AB' "$WS/esc.out" 2>/dev/null
 ok $? "... none of it reached the agent"
 r=$(grep '"type":"secret.capture"' "$EV" | grep escaped | tail -1)

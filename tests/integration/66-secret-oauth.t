@@ -60,21 +60,17 @@ cat > "$POLICY" <<EOF
 EOF
 "$AIRLOCK" check "$POLICY" > /dev/null
 ok $? "a policy with an oauth secret is valid"
-bad() { # SED REGEX DESC
-	sed "$1" "$POLICY" > "$T/bad.json"
-	like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" "$2" "$3"
-}
-bad 's|"token_url": "https://auth.airlock.test/oauth/token"|"token_url": "http://auth.airlock.test/t"|' \
+pl_policy_refused 's|"token_url": "https://auth.airlock.test/oauth/token"|"token_url": "http://auth.airlock.test/t"|' \
 	'secrets\.api\.oauth\.token_url.*https' "oauth.token_url over http:// is refused, naming its JSON path"
-bad 's|"refresh_token_from_file": "[^"]*",||' \
+pl_policy_refused 's|"refresh_token_from_file": "[^"]*",||' \
 	'secrets\.api\.oauth.*refresh_token_from_env and refresh_token_from_file' \
 	"oauth without a refresh token is refused"
-bad 's|"env": "API_TOKEN", ||' 'secrets\.api\.env.*oauth' "an oauth secret without env is refused"
-bad 's|"env": "API_TOKEN",|"env": "API_TOKEN", "from_env": "X",|' \
+pl_policy_refused 's|"env": "API_TOKEN", ||' 'secrets\.api\.env.*oauth' "an oauth secret without env is refused"
+pl_policy_refused 's|"env": "API_TOKEN",|"env": "API_TOKEN", "from_env": "X",|' \
 	'secrets\.api.*OAuth secret.*no from_env' "an oauth secret with from_env is refused"
-bad 's|"client_id": "cli-1"|"client_id": ""|' 'secrets\.api\.oauth\.client_id' \
+pl_policy_refused 's|"client_id": "cli-1"|"client_id": ""|' 'secrets\.api\.oauth\.client_id' \
 	"an empty client_id is refused"
-bad 's|"scope": "read write"|"scope": "read write", "grant": 1|' 'secrets\.api\.oauth\.grant' \
+pl_policy_refused 's|"scope": "read write"|"scope": "read write", "grant": 1|' 'secrets\.api\.oauth\.grant' \
 	"an unknown oauth member is refused"
 
 OAUTH_CS=$CS timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
@@ -93,6 +89,10 @@ done
 c echo -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/echo
 c revoke -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/revoke
 c r401 -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/after-revoke
+c always -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/always401
+c revoke3 -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/revoke
+c post -d "x=1" -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/post-after-revoke
+c apost -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/after-post
 sleep 2
 c a3 -H "Authorization: Bearer $API_TOKEN" https://api.oauth.airlock.test/v1/three
 c token -d "grant_type=refresh_token&refresh_token=x" https://auth.airlock.test/oauth/token
@@ -146,20 +146,48 @@ CODE_OLD=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --cacert "$CA" 
 is "$CODE_OLD" 401 "control: the stand-in refuses the first (old) access token"
 like "$(cat "$WS/echo.out")" "^got Bearer $PH" "a token echoed back is scrubbed to the placeholder"
 
-r=$(api /v1/after-revoke)
-is "$(cat "$WS/r401.code") $(jf "$r" status)" "401 401" \
-	"a revoked token: the API's 401 is relayed (the request is not retried)"
+at() { grep "\"path\": \"$1\"" "$OLOG" | sed -n "$2p"; }
+r1=$(at /v1/after-revoke 1)
+r2=$(at /v1/after-revoke 2)
+is "$(jf "$r1" status) $(jf "$r2" status) $(grep -c '"path": "/v1/after-revoke"' "$OLOG")" "401 200 2" \
+	"a revoked token: the API answered 401, the request went again once, with the refreshed token"
+is "$(cat "$WS/r401.code")" 200 "... and the agent got the second answer (200), not the 401"
+ok "$([ "$(jf "$r2" grant)" -gt "$(jf "$r1" grant)" ] && echo 0 || echo 1)" \
+	"... the retry carried a newer grant ($(jf "$r1" grant) then $(jf "$r2" grant))"
+r=$(grep '"type":"secret.retry"' "$EV" | grep '/v1/after-revoke' | head -1)
+is "$(jf "$r" decision) $(jf "$r" rule) $(jf "$r" subject.why)" "allow secrets.api.oauth refreshed" \
+	"... recorded as secret.retry (why refreshed)"
+like "$(cat "$WS/r401.out")" '"ok": true' "... the body the agent got is the retry's"
+
+r1=$(at /v1/always401 1)
+r2=$(at /v1/always401 2)
+is "$(cat "$WS/always.code") $(grep -c '"path": "/v1/always401"' "$OLOG")" "401 2" \
+	"a 401 again after the retry reaches the agent: the request went twice, not more"
+ok "$([ "$(jf "$r2" grant)" -eq "$(($(jf "$r1" grant) + 1))" ] && echo 0 || echo 1)" \
+	"... one refresh between them (grant $(jf "$r1" grant) then $(jf "$r2" grant)), none after the second 401"
+is "$(grep '"type":"secret.retry"' "$EV" | grep '/v1/always401' | sed 's/.*"why":"\([a-z-]*\)".*/\1/' | tr '\n' ' ')" \
+	"refreshed retried " "... recorded: secret.retry refreshed, then retried (the second 401 relayed)"
+is "$(grep '"type":"secret.refresh"' "$EV" | grep '"why":"401"' | grep -c '"decision":"allow"')" 3 \
+	"... one secret.refresh (why 401) for each request refused (after-revoke, always401, the POST)"
+
+r=$(at /v1/post-after-revoke 1)
+is "$(cat "$WS/post.code") $(jf "$r" status) $(grep -c '"path": "/v1/post-after-revoke"' "$OLOG")" "401 401 1" \
+	"a request whose body was streamed is not sent again: its 401 is relayed"
+r=$(grep '"type":"secret.retry"' "$EV" | grep '/v1/post-after-revoke' | head -1)
+is "$(jf "$r" decision) $(jf "$r" subject.why)" "info not-replayable" "... and recorded (secret.retry info, not-replayable)"
+r=$(api /v1/after-post)
+is "$(cat "$WS/apost.code") $(jf "$r" status)" "200 200" "... the token was refreshed for the next request all the same"
 r=$(grep '"type":"secret.refresh"' "$EV" | grep '"why":"401"' | head -1)
 is "$(jf "$r" decision) $(jf "$r" subject.secret)" "allow api" "... and the 401 made one refresh (secret.refresh why 401)"
-diag "401 relayed -> refreshed token recorded: $(python3 -c '
+diag "after a 401: the refresh recorded -> the request sent again: $(python3 -c '
 import json, sys
 from datetime import datetime
 t = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
     s = r.get("subject", {})
-    k = "a" if r["type"] == "http.request" and s.get("path") == "/v1/after-revoke" else \
-        "b" if r["type"] == "secret.refresh" and s.get("why") == "401" and r["decision"] == "allow" else None
+    k = "a" if r["type"] == "secret.refresh" and s.get("why") == "401" and r["decision"] == "allow" else \
+        "b" if r["type"] == "secret.retry" and s.get("why") == "refreshed" else None
     if k and k not in t:
         t[k] = datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
 print("%d ms" % ((t["b"] - t["a"]).total_seconds() * 1000) if len(t) == 2 else "n/a")

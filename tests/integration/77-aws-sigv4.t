@@ -100,6 +100,9 @@ curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -D presign.h "$(cat presig
 	> presign.code 2>&1
 $PY aws_client.py chunked bkt.s3.amazonaws.com /chunked.bin 200000 > chunked.out 2>&1
 $PY aws_client.py chunk-tamper bkt.s3.amazonaws.com /chunk-tamper.bin 200000 > chunk-tamper.out 2>&1
+$PY aws_client.py trailer bkt.s3.amazonaws.com /trailer.bin 200000 > trailer.out 2>&1
+$PY aws_client.py trailer-tamper bkt.s3.amazonaws.com /trailer-tamper.bin 200000 > trailer-tamper.out 2>&1
+$PY aws_client.py sigv4a bkt.s3.amazonaws.com /sigv4a.bin > sigv4a.out 2>&1
 $PY aws_client.py tamper bkt.s3.amazonaws.com /tamper.bin > tamper.out 2>&1
 $PY aws_client.py wrong-secret bkt.s3.amazonaws.com /wrong.bin > wrong.out 2>&1
 $AWS s3 ls s3://bkt/other/ --endpoint-url https://api.airlock.test > other.out 2>&1
@@ -174,6 +177,18 @@ refused() { # FILE PATH WHY DESC
 	is "$(grep -c "\"path\": \"$2\"" "$ST_LOG")" 0 "$4: the stand-in got nothing of it"
 }
 refused chunk-tamper.out /chunk-tamper.bin chunk "a data byte changed after the chunk was signed"
+
+# signed trailers: the chunks and the trailer's signature re-signed
+like "$(head -1 "$WS/trailer.out")" '^200 -$' "aws-chunked with a signed trailer (x-amz-checksum-crc32): 200"
+r=$(grep '"path": "/trailer.bin"' "$ST_LOG" | tail -1)
+is "$(jf "$r" verified) $(jf "$r" payload_len)" "true 200000" \
+	"the stand-in verified every chunk and the trailer's signature with the real key"
+r=$(grep '"type":"secret.inject"' "$EV" | grep '/trailer.bin' | tail -1)
+is "$(jf "$r" subject.resigned) $(jf "$r" subject.chunks)" "true 5" "... recorded as re-signed"
+refused trailer-tamper.out /trailer-tamper.bin trailer "the trailer's checksum changed after it was signed"
+refused sigv4a.out /sigv4a.bin sigv4a "a SigV4a (AWS4-ECDSA-P256-SHA256) request"
+like "$(grep '"type":"secret.block"' "$EV" | grep '/sigv4a.bin' | tail -1)" 'SigV4a.*not re-signed' \
+	"... the receipt's reason says SigV4a is not re-signed"
 refused tamper.out /tamper.bin signature "a signed header changed after signing"
 refused wrong.out /wrong.bin signature "signed with another secret than the placeholder"
 is "$(cat "$WS/presign.code")" 403 "a presigned URL carrying the placeholder: 403"

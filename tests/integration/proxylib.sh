@@ -183,6 +183,12 @@ PL_ZONE='{
   "dnsdenyport.airlock.test": ["198.18.0.11"]
 }'
 
+# `airlock check` refuses $POLICY edited by a sed script, saying REGEX.
+pl_policy_refused() { # SED REGEX DESC
+	sed "$1" "$POLICY" > "$T/bad.json"
+	like "$("$AIRLOCK" check "$T/bad.json" 2>&1)" "$2" "$3"
+}
+
 # Lists of endpoints -> JSON arrays.
 pl_json_list() {
 	python3 -c 'import json, sys; print(json.dumps(sys.argv[1].split()))' "$1"

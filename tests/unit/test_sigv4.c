@@ -373,8 +373,10 @@ static void test_resign(void)
 		   "refused: no session token where the real credentials need one");
 	with_field(&m, f, 4, "X-Content-Type", NULL, SIGV4_MISSING,
 		   "refused: a signed header is absent");
+	with_field(&m, f, 2, NULL, "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD",
+		   SIGV4_UNSUPPORTED, "refused: a STREAMING payload the broker does not know");
 	with_field(&m, f, 2, NULL, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
-		   SIGV4_UNSUPPORTED, "refused: signed trailers are not re-signed");
+		   SIGV4_MISMATCH, "signed trailers: the payload hash is signed like any other");
 	with_field(&m, f, 2, "x-amz-other", NULL, SIGV4_NEED_BODY,
 		   "no x-amz-content-sha256: the body's hash is needed");
 	with_field(&m, f, 1, NULL, "20260102T000000Z", SIGV4_UNSUPPORTED,
