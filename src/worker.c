@@ -719,6 +719,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 		      char *err, size_t errlen)
 {
 	pid_t parent = getpid();
+	sigset_t ring, old;
 	unsigned int i;
 
 	ASSERT(n >= 1 && n <= WORKER_MAX);
@@ -752,7 +753,15 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			goto fail;
 		}
 		fflush(NULL);
+		/* The worker is born with SIGUSR1 blocked: the supervisor may
+		 * ring it (a message on its channel) before it reaches its
+		 * loop's signalfd, and the default action would kill it. */
+		sigemptyset(&ring);
+		sigaddset(&ring, SIGUSR1);
+		sigprocmask(SIG_BLOCK, &ring, &old);
 		pid = fork();
+		if (pid != 0)
+			sigprocmask(SIG_SETMASK, &old, NULL);
 		if (pid < 0) {
 			snprintf(err, errlen, "egress proxy worker: fork: %s",
 				 strerror(errno));
