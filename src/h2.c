@@ -58,6 +58,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 
+#include "http.h"
 #include "util.h"
 
 #define BUF_HIGH ((size_t)64 * 1024)  /* stop producing output above this */
@@ -124,6 +125,11 @@ struct h2_stream {
 	bool up_closed;              /* the upstream stream is closed */
 	bool up_ended;               /* ... with END_STREAM */
 	bool outcome_set;
+	/* an HTTP/1.1 upstream (h1_*) */
+	struct h2_stream *qnext;     /* waiting for the upstream connection */
+	bool queued;
+	bool h1_chunked;             /* its request body goes up chunked */
+	bool h1_req_done;            /* all of its request is in c->uout */
 };
 
 struct h2 {
@@ -135,6 +141,17 @@ struct h2 {
 	const struct h2_stream *cur; /* the stream a receipt is about */
 	bool up_gone;                /* no more streams can go upstream */
 	bool error_recorded;         /* the connection's proxy.error */
+	/* An HTTP/1.1 upstream: one exchange at a time on it, the streams
+	 * that passed the filters wait in order (h1_*); us is unused. */
+	bool up_h1;
+	bool h1_close;               /* the exchange on it was abandoned */
+	struct h2_stream *h1cur;     /* the exchange on the upstream */
+	struct h2_stream *qhead, *qtail;
+	bool h1_head_done;           /* h1cur's final head was read */
+	enum http_body h1_body;
+	uint64_t h1_left;
+	struct http_chunked h1_ch;
+	bool h1_keep;
 };
 
 static void set_outcome(struct h2_stream *s, enum filter_outcome o)
@@ -207,11 +224,24 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t cid)
 	return s;
 }
 
+static void h1_unqueue(struct h2_stream *s);
+
 /* The upstream stream no longer reaches @s. */
 static void detach_upstream(struct h2_stream *s, uint32_t code)
 {
 	struct h2 *h = s->h;
 
+	if (h->up_h1) {
+		h1_unqueue(s);
+		if (h->h1cur == s) {
+			/* an HTTP/1.1 exchange cannot be cancelled: its
+			 * connection goes (h2_step) */
+			h->h1cur = NULL;
+			h->h1_close = true;
+		}
+		s->up_closed = true;
+		return;
+	}
 	if (s->uid > 0 && !s->up_closed) {
 		(void)nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
 		(void)nghttp2_submit_rst_stream(h->us, NGHTTP2_FLAG_NONE, s->uid, code);
@@ -644,6 +674,8 @@ static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_
 	return (ssize_t)n;
 }
 
+static void h1_enqueue(struct h2_stream *s);
+
 /* Every filter let the request go: it is opened upstream. */
 static void proceed(struct h2_stream *s)
 {
@@ -664,6 +696,10 @@ static void proceed(struct h2_stream *s)
 	for (i = 0; i < s->nf; i++)
 		if (s->f[i].ops->request_sent)
 			s->f[i].ops->request_sent(s->f[i].st);
+	if (h->up_h1) {
+		h1_enqueue(s);
+		goto sent;
+	}
 	target = s->rq.target ? util_xstrdup(s->rq.target)
 			      : util_xasprintf("%s%s%s", s->path, s->query ? "?" : "",
 					       s->query ? s->query : "");
@@ -690,6 +726,7 @@ static void proceed(struct h2_stream *s)
 		return;
 	}
 	s->uid = id;
+sent:
 	s->sent = true;
 	/* what came while the filters decided */
 	if (s->up.len && !s->slice_end && !request_slice(s, s->up.data, s->up.len, false))
@@ -795,7 +832,7 @@ static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 		return;
 	buf_append(&s->up, d, n);
 	s->up_owed += n;
-	if (s->sent)
+	if (s->sent && !s->h->up_h1)
 		(void)nghttp2_session_resume_data(s->h->us, s->uid);
 }
 
@@ -811,7 +848,8 @@ static void request_end(struct h2_stream *s)
 	if (s->sent) {
 		if (!request_slice(s, NULL, 0, true))
 			return;
-		(void)nghttp2_session_resume_data(s->h->us, s->uid);
+		if (!s->h->up_h1)
+			(void)nghttp2_session_resume_data(s->h->us, s->uid);
 	}
 }
 
@@ -1049,6 +1087,267 @@ static void response_end(struct h2_stream *s)
 				s->f[i].ops->response_trailers(s->f[i].st, &s->trailers);
 	s->resp_end = true;
 	(void)nghttp2_session_resume_data(s->h->cs, s->cid);
+}
+
+/* --- an HTTP/1.1 upstream --------------------------------------------------------- */
+
+#define H1_IN_MAX ((size_t)64 * 1024) /* upstream bytes read ahead */
+
+static void h1_enqueue(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+
+	s->queued = true;
+	s->qnext = NULL;
+	if (h->qtail)
+		h->qtail->qnext = s;
+	else
+		h->qhead = s;
+	h->qtail = s;
+}
+
+static void h1_unqueue(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	struct h2_stream **pp, *prev = NULL;
+
+	if (!s->queued)
+		return;
+	for (pp = &h->qhead; *pp; prev = *pp, pp = &(*pp)->qnext) {
+		if (*pp != s)
+			continue;
+		*pp = s->qnext;
+		if (h->qtail == s)
+			h->qtail = prev;
+		break;
+	}
+	s->queued = false;
+	s->qnext = NULL;
+}
+
+/* The next stream in line becomes the exchange on the upstream: its
+ * head, written as HTTP/1.1 from the filtered request. */
+static void h1_start(struct h2 *h)
+{
+	struct buf *b = &h->c->uout;
+	struct h2_stream *s = h->qhead;
+	size_t i;
+
+	if (h->h1cur || !s || h->up_gone || h->h1_close)
+		return;
+	h1_unqueue(s);
+	h->h1cur = s;
+	h->h1_head_done = false;
+	if (s->rq.target)
+		buf_printf(b, "%s %s HTTP/1.1\r\n", s->method, s->rq.target);
+	else
+		buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", s->method, s->path,
+			   s->query ? "?" : "", s->query ? s->query : "");
+	buf_printf(b, "Host: %s\r\n", s->authority ? s->authority : s->host_header);
+	for (i = 0; i < s->rq.headers.count; i++) {
+		const struct filter_header *f = &s->rq.headers.h[i];
+
+		if (connection_specific(f->name) || f->name[0] == ':' ||
+		    strcasecmp(f->name, "te") == 0)
+			continue;
+		buf_printf(b, "%s: %s\r\n", f->name, f->value);
+	}
+	s->h1_chunked = false;
+	if (s->has_cl) {
+		buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)s->cl);
+	} else if (!s->req_end || s->up.len) {
+		buf_puts(b, "Transfer-Encoding: chunked\r\n");
+		s->h1_chunked = true;
+	}
+	buf_puts(b, "\r\n");
+}
+
+/* Request body bytes of the current exchange, as the upstream's queue
+ * takes them (the client is credited for what left). */
+static void h1_pump_request(struct h2 *h)
+{
+	struct h2_stream *s = h->h1cur;
+	struct buf *b = &h->c->uout;
+
+	if (!s || s->h1_req_done)
+		return;
+	while (s->up.len && b->len < BUF_HIGH) {
+		size_t n = s->up.len < 16384 ? s->up.len : 16384;
+
+		if (s->h1_chunked)
+			buf_printf(b, "%zx\r\n", n);
+		buf_append(b, s->up.data, n);
+		if (s->h1_chunked)
+			buf_puts(b, "\r\n");
+		buf_consume(&s->up, n);
+		s->bytes_up += n;
+		credit_client(s, n);
+	}
+	if (s->req_end && !s->up.len) {
+		if (s->h1_chunked)
+			buf_puts(b, "0\r\n\r\n");
+		s->h1_req_done = true;
+	}
+}
+
+/* The current exchange's answer is complete (@ended: its stream already
+ * knows): the next one may start, unless the connection cannot carry it. */
+static void h1_finish(struct h2 *h, struct h2_stream *s, bool ended)
+{
+	h->h1cur = NULL;
+	h->h1_head_done = false;
+	s->up_closed = true;
+	if (!h->h1_keep || !s->h1_req_done)
+		h->h1_close = true;
+	if (!ended)
+		response_end(s);
+}
+
+/* A body slice of the current exchange, as u_data does for h2. False
+ * when the stream was cut. */
+static bool h1_deliver(struct h2 *h, struct h2_stream *s, const char *d, size_t n)
+{
+	if (s->grpc) {
+		buf_append(&s->gin, d, n);
+		if (!grpc_messages(s))
+			return false;
+	} else if (!response_slice(s, d, n, false)) {
+		return false;
+	}
+	(void)nghttp2_session_resume_data(h->cs, s->cid);
+	return h->h1cur == s;
+}
+
+/* The upstream broke HTTP/1.1 on the current exchange. */
+static void h1_broken(struct h2 *h, struct h2_stream *s, const char *why)
+{
+	char reason[160];
+
+	snprintf(reason, sizeof(reason), "the upstream's HTTP/1.1 answer: %s",
+		 why ? why : "malformed");
+	set_outcome(s, s->resp_started ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
+	(void)fail(s, s->resp_started ? 0 : 502, "upstream.malformed", reason);
+	h->h1cur = NULL;
+	h->h1_close = true;
+}
+
+/* The head of the current exchange's answer (interim ones skipped);
+ * false when it is not complete yet or the exchange ended. */
+static bool h1_head(struct h2 *h, struct h2_stream *s)
+{
+	struct conn *c = h->c;
+	struct http_response resp;
+	enum http_result r;
+	size_t i;
+
+	for (;;) {
+		r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
+					strcmp(s->method, "HEAD") == 0);
+		if (r == HTTP_INCOMPLETE)
+			return false;
+		if (r != HTTP_OK || resp.status == 101) {
+			h1_broken(h, s, r == HTTP_OK ? "a 101 nobody asked for" : resp.error);
+			return false;
+		}
+		if (resp.status >= 200)
+			break;
+		buf_consume(&c->uin, resp.head_len); /* interim: not relayed */
+	}
+	s->status_in = resp.status;
+	filter_headers_free(&s->rs.headers);
+	for (i = 0; i < resp.headers.count; i++) {
+		const struct http_header *f = &resp.headers.h[i];
+		char *n, *v;
+
+		if (http_is_hop_by_hop(&resp.headers, f->name) ||
+		    http_slice_eq_ci(f->name, "content-length") ||
+		    http_slice_eq_ci(f->name, "transfer-encoding"))
+			continue;
+		n = util_xstrndup(f->name.ptr, f->name.len);
+		v = util_xstrndup(f->value.ptr, f->value.len);
+		for (char *p = n; *p; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+		filter_headers_add(&s->rs.headers, n, v);
+		explicit_bzero(v, strlen(v));
+		free(n);
+		free(v);
+	}
+	s->has_rcl = resp.body == HTTP_BODY_LENGTH;
+	s->rcl = resp.content_length;
+	h->h1_body = resp.body;
+	h->h1_left = resp.content_length;
+	h->h1_keep = resp.keep_alive;
+	if (resp.body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&h->h1_ch, NULL);
+	buf_consume(&c->uin, resp.head_len);
+	h->h1_head_done = true;
+	response_head(s, resp.body == HTTP_BODY_NONE);
+	if (h->h1cur != s)
+		return false;
+	if (resp.body == HTTP_BODY_NONE) {
+		h1_finish(h, s, true);
+		return false;
+	}
+	return true;
+}
+
+/* Moves the upstream's answer from c->uin to the current stream while
+ * the client takes it (@eof: the upstream closed). */
+static void h1_response(struct h2 *h, bool eof)
+{
+	struct conn *c = h->c;
+	struct h2_stream *s;
+
+	while ((s = h->h1cur) != NULL) {
+		struct http_slice data = { NULL, 0 };
+		size_t used = 0;
+		bool done = false;
+
+		if (!h->h1_head_done && !h1_head(h, s))
+			return;
+		if (s->down.len >= BUF_HIGH)
+			return; /* the client takes it first */
+		if (!c->uin.len) {
+			if (!eof)
+				return;
+			if (h->h1_body != HTTP_BODY_UNTIL_CLOSE)
+				return; /* truncated: upstream_gone cuts it */
+			h->h1_keep = false;
+			h1_finish(h, s, false);
+			return;
+		}
+		if (h->h1_body == HTTP_BODY_CHUNKED) {
+			enum http_chunked_result r = http_chunked_feed(
+				&h->h1_ch, c->uin.data, c->uin.len, &used, &data);
+
+			if (r == HTTP_CHUNKED_BAD) {
+				h1_broken(h, s, h->h1_ch.error);
+				return;
+			}
+			done = r == HTTP_CHUNKED_DONE;
+		} else {
+			used = c->uin.len;
+			if (h->h1_body == HTTP_BODY_LENGTH && used > h->h1_left)
+				used = (size_t)h->h1_left;
+			data.ptr = c->uin.data;
+			data.len = used;
+			if (h->h1_body == HTTP_BODY_LENGTH) {
+				h->h1_left -= used;
+				done = h->h1_left == 0;
+			}
+		}
+		if (data.len && !h1_deliver(h, s, data.ptr, data.len))
+			return;
+		buf_consume(&c->uin, used);
+		if (done)
+			h1_finish(h, s, false);
+	}
+	if (c->uin.len && !h->h1cur) {
+		/* bytes nobody asked for */
+		buf_free(&c->uin);
+		h->h1_close = true;
+	}
 }
 
 /* --- nghttp2 callbacks: the client's side ---------------------------------------- */
@@ -1351,13 +1650,14 @@ static void settings(nghttp2_session *s, bool server)
 						     H2_CONN_WINDOW) == 0);
 }
 
-void h2_begin(struct conn *c)
+void h2_begin(struct conn *c, bool upstream_h2)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *o = options();
 	struct h2 *h = util_xcalloc(1, sizeof(*h));
 
 	h->c = c;
+	h->up_h1 = !upstream_h2;
 	c->h2 = h;
 	c->inner = true; /* requests inside a tunnel: the target is fixed */
 	ASSERT(nghttp2_session_callbacks_new(&cb) == 0);
@@ -1379,7 +1679,8 @@ void h2_begin(struct conn *c)
 	nghttp2_session_callbacks_del(cb);
 	nghttp2_option_del(o);
 	settings(h->cs, true);
-	settings(h->us, false);
+	if (upstream_h2)
+		settings(h->us, false);
 	conn_enter(c, CONN_H2);
 	h2_step(c, false, 0);
 }
@@ -1433,6 +1734,9 @@ static void upstream_gone(struct h2 *h)
 	if (h->up_gone)
 		return;
 	h->up_gone = true;
+	h->h1cur = NULL;
+	while (h->qhead)
+		h1_unqueue(h->qhead);
 	for (s = h->streams; s; s = next) {
 		next = s->next;
 		if (s->answered || s->resp_end)
@@ -1451,6 +1755,49 @@ static void upstream_gone(struct h2 *h)
 				    NGHTTP2_NO_ERROR, NULL, 0);
 }
 
+/* The HTTP/1.1 upstream is gone (closed, broken or abandoned). */
+static void h1_drop(struct h2 *h)
+{
+	struct conn *c = h->c;
+
+	h->h1_close = false;
+	if (endpoint_open(&c->upstream)) {
+		conn_unwatch(c, true);
+		endpoint_close(&c->upstream);
+	}
+	buf_free(&c->uout);
+	buf_free(&c->uin);
+	upstream_gone(h);
+}
+
+/* Reads the HTTP/1.1 upstream while its answer is taken. Returns
+ * whether bytes moved. */
+static int h1_pump_in(struct h2 *h)
+{
+	struct conn *c = h->c;
+	int moved = 0, i;
+	bool eof = false;
+
+	for (i = 0; i < READ_ROUNDS && endpoint_open(&c->upstream) && c->uin.len < H1_IN_MAX;
+	     i++) {
+		ssize_t n = endpoint_read_buf(&c->upstream, &c->uin, H1_IN_MAX);
+
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			eof = true;
+			break;
+		}
+		moved = 1;
+	}
+	h1_response(h, eof);
+	if (eof) {
+		h1_drop(h);
+		moved = 1;
+	}
+	return moved;
+}
+
 /* Reads one side into its session. Returns -1 when @c was closed, else
  * whether bytes moved. */
 static int pump_in(struct h2 *h, bool upstream)
@@ -1461,6 +1808,8 @@ static int pump_in(struct h2 *h, bool upstream)
 	char tmp[16384];
 	int moved = 0, i;
 
+	if (upstream && h->up_h1)
+		return h1_pump_in(h);
 	for (i = 0; i < READ_ROUNDS && endpoint_open(e); i++) {
 		ssize_t n = endpoint_read(e, tmp, sizeof(tmp));
 		ssize_t rv;
@@ -1516,7 +1865,19 @@ static int pump_out(struct h2 *h, bool upstream)
 		buf_free(b);
 		return 0;
 	}
-	while (b->len < BUF_HIGH) {
+	if (upstream && h->up_h1) {
+		size_t before = b->len;
+
+		h1_response(h, false);
+		h1_start(h);
+		h1_pump_request(h);
+		if (h->h1_close) {
+			h1_drop(h);
+			return 1;
+		}
+		moved = b->len != before;
+	}
+	while (!(upstream && h->up_h1) && b->len < BUF_HIGH) {
 		const uint8_t *d;
 		ssize_t n = nghttp2_session_mem_send(sess, &d);
 
@@ -1544,7 +1905,7 @@ static int pump_out(struct h2 *h, bool upstream)
 			upstream_gone(h);
 			return 1;
 		}
-		moved = b->len < before;
+		moved = moved || b->len < before;
 	}
 	return moved;
 }
@@ -1598,7 +1959,11 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	conn_watch(c, false,
 		   endpoint_events(&c->client, true, c->cout.len > 0) | EPOLLRDHUP);
-	if (endpoint_open(&c->upstream))
-		conn_watch(c, true, endpoint_events(&c->upstream, true, c->uout.len > 0) |
-					    EPOLLRDHUP);
+	if (endpoint_open(&c->upstream)) {
+		bool rd = !h->up_h1 || (c->uin.len < H1_IN_MAX &&
+					(!h->h1cur || h->h1cur->down.len < BUF_HIGH));
+
+		conn_watch(c, true, endpoint_events(&c->upstream, rd, c->uout.len > 0) |
+					    (rd ? EPOLLRDHUP : 0));
+	}
 }

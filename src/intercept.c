@@ -26,9 +26,10 @@
  *     CA in the key holder (which alone holds the CA key, and checks that
  *     the policy intercepts that host) and cached per worker, answers the
  *     ClientHello already read (OpenSSL reads it from a memory BIO, then
- *     from the socket); it is given h2 only when the upstream chose h2,
- *     so both sides speak the same version: HTTP/1.1 on both, or h2 on
- *     both with each stream one exchange (h2.c);
+ *     from the socket); it is given h2 when it offers h2, whatever the
+ *     upstream chose: an h2 client has each stream one exchange (h2.c),
+ *     relayed as h2 streams to an h2 upstream or one HTTP/1.1 exchange
+ *     after another to an HTTP/1.1 upstream; else HTTP/1.1 on both;
  *  3. if the upstream did not verify, the client, now speaking TLS with
  *     the proxy, gets a 502 naming the reason (proxy.error, rule
  *     upstream.tls) and the connection ends: never a fallback to
@@ -447,8 +448,9 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
-	if (c->ic->upstream_h2)
-		tls_server_offer_h2(ssl);
+	/* h2 to the client whatever the upstream chose: h2.c translates to
+	 * an HTTP/1.1 upstream */
+	tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());
 	ASSERT(c->ic->hello);
@@ -463,7 +465,7 @@ static void client_begin(struct conn *c)
 
 static void established(struct conn *c)
 {
-	bool h2;
+	bool h2, upstream_h2;
 
 	if (c->ic->upstream_error) {
 		struct verdict v;
@@ -480,14 +482,17 @@ static void established(struct conn *c)
 		(void)verdict_apply(c, &v);
 		return;
 	}
+	upstream_h2 = c->ic->upstream_h2;
 	intercept_free(c);
 	h2 = tls_alpn_is_h2(c->client.ssl);
-	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s}", "tls", 1, "sni", c->sni,
-					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1"));
+	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
+					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1",
+					  "upstream_protocol", upstream_h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;
 	if (h2) {
-		/* both sides chose h2: stream to stream (h2.c) */
-		h2_begin(c);
+		/* the client chose h2: stream to stream (h2.c), to an h2
+		 * or an HTTP/1.1 upstream */
+		h2_begin(c, upstream_h2);
 		return;
 	}
 	exchange_begin(c, true);
