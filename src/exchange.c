@@ -780,11 +780,6 @@ static void write_headers(struct buf *b, const struct filter_headers *hs)
 
 /* --- coded answers --------------------------------------------------------- */
 
-/* Header fields that describe the coded bytes, wrong once decoded. */
-static const char *const coded_only[] = {
-	"content-encoding", "content-md5", "content-digest", "repr-digest", "digest",
-};
-
 /* A refused or failed coding: 502 while the head is held, else the
  * answer is cut; either way a receipt names the coding. */
 static void coding_fail(struct conn *c, const char *coding, const char *codings,
@@ -811,30 +806,15 @@ static bool decode_setup(struct conn *c)
 {
 	struct exchange *x = c->x;
 	struct decode_codings cs = { .n = 0 };
-	enum decode_codings_result r = DECODE_CODINGS_OK;
+	enum decode_codings_result r;
 	char bad[64], listed[256];
-	size_t k, o = 0, content;
-	int i;
+	size_t content;
 
 	if (x->resp_body == HTTP_BODY_NONE)
 		return true;
-	listed[0] = '\0';
-	for (i = c->intercept ? filter_headers_find(&x->rs.headers, "content-encoding", 0) : -1;
-	     i >= 0 && r == DECODE_CODINGS_OK;
-	     i = filter_headers_find(&x->rs.headers, "content-encoding", (size_t)i + 1)) {
-		const char *v = x->rs.headers.h[i].value;
-		int w = snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", v);
-
-		if (w > 0)
-			o = o + (size_t)w < sizeof(listed) ? o + (size_t)w : sizeof(listed) - 1;
-		r = decode_codings_add(&cs, v, strlen(v), false, bad, sizeof(bad));
-	}
-	content = cs.n; /* content codings undone: the head changes */
-	if (r == DECODE_CODINGS_OK && x->resp_te) {
-		(void)snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", x->resp_te);
-		r = decode_codings_add(&cs, x->resp_te, strlen(x->resp_te), true, bad,
-				       sizeof(bad));
-	}
+	/* content codings undone: the head changes */
+	r = decode_codings_head(&x->rs.headers, c->intercept, x->resp_te, &cs, &content, bad,
+				sizeof(bad), listed, sizeof(listed));
 	if (r != DECODE_CODINGS_OK) {
 		coding_fail(c, bad, listed,
 			    r == DECODE_CODINGS_TOO_MANY
@@ -844,8 +824,8 @@ static bool decode_setup(struct conn *c)
 	}
 	if (cs.n == 0)
 		return true;
-	for (k = 0; content > 0 && k < ARRAY_SIZE(coded_only); k++)
-		filter_headers_remove(&x->rs.headers, coded_only[k]);
+	if (content > 0)
+		decode_strip_head(&x->rs.headers);
 	x->codings = cs;
 	x->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);
 	return true;
