@@ -242,6 +242,14 @@ struct filter_ops {
 	 * relayed to the client: editable like a head's headers. May be
 	 * NULL. */
 	void (*response_trailers)(void *st, struct filter_headers *trailers);
+	/* HTTP/2 request trailers (@rq is the request, its headers as
+	 * sent), before they go upstream: editable like the head's headers;
+	 * a verdict resets the stream (its body has gone already) and the
+	 * trailers are not sent. Without the hook a filter passes them. May
+	 * be NULL. */
+	enum filter_result (*request_trailers)(void *st, const struct filter_request *rq,
+					       struct filter_headers *trailers,
+					       struct verdict *v);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);

@@ -58,6 +58,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 
+#include "decode.h"
 #include "http.h"
 #include "util.h"
 
@@ -99,6 +100,7 @@ struct h2_stream {
 	struct filter_response rs;
 	uint64_t rcl;
 	struct filter_headers trailers;
+	struct filter_headers rq_trailers; /* the client's, once filtered */
 	size_t resp_head_bytes;
 	struct buf gin;              /* the gRPC message coming in */
 	struct buf down;             /* response bytes for the client */
@@ -118,6 +120,13 @@ struct h2_stream {
 	bool transform;
 	bool grpc;                   /* gRPC messages through the transform:
 					each re-framed (h2_grpc_*) */
+	bool keeps;                  /* the transforms keep the length */
+	bool head_held;              /* a decoded answer's head waits for its
+					first byte (a failure is still a 502) */
+	bool coded_end;              /* all of the coded body is in @coded */
+	struct decode *dec;          /* the answer's content coding undone */
+	struct decode_codings codings;
+	struct buf coded;            /* coded bytes not yet in @dec */
 	bool resp_started;           /* its head went to the client */
 	bool resp_end;               /* all of it is in @down */
 	bool resp_done;              /* all of it is sent */
@@ -288,10 +297,14 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	filter_headers_free(&s->rq.headers);
 	filter_headers_free(&s->rs.headers);
 	filter_headers_free(&s->trailers);
+	filter_headers_free(&s->rq_trailers);
 	buf_free(&s->whole);
 	buf_free(&s->up);
 	buf_free(&s->down);
 	buf_free(&s->gin);
+	buf_free(&s->coded);
+	if (s->dec)
+		decode_free(s->dec);
 	free(s);
 }
 
@@ -321,7 +334,7 @@ static void credit_client(struct h2_stream *s, size_t n)
  * this stream is low. */
 static void credit_upstream(struct h2_stream *s)
 {
-	if (!s->down_owed || s->down.len >= LOW_MARK)
+	if (!s->down_owed || s->down.len >= LOW_MARK || s->coded.len)
 		return;
 	if (s->uid > 0 && !s->up_closed)
 		(void)nghttp2_session_consume(s->h->us, s->uid, s->down_owed);
@@ -667,6 +680,17 @@ static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_
 	credit_client(s, n);
 	if (s->up.len == 0 && s->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (s->rq_trailers.count) {
+			nghttp2_nv *nv = util_xcalloc(s->rq_trailers.count, sizeof(*nv));
+			char **names = util_xcalloc(s->rq_trailers.count + 1, sizeof(*names));
+			size_t k = 0, nn = 0;
+
+			add_headers(nv, &k, &s->rq_trailers, names, &nn, false);
+			if (k && nghttp2_submit_trailer(h->us, id, nv, k) == 0)
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			free(nv);
+			free_names(names, nn);
+		}
 		return (ssize_t)n;
 	}
 	if (n == 0)
@@ -836,10 +860,33 @@ static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 		(void)nghttp2_session_resume_data(s->h->us, s->uid);
 }
 
+/* The client's trailers through the filters. False when the stream was
+ * refused (reset: its body has gone up already). */
+static bool request_trailers(struct h2_stream *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nf && s->rq_trailers.count; i++) {
+		struct verdict v;
+		enum filter_result r;
+
+		if (!s->f[i].ops->request_trailers)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = s->f[i].ops->request_trailers(s->f[i].st, &s->rq, &s->rq_trailers, &v);
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return false;
+		verdict_clear(&v);
+	}
+	return true;
+}
+
 static void request_end(struct h2_stream *s)
 {
 	s->req_end = true;
 	if (s->answered || s->head_bad)
+		return;
+	if (s->rq_trailers.count && !request_trailers(s))
 		return;
 	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
 		run_whole(s);
@@ -999,16 +1046,174 @@ static bool grpc_messages(struct h2_stream *s)
 	}
 }
 
+/* --- coded answers ------------------------------------------------------------------ */
+
+/* A coding the proxy cannot undo (502 while the head is held, else the
+ * stream is cut), with its receipt. */
+static void coding_fail(struct h2_stream *s, const char *coding, const char *codings,
+			const char *why)
+{
+	struct verdict v;
+
+	verdict_setf(&v, VERDICT_FAIL, s->resp_started ? 0 : 502, "upstream.coding",
+		     "the answer's %s coding: %s", coding, why);
+	v.extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "request_method", s->method,
+			    "request_path", s->path, "coding", coding, "codings", codings,
+			    "protocol", "h2");
+	set_outcome(s, s->resp_started ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
+	(void)refuse(s, &v);
+}
+
+/* The content codings of the answer's head (the decoder exchange.c uses):
+ * with one, the body is decoded before the filters see it and the head
+ * says no coding. False when the stream was answered (a coding the proxy
+ * cannot decode, or more than it undoes). */
+static bool decode_setup(struct h2_stream *s)
+{
+	struct decode_codings cs = { .n = 0 };
+	enum decode_codings_result r;
+	char bad[64], listed[256];
+	size_t content;
+
+	r = decode_codings_head(&s->rs.headers, true, NULL, &cs, &content, bad, sizeof(bad),
+				listed, sizeof(listed));
+	if (r != DECODE_CODINGS_OK) {
+		coding_fail(s, bad, listed,
+			    r == DECODE_CODINGS_TOO_MANY
+				    ? "more codings than the proxy undoes (2): not relayed unread"
+				    : "the proxy cannot decode it: not relayed unread");
+		return false;
+	}
+	if (!content)
+		return true;
+	decode_strip_head(&s->rs.headers);
+	s->codings = cs;
+	s->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);
+	s->has_rcl = false;
+	s->rs.body = HTTP_BODY_CHUNKED;
+	s->rs.content_length = 0;
+	return true;
+}
+
+/* One piece of the (decoded) body: through the filters into @s->down.
+ * False when the stream was cut. */
+static bool body_piece(struct h2_stream *s, const char *d, size_t n)
+{
+	if (s->grpc) {
+		buf_append(&s->gin, d, n);
+		return grpc_messages(s);
+	}
+	return response_slice(s, d, n, false);
+}
+
+static void send_head(struct h2_stream *s, bool end);
+static void response_done(struct h2_stream *s);
+
+/* Coded bytes from @s->coded through the decoder, the decoded ones
+ * through the filters, while the client takes them (the decoder holds
+ * the rest: memory stays bounded whatever the ratio). */
+static void decode_pump(struct h2_stream *s)
+{
+	char piece[16384];
+
+	/* (an outcome is set once the stream was cut or answered) */
+	while (s->dec && !s->answered && !s->outcome_set && s->down.len < BUF_HIGH) {
+		size_t got = 0;
+		enum decode_result r = decode_get(s->dec, piece, sizeof(piece), &got);
+
+		if (r == DECODE_OUTPUT) {
+			if (s->head_held)
+				send_head(s, false);
+			if (!body_piece(s, piece, got))
+				return;
+			continue;
+		}
+		if (r == DECODE_DONE) {
+			decode_free(s->dec);
+			s->dec = NULL;
+			if (s->head_held)
+				send_head(s, false);
+			response_done(s);
+			return;
+		}
+		if (r == DECODE_ERROR) {
+			char codings[64];
+
+			decode_codings_format(&s->codings, codings, sizeof(codings));
+			coding_fail(s, decode_coding_name(decode_error_coding(s->dec)), codings,
+				    decode_error(s->dec));
+			return;
+		}
+		if (s->coded.len) {
+			size_t put = decode_put(s->dec, s->coded.data, s->coded.len);
+
+			buf_consume(&s->coded, put);
+			if (put)
+				continue;
+		} else if (s->coded_end) {
+			s->coded_end = false;
+			decode_end(s->dec);
+			continue;
+		}
+		break;
+	}
+	credit_upstream(s);
+	if (s->resp_started)
+		(void)nghttp2_session_resume_data(s->h->cs, s->cid);
+}
+
+/* A slice of the answer's body as it came from the upstream. False when
+ * the stream was cut or answered. */
+static bool response_data(struct h2_stream *s, const char *d, size_t n)
+{
+	if (!s->dec)
+		return body_piece(s, d, n);
+	buf_append(&s->coded, d, n);
+	decode_pump(s);
+	return !s->answered && !s->outcome_set;
+}
+
+/* An interim head (1xx; its fields collected in s->rs.headers, taken
+ * from there): shown to the filters (which scrub its fields), then to
+ * the client. */
+static void relay_interim(struct h2_stream *s)
+{
+	struct filter_response rs;
+	nghttp2_nv *nv;
+	char **names, status[8];
+	size_t i, n = 0, nnames = 0;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.status = s->status_in;
+	rs.reason = util_xstrdup("");
+	rs.body = HTTP_BODY_NONE;
+	rs.headers = s->rs.headers;
+	memset(&s->rs.headers, 0, sizeof(s->rs.headers));
+	s->has_rcl = false;
+	s->resp_head_bytes = 0;
+	for (i = 0; i < s->nf; i++)
+		if (s->f[i].ops->response_interim)
+			s->f[i].ops->response_interim(s->f[i].st, &rs);
+	nv = util_xcalloc(rs.headers.count + 1, sizeof(*nv));
+	names = util_xcalloc(rs.headers.count + 1, sizeof(*names));
+	snprintf(status, sizeof(status), "%u", rs.status);
+	add_nv(nv, &n, ":status", status);
+	add_headers(nv, &n, &rs.headers, names, &nnames, false);
+	if (rs.status > 100 && rs.status < 200)
+		(void)nghttp2_submit_headers(s->h->cs, NGHTTP2_FLAG_NONE, s->cid, NULL, nv, n, NULL);
+	free(nv);
+	free_names(names, nnames);
+	free(rs.reason);
+	filter_headers_free(&rs.headers);
+}
+
 /* The upstream's final head, copied into s->rs: through the filters,
  * then to the client. @end: it has no body. */
+static void send_head(struct h2_stream *s, bool end);
+
 static void response_head(struct h2_stream *s, bool end)
 {
-	struct h2 *h = s->h;
-	nghttp2_nv *nv;
-	nghttp2_data_provider prd;
-	/* cppcheck-suppress variableScope ; nv points into it until submitted */
-	char **names, status[8], length[24];
-	size_t i, n = 0, nnames = 0;
+	size_t i;
 	bool keeps = true;
 
 	s->final_seen = true;
@@ -1017,6 +1222,8 @@ static void response_head(struct h2_stream *s, bool end)
 	s->rs.content_length = s->rcl;
 	if (!s->rs.reason)
 		s->rs.reason = util_xstrdup("");
+	if (!end && !decode_setup(s))
+		return;
 	for (i = 0; i < s->nf; i++) {
 		struct filter_transform tf = { false, false };
 		struct verdict v;
@@ -1035,6 +1242,7 @@ static void response_head(struct h2_stream *s, bool end)
 				keeps = false;
 		}
 	}
+	s->keeps = keeps;
 	if (s->transform) {
 		const char *ct = filter_headers_get(&s->rs.headers, "content-type");
 
@@ -1046,12 +1254,29 @@ static void response_head(struct h2_stream *s, bool end)
 			return;
 		s->resp_end = true;
 	}
+	if (s->dec)
+		s->head_held = true; /* sent with the first decoded byte */
+	else
+		send_head(s, end);
+}
+
+/* The answer's head goes to the client. */
+static void send_head(struct h2_stream *s, bool end)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv *nv;
+	nghttp2_data_provider prd;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
+	char **names, status[8], length[24];
+	size_t n = 0, nnames = 0;
+
+	s->head_held = false;
 	nv = util_xcalloc(s->rs.headers.count + 2, sizeof(*nv));
 	names = util_xcalloc(s->rs.headers.count + 1, sizeof(*names));
 	snprintf(status, sizeof(status), "%u", s->rs.status);
 	add_nv(nv, &n, ":status", status);
 	add_headers(nv, &n, &s->rs.headers, names, &nnames, false);
-	if (s->has_rcl && (!s->transform || keeps)) {
+	if (s->has_rcl && (!s->transform || s->keeps)) {
 		snprintf(length, sizeof(length), "%llu", (unsigned long long)s->rcl);
 		add_nv(nv, &n, "content-length", length);
 	}
@@ -1069,11 +1294,24 @@ static void response_head(struct h2_stream *s, bool end)
 	free_names(names, nnames);
 }
 
+static void response_done(struct h2_stream *s);
+
 /* The upstream ended the stream after its head (with or without
  * trailers). */
 static void response_end(struct h2_stream *s)
 {
 	s->up_ended = true;
+	if (s->dec) {
+		s->coded_end = true;
+		decode_pump(s);
+		return;
+	}
+	response_done(s);
+}
+
+/* All of the answer's body went through the filters. */
+static void response_done(struct h2_stream *s)
+{
 	if (s->grpc && s->gin.len) {
 		set_outcome(s, FILTER_OUTCOME_CUT);
 		(void)fail(s, 0, "upstream.grpc", "the upstream ended in a gRPC message");
@@ -1090,6 +1328,9 @@ static void response_end(struct h2_stream *s)
 }
 
 /* --- an HTTP/1.1 upstream --------------------------------------------------------- */
+
+static void take_header(struct h2_stream *s, bool response, bool trailer, const char *name,
+			size_t namelen, const char *value, size_t valuelen);
 
 #define H1_IN_MAX ((size_t)64 * 1024) /* upstream bytes read ahead */
 
@@ -1184,8 +1425,18 @@ static void h1_pump_request(struct h2 *h)
 		credit_client(s, n);
 	}
 	if (s->req_end && !s->up.len) {
-		if (s->h1_chunked)
-			buf_puts(b, "0\r\n\r\n");
+		if (s->h1_chunked) {
+			size_t i;
+
+			/* trailers only where chunks carry them: a body by
+			 * length has none */
+			buf_puts(b, "0\r\n");
+			for (i = 0; i < s->rq_trailers.count; i++)
+				if (!connection_specific(s->rq_trailers.h[i].name))
+					buf_printf(b, "%s: %s\r\n", s->rq_trailers.h[i].name,
+						   s->rq_trailers.h[i].value);
+			buf_puts(b, "\r\n");
+		}
 		s->h1_req_done = true;
 	}
 }
@@ -1207,13 +1458,8 @@ static void h1_finish(struct h2 *h, struct h2_stream *s, bool ended)
  * when the stream was cut. */
 static bool h1_deliver(struct h2 *h, struct h2_stream *s, const char *d, size_t n)
 {
-	if (s->grpc) {
-		buf_append(&s->gin, d, n);
-		if (!grpc_messages(s))
-			return false;
-	} else if (!response_slice(s, d, n, false)) {
+	if (!response_data(s, d, n))
 		return false;
-	}
 	(void)nghttp2_session_resume_data(h->cs, s->cid);
 	return h->h1cur == s;
 }
@@ -1249,29 +1495,20 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 			h1_broken(h, s, r == HTTP_OK ? "a 101 nobody asked for" : resp.error);
 			return false;
 		}
+		s->status_in = resp.status;
+		filter_headers_free(&s->rs.headers);
+		for (i = 0; i < resp.headers.count; i++) {
+			const struct http_header *f = &resp.headers.h[i];
+
+			if (!http_is_hop_by_hop(&resp.headers, f->name) &&
+			    !http_slice_eq_ci(f->name, "transfer-encoding"))
+				take_header(s, true, false, f->name.ptr, f->name.len,
+					    f->value.ptr, f->value.len);
+		}
 		if (resp.status >= 200)
 			break;
-		buf_consume(&c->uin, resp.head_len); /* interim: not relayed */
-	}
-	s->status_in = resp.status;
-	filter_headers_free(&s->rs.headers);
-	for (i = 0; i < resp.headers.count; i++) {
-		const struct http_header *f = &resp.headers.h[i];
-		char *n, *v;
-
-		if (http_is_hop_by_hop(&resp.headers, f->name) ||
-		    http_slice_eq_ci(f->name, "content-length") ||
-		    http_slice_eq_ci(f->name, "transfer-encoding"))
-			continue;
-		n = util_xstrndup(f->name.ptr, f->name.len);
-		v = util_xstrndup(f->value.ptr, f->value.len);
-		for (char *p = n; *p; p++)
-			if (*p >= 'A' && *p <= 'Z')
-				*p = (char)(*p - 'A' + 'a');
-		filter_headers_add(&s->rs.headers, n, v);
-		explicit_bzero(v, strlen(v));
-		free(n);
-		free(v);
+		buf_consume(&c->uin, resp.head_len);
+		relay_interim(s);
 	}
 	s->has_rcl = resp.body == HTTP_BODY_LENGTH;
 	s->rcl = resp.content_length;
@@ -1306,7 +1543,7 @@ static void h1_response(struct h2 *h, bool eof)
 
 		if (!h->h1_head_done && !h1_head(h, s))
 			return;
-		if (s->down.len >= BUF_HIGH)
+		if (s->down.len >= BUF_HIGH || s->coded.len >= H1_IN_MAX)
 			return; /* the client takes it first */
 		if (!c->uin.len) {
 			if (!eof)
@@ -1352,42 +1589,32 @@ static void h1_response(struct h2 *h, bool eof)
 
 /* --- nghttp2 callbacks: the client's side ---------------------------------------- */
 
-static int c_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
-			   void *user)
+/* One decoded header field of @s, into its place: the request's head
+ * (pseudo-headers, Host and Content-Length apart) or trailers, or the
+ * answer's head (:status, Content-Length apart) or trailers. Names are
+ * lowercased (an HTTP/1.1 upstream's may not be). */
+static void take_header(struct h2_stream *s, bool response, bool trailer, const char *name,
+			size_t namelen, const char *value, size_t valuelen)
 {
-	struct h2 *h = user;
-	struct h2_stream *s;
+	char *n = util_xstrndup(name, namelen), *v = util_xstrndup(value, valuelen);
+	char *p;
 
-	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;
-	s = stream_new(h, frame->hd.stream_id);
-	if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s) != 0)
-		stream_free(s, FILTER_OUTCOME_CLIENT_GONE);
-	return 0;
-}
-
-static int c_header(nghttp2_session *session, const nghttp2_frame *frame,
-		    const uint8_t *name, size_t namelen, const uint8_t *value,
-		    size_t valuelen, uint8_t flags, void *user)
-{
-	struct h2 *h = user;
-	struct h2_stream *s = client_stream(h, frame->hd.stream_id);
-	char *n, *v;
-
-	(void)session;
-	(void)flags;
-	if (!s || frame->hd.type != NGHTTP2_HEADERS)
-		return 0;
-	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* request trailers are not relayed */
-	s->head_bytes += namelen + valuelen + 32;
-	if (s->head_bytes > H2_MAX_HEADER_LIST) {
-		s->head_bad = true; /* answered at its end (request_head) */
-		return 0;
-	}
-	n = util_xstrndup((const char *)name, namelen);
-	v = util_xstrndup((const char *)value, valuelen);
-	if (strcmp(n, ":method") == 0 && !s->method) {
+	for (p = n; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	if (trailer) {
+		if (n[0] != ':')
+			filter_headers_add(response ? &s->trailers : &s->rq_trailers, n, v);
+	} else if (response) {
+		if (strcmp(n, ":status") == 0) {
+			s->status_in = (unsigned int)strtoul(v, NULL, 10);
+		} else if (strcmp(n, "content-length") == 0) {
+			s->has_rcl = true;
+			s->rcl = strtoull(v, NULL, 10);
+		} else if (n[0] != ':') {
+			filter_headers_add(&s->rs.headers, n, v);
+		}
+	} else if (strcmp(n, ":method") == 0 && !s->method) {
 		s->method = v;
 		v = NULL;
 	} else if (strcmp(n, ":path") == 0 && !s->path) {
@@ -1419,6 +1646,40 @@ static int c_header(nghttp2_session *session, const nghttp2_frame *frame,
 		explicit_bzero(v, strlen(v));
 	free(n);
 	free(v);
+}
+
+static int c_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
+			   void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = stream_new(h, frame->hd.stream_id);
+	if (nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s) != 0)
+		stream_free(s, FILTER_OUTCOME_CLIENT_GONE);
+	return 0;
+}
+
+static int c_header(nghttp2_session *session, const nghttp2_frame *frame,
+		    const uint8_t *name, size_t namelen, const uint8_t *value,
+		    size_t valuelen, uint8_t flags, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = client_stream(h, frame->hd.stream_id);
+
+	(void)session;
+	(void)flags;
+	if (!s || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	s->head_bytes += namelen + valuelen + 32;
+	if (s->head_bytes > H2_MAX_HEADER_LIST) {
+		s->head_bad = true; /* answered at its end (request_head) */
+		return 0;
+	}
+	take_header(s, false, frame->headers.cat != NGHTTP2_HCAT_REQUEST, (const char *)name,
+		    namelen, (const char *)value, valuelen);
 	return 0;
 }
 
@@ -1502,7 +1763,6 @@ static int u_header(nghttp2_session *session, const nghttp2_frame *frame,
 {
 	struct h2 *h = user;
 	struct h2_stream *s = upstream_stream(h, frame->hd.stream_id);
-	char *n, *v;
 
 	(void)session;
 	(void)flags;
@@ -1511,22 +1771,8 @@ static int u_header(nghttp2_session *session, const nghttp2_frame *frame,
 	s->resp_head_bytes += namelen + valuelen + 32;
 	if (s->resp_head_bytes > H2_MAX_HEADER_LIST)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* reset: a 502 */
-	n = util_xstrndup((const char *)name, namelen);
-	v = util_xstrndup((const char *)value, valuelen);
-	if (s->final_seen) {
-		if (n[0] != ':')
-			filter_headers_add(&s->trailers, n, v);
-	} else if (strcmp(n, ":status") == 0) {
-		s->status_in = (unsigned int)strtoul(v, NULL, 10);
-	} else if (strcmp(n, "content-length") == 0) {
-		s->has_rcl = true;
-		s->rcl = strtoull(v, NULL, 10);
-	} else if (n[0] != ':') {
-		filter_headers_add(&s->rs.headers, n, v);
-	}
-	explicit_bzero(v, strlen(v));
-	free(n);
-	free(v);
+	take_header(s, true, s->final_seen, (const char *)name, namelen, (const char *)value,
+		    valuelen);
 	return 0;
 }
 
@@ -1544,11 +1790,7 @@ static int u_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
 		return 0;
 	if (frame->hd.type == NGHTTP2_HEADERS && !s->final_seen) {
 		if (s->status_in < 200) {
-			/* interim: not relayed (the client's request is
-			 * already whole or streaming) */
-			filter_headers_free(&s->rs.headers);
-			s->has_rcl = false;
-			s->resp_head_bytes = 0;
+			relay_interim(s);
 			return 0;
 		}
 		response_head(s, end);
@@ -1566,18 +1808,13 @@ static int u_data(nghttp2_session *session, uint8_t flags, int32_t id, const uin
 	struct h2_stream *s = upstream_stream(h, id);
 
 	(void)flags;
-	if (!s || s->answered || !s->resp_started) {
+	if (!s || s->answered || !s->final_seen) {
 		(void)nghttp2_session_consume(session, id, len);
 		return 0;
 	}
-	if (s->grpc) {
-		buf_append(&s->gin, data, len);
-		if (!grpc_messages(s))
-			return 0;
-	} else if (!response_slice(s, (const char *)data, len, false)) {
-		return 0;
-	}
 	s->down_owed += len;
+	if (!response_data(s, (const char *)data, len))
+		return 0;
 	credit_upstream(s);
 	(void)nghttp2_session_resume_data(h->cs, s->cid);
 	return 0;
@@ -1933,6 +2170,11 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 	for (round = 0; round < 4; round++) {
 		int a, b;
 
+		for (struct h2_stream *s = h->streams, *next; s; s = next) {
+			next = s->next;
+			if (s->dec)
+				decode_pump(s);
+		}
 		a = pump_out(h, true);
 		if (a < 0)
 			return;

@@ -105,7 +105,7 @@ is "$(jf "$r" subject.protocol)" h2 "egress.allow names the protocol chosen"
 
 h2c https://api.airlock.test/v1/h1 -H "Authorization: Bearer $PH"
 is "$CODE $VER" "200 2" "curl --http2 to an HTTP/1.1-only upstream: h2 to the client, HTTP/1.1 upstream (66-intercept-h2-h1up.t)"
-like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... substituted as before"
+like "$(net_last line~/v1/h1)" "\"authorization\", \"Bearer $VALUE\"" "... substituted as before"
 
 h2c https://h2.airlock.test/len -H "x-api-key: $PH" --http1.1
 is "$CODE" "502" "a client that offers only http/1.1 to an h2-only upstream: 502 (HTTP/1.1 cannot be relayed to it)"
