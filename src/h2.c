@@ -3,21 +3,32 @@
  *
  * DOC: Theory of Operation
  *
- * An intercepted connection speaks h2 only when both sides chose it: the
- * upstream is offered h2 when the client's ClientHello offers it, and the
- * client is given h2 only when the upstream chose it (intercept.c,
- * tls.c). Anything else is HTTP/1.1 on both sides (exchange.c).
+ * An intercepted connection speaks h2 to the client when the client
+ * chose it (intercept.c, tls.c); the upstream, offered h2 when the
+ * client's ClientHello offers it, chose h2 or HTTP/1.1 on its own. A
+ * client that did not choose h2 is served by exchange.c.
  *
  * Two nghttp2 sessions share the connection: a server session facing the
- * client and a client session facing the upstream. Each client stream is
+ * client and a client session facing an h2 upstream. With an HTTP/1.1
+ * upstream (h1_*) the client session is unused: the streams that passed
+ * the filters wait in order, and one at a time is written upstream as an
+ * HTTP/1.1 request (Host from :authority; Content-Length, else chunked
+ * with the request trailers), its answer parsed (http.c) into the same
+ * response path as an h2 answer; an answer that ends the connection (by
+ * close, malformed, or abandoned mid-way by a reset) fails the streams
+ * still waiting (502) and the client gets GOAWAY. Each client stream is
  * one exchange, through the same filter table as an HTTP/1.1 request
  * (filter.h), in the same order: the request head (HPACK-decoded, copied
  * into a struct filter_request; :authority must name the intercepted host
  * and port, else egress.host_mismatch), the body (streamed slices, or the
  * whole body once when a filter asks), request_sent as the stream is
- * opened upstream, the response head, each DATA slice through the
- * filters' transform (the scrubber), the trailers (response_trailers:
- * gRPC's grpc-status and grpc-message scrubbed as headers are), and done
+ * opened upstream, the request trailers (request_trailers), interim
+ * answers (response_interim: 103's fields scrubbed), the response head,
+ * each DATA slice (decoded first when the answer has a content coding:
+ * decode.h, one decoder per stream, the head held until its first
+ * decoded byte) through the filters' transform (the scrubber), the
+ * trailers (response_trailers: gRPC's grpc-status and grpc-message
+ * scrubbed as headers are), and done
  * with the stream's outcome. A filter may pend (a spend reservation): that
  * stream waits, the others go on. A refused stream gets its status and
  * the refusal text (or RST_STREAM once its answer has started), nothing
