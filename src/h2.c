@@ -75,13 +75,7 @@
 
 #define BUF_HIGH ((size_t)64 * 1024)  /* stop producing output above this */
 #define LOW_MARK ((size_t)16 * 1024)  /* acknowledge response bytes below */
-#define WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
 #define READ_ROUNDS 32                /* reads of one side per event */
-
-struct attached {
-	const struct filter_ops *ops;
-	void *st;
-};
 
 struct h2;
 
@@ -98,8 +92,7 @@ struct h2_stream {
 	struct filter_request rq;
 	struct host_target conn_host, named;
 	/* filters */
-	struct attached f[FILTER_MAX];
-	size_t nf, fi;               /* attached, the next to run */
+	struct filter_chain ch;
 	void (*on_resume)(struct h2_stream *s, enum filter_result r,
 			  struct verdict *v);
 	uint64_t whole_max;
@@ -287,9 +280,9 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	st.status = s->rs.status;
 	st.bytes_up = s->bytes_up;
 	st.bytes_down = s->bytes_down;
-	for (i = 0; i < s->nf; i++)
-		if (s->f[i].ops->done)
-			s->f[i].ops->done(s->f[i].st, s->outcome, &st);
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->done)
+			s->ch.f[i].ops->done(s->ch.f[i].st, s->outcome, &st);
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -506,29 +499,24 @@ static void run_whole(struct h2_stream *s);
 /* A streamed request body slice (read-only for the filters). */
 static bool request_slice(struct h2_stream *s, const char *d, size_t n, bool last)
 {
-	size_t i;
+	struct verdict v;
+	enum filter_result r;
+	size_t i = 0;
 
 	if (last) {
 		if (s->slice_end)
 			return true;
 		s->slice_end = true;
 	}
-	for (i = 0; i < s->nf; i++) {
-		struct verdict v;
-		enum filter_result r;
-
-		if (!s->f[i].ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = s->f[i].ops->request_body(s->f[i].st, d, n, last, NULL, ref_of(s), &v);
-		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
+	while ((r = filter_chain_slice(&s->ch, &i, d, n, last, ref_of(s), &v)) !=
+	       FILTER_CONTINUE) {
+		if (r == FILTER_PENDING)
 			return fail(s, 502, "proxy.filter",
 				    "a filter cannot wait in the middle of a body");
-		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return false;
 		verdict_clear(&v);
+		i++;
 	}
 	return true;
 }
@@ -540,7 +528,7 @@ static void resume_head(struct h2_stream *s, enum filter_result r, struct verdic
 	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
 		return;
 	verdict_clear(v);
-	s->fi++;
+	s->ch.next++;
 	run_filters(s);
 }
 
@@ -557,56 +545,42 @@ static void collect(struct h2_stream *s, const char *d, size_t n)
 	(void)nghttp2_session_consume(s->h->cs, s->cid, n);
 }
 
+/* What the filters asked of the request (filter_chain_request). */
+static void take_asks(struct h2_stream *s, const struct filter_asks *a)
+{
+	if (!a->whole_body || s->rq.body == HTTP_BODY_NONE)
+		return;
+	s->collecting = true;
+	if (!s->whole_max || a->max_body < s->whole_max)
+		s->whole_max = a->max_body;
+}
+
 static void run_filters(struct h2_stream *s)
 {
-	struct h2 *h = s->h;
-	struct conn *c = h->c;
+	struct conn *c = s->h->c;
 	struct proxy *p = c->p;
+	struct filter_asks asks = { false, 0 };
+	struct verdict v;
+	enum filter_result r;
 
 	if (!s->active) {
-		size_t i;
-
 		s->active = true;
 		s->rq.policy = c->policy ? c->policy : p->policy;
-		for (i = 0; i < p->nfilters; i++) {
-			void *st = p->filters[i].ops->attach
-					   ? p->filters[i].ops->attach(p->filters[i].arg, &s->rq)
-					   : NULL;
-
-			if (!st)
-				continue;
-			s->f[s->nf].ops = p->filters[i].ops;
-			s->f[s->nf].st = st;
-			s->nf++;
-		}
+		filter_chain_attach(&s->ch, p->filters, p->nfilters, &s->rq);
 	}
-	for (; s->fi < s->nf; s->fi++) {
-		struct attached *a = &s->f[s->fi];
-		struct filter_asks asks = { false, 0 };
-		struct verdict v;
-		enum filter_result r;
-
-		if (!a->ops->request_head)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_head(a->st, &s->rq, &asks, ref_of(s), &v);
-		if (asks.whole_body && s->rq.body != HTTP_BODY_NONE) {
-			uint64_t max = asks.max_body ? asks.max_body : WHOLE_BODY_DEFAULT;
-
-			s->collecting = true;
-			if (!s->whole_max || max < s->whole_max)
-				s->whole_max = max;
-		}
+	while ((r = filter_chain_request(&s->ch, &s->rq, NULL, ref_of(s), &asks, &v)) !=
+	       FILTER_CONTINUE) {
+		take_asks(s, &asks);
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			s->on_resume = resume_head;
 			return;
 		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return;
 		verdict_clear(&v);
+		s->ch.next++;
 	}
-	s->fi = 0;
+	take_asks(s, &asks);
 	if (s->collecting) {
 		if (s->has_cl && s->cl > s->whole_max) {
 			(void)fail(s, 413, "http.body-too-large",
@@ -635,31 +609,26 @@ static void resume_whole(struct h2_stream *s, enum filter_result r, struct verdi
 	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
 		return;
 	verdict_clear(v);
-	s->fi++;
+	s->ch.next++;
 	run_whole(s);
 }
 
 static void run_whole(struct h2_stream *s)
 {
-	for (; s->fi < s->nf; s->fi++) {
-		struct attached *a = &s->f[s->fi];
-		struct verdict v;
-		enum filter_result r;
+	struct verdict v;
+	enum filter_result r;
 
-		if (!a->ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_body(a->st, NULL, 0, true, &s->whole, ref_of(s), &v);
+	while ((r = filter_chain_request(&s->ch, &s->rq, &s->whole, ref_of(s), NULL, &v)) !=
+	       FILTER_CONTINUE) {
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			s->on_resume = resume_whole;
 			return;
 		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return;
 		verdict_clear(&v);
+		s->ch.next++;
 	}
-	s->fi = 0;
 	s->slice_end = true; /* the filters saw it whole */
 	/* the (possibly rewritten) body is what goes up; its bytes are
 	 * acknowledged already */
@@ -728,9 +697,9 @@ static void proceed(struct h2_stream *s)
 			   "the upstream closed the intercepted connection");
 		return;
 	}
-	for (i = 0; i < s->nf; i++)
-		if (s->f[i].ops->request_sent)
-			s->f[i].ops->request_sent(s->f[i].st);
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->request_sent)
+			s->ch.f[i].ops->request_sent(s->ch.f[i].st);
 	if (h->up_h1) {
 		h1_enqueue(s);
 		goto sent;
@@ -845,7 +814,7 @@ static void request_head(struct h2_stream *s, bool end)
 	s->rq.content_length = s->cl;
 	/* an intercepted answer is read (scrubbed, metered): no content
 	 * coding, no gRPC message compression */
-	filter_headers_set(&s->rq.headers, "accept-encoding", "identity");
+	filter_headers_set(&s->rq.headers, "Accept-Encoding", "identity");
 	(void)filter_headers_remove(&s->rq.headers, "grpc-accept-encoding");
 	if (!check_authority(s))
 		return;
@@ -859,7 +828,7 @@ static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 		(void)nghttp2_session_consume(s->h->cs, s->cid, n);
 		return;
 	}
-	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+	if (s->collecting && s->ch.next == 0 && !s->on_resume && !s->sent) {
 		collect(s, (const char *)d, n);
 		return;
 	}
@@ -877,14 +846,14 @@ static bool request_trailers(struct h2_stream *s)
 {
 	size_t i;
 
-	for (i = 0; i < s->nf && s->rq_trailers.count; i++) {
+	for (i = 0; i < s->ch.n && s->rq_trailers.count; i++) {
 		struct verdict v;
 		enum filter_result r;
 
-		if (!s->f[i].ops->request_trailers)
+		if (!s->ch.f[i].ops->request_trailers)
 			continue;
 		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = s->f[i].ops->request_trailers(s->f[i].st, &s->rq, &s->rq_trailers, &v);
+		r = s->ch.f[i].ops->request_trailers(s->ch.f[i].st, &s->rq, &s->rq_trailers, &v);
 		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
 			return false;
 		verdict_clear(&v);
@@ -899,7 +868,7 @@ static void request_end(struct h2_stream *s)
 		return;
 	if (s->rq_trailers.count && !request_trailers(s))
 		return;
-	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+	if (s->collecting && s->ch.next == 0 && !s->on_resume && !s->sent) {
 		run_whole(s);
 		return;
 	}
@@ -960,10 +929,10 @@ static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool la
 	size_t i;
 	bool ok = true;
 
-	for (i = 0; i < s->nf && ok; i++) {
-		if (!s->f[i].ops->response_body)
+	for (i = 0; i < s->ch.n && ok; i++) {
+		if (!s->ch.f[i].ops->response_body)
 			continue;
-		if (s->f[i].ops->response_body(s->f[i].st, d, n, last,
+		if (s->ch.f[i].ops->response_body(s->ch.f[i].st, d, n, last,
 					       s->transform ? &out : NULL) < 0)
 			ok = false;
 	}
@@ -1040,9 +1009,9 @@ static bool grpc_messages(struct h2_stream *s)
 					   : "a gRPC message over the bound");
 			return false;
 		}
-		for (i = 0; i < s->nf && ok; i++)
-			if (s->f[i].ops->response_body &&
-			    s->f[i].ops->response_body(s->f[i].st, payload, len, true, &out) < 0)
+		for (i = 0; i < s->ch.n && ok; i++)
+			if (s->ch.f[i].ops->response_body &&
+			    s->ch.f[i].ops->response_body(s->ch.f[i].st, payload, len, true, &out) < 0)
 				ok = false;
 		if (!ok) {
 			buf_free(&out);
@@ -1202,9 +1171,9 @@ static void relay_interim(struct h2_stream *s)
 	memset(&s->rs.headers, 0, sizeof(s->rs.headers));
 	s->has_rcl = false;
 	s->resp_head_bytes = 0;
-	for (i = 0; i < s->nf; i++)
-		if (s->f[i].ops->response_interim)
-			s->f[i].ops->response_interim(s->f[i].st, &rs);
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->response_interim)
+			s->ch.f[i].ops->response_interim(s->ch.f[i].st, &rs);
 	nv = util_xcalloc(rs.headers.count + 1, sizeof(*nv));
 	names = util_xcalloc(rs.headers.count + 1, sizeof(*names));
 	snprintf(status, sizeof(status), "%u", rs.status);
@@ -1235,15 +1204,15 @@ static void response_head(struct h2_stream *s, bool end)
 		s->rs.reason = util_xstrdup("");
 	if (!end && !decode_setup(s))
 		return;
-	for (i = 0; i < s->nf; i++) {
+	for (i = 0; i < s->ch.n; i++) {
 		struct filter_transform tf = { false, false };
 		struct verdict v;
 		enum filter_result r;
 
-		if (!s->f[i].ops->response_head)
+		if (!s->ch.f[i].ops->response_head)
 			continue;
 		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = s->f[i].ops->response_head(s->f[i].st, &s->rs, &tf, &v);
+		r = s->ch.f[i].ops->response_head(s->ch.f[i].st, &s->rs, &tf, &v);
 		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
 			return;
 		verdict_clear(&v);
@@ -1331,9 +1300,9 @@ static void response_done(struct h2_stream *s)
 	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
 	if (s->trailers.count)
-		for (size_t i = 0; i < s->nf; i++)
-			if (s->f[i].ops->response_trailers)
-				s->f[i].ops->response_trailers(s->f[i].st, &s->trailers);
+		for (size_t i = 0; i < s->ch.n; i++)
+			if (s->ch.f[i].ops->response_trailers)
+				s->ch.f[i].ops->response_trailers(s->ch.f[i].st, &s->trailers);
 	s->resp_end = true;
 	(void)nghttp2_session_resume_data(s->h->cs, s->cid);
 }
@@ -1399,10 +1368,18 @@ static void h1_start(struct h2 *h)
 	for (i = 0; i < s->rq.headers.count; i++) {
 		const struct filter_header *f = &s->rq.headers.h[i];
 
+		size_t k, at = b->len;
+
 		if (connection_specific(f->name) || f->name[0] == ':' ||
 		    strcasecmp(f->name, "te") == 0)
 			continue;
 		buf_printf(b, "%s: %s\r\n", f->name, f->value);
+		/* HTTP/1.1's customary case (h2 has only lowercase):
+		 * "x-api-key" goes up as "X-Api-Key" */
+		for (k = 0; f->name[k]; k++)
+			if ((k == 0 || f->name[k - 1] == '-') && f->name[k] >= 'a' &&
+			    f->name[k] <= 'z')
+				b->data[at + k] = (char)(f->name[k] - 'a' + 'A');
 	}
 	s->h1_chunked = false;
 	if (s->has_cl) {
@@ -1602,8 +1579,10 @@ static void h1_response(struct h2 *h, bool eof)
 
 /* One decoded header field of @s, into its place: the request's head
  * (pseudo-headers, Host and Content-Length apart) or trailers, or the
- * answer's head (:status, Content-Length apart) or trailers. Names are
- * lowercased (an HTTP/1.1 upstream's may not be). */
+ * answer's head (:status, Content-Length apart) or trailers. An
+ * answer's names are lowercased (an HTTP/1.1 upstream's may not be), a
+ * request's written "Content-Type" (h2 lowercases them all on the way
+ * out). */
 static void take_header(struct h2_stream *s, bool response, bool trailer, const char *name,
 			size_t namelen, const char *value, size_t valuelen)
 {
@@ -1613,6 +1592,11 @@ static void take_header(struct h2_stream *s, bool response, bool trailer, const 
 	for (p = n; *p; p++)
 		if (*p >= 'A' && *p <= 'Z')
 			*p = (char)(*p - 'A' + 'a');
+	/* the filters (and their receipts) see a request's names in
+	 * HTTP/1.1's customary case, whichever protocol brought them */
+	for (p = n; !response && n[0] != ':' && *p; p++)
+		if ((p == n || p[-1] == '-') && *p >= 'a' && *p <= 'z')
+			*p = (char)(*p - 'a' + 'A');
 	if (trailer) {
 		if (n[0] != ':')
 			filter_headers_add(response ? &s->trailers : &s->rq_trailers, n, v);
@@ -1642,12 +1626,12 @@ static void take_header(struct h2_stream *s, bool response, bool trailer, const 
 		v = NULL;
 	} else if (n[0] == ':') {
 		/* :scheme (always https here), :protocol (never advertised) */
-	} else if (strcmp(n, "host") == 0) {
+	} else if (strcasecmp(n, "host") == 0) {
 		if (!s->host_header) {
 			s->host_header = v;
 			v = NULL;
 		}
-	} else if (strcmp(n, "content-length") == 0) {
+	} else if (strcasecmp(n, "content-length") == 0) {
 		s->has_cl = true;
 		s->cl = strtoull(v, NULL, 10); /* nghttp2 checked it */
 	} else {

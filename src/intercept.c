@@ -448,9 +448,10 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
-	/* h2 to the client whatever the upstream chose: h2.c translates to
-	 * an HTTP/1.1 upstream */
-	tls_server_offer_h2(ssl);
+	/* h2 to the client whatever the upstream chose (h2.c translates to
+	 * an HTTP/1.1 upstream), unless the answer is our 502 (HTTP/1.1) */
+	if (!c->ic->upstream_error)
+		tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());
 	ASSERT(c->ic->hello);

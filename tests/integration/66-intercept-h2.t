@@ -70,19 +70,6 @@ AIRLOCK_TEST_TIMEOUTS=idle=2000 TOK=$VALUE pl_start_proxy_ok --ca-out "$T/sessio
 PH=$(sed -n 's/^SERVICE_TOKEN=//p' "$T/ph.env")
 SCA="$T/session-ca.pem"
 
-# h2c URL [CURL ARGS]: curl --http2 through the proxy; $CODE, $VER, $T/h, $T/b
-h2c() {
-	_u=$1
-	shift
-	: > "$T/h"
-	: > "$T/b"
-	_o=$(curl -sS --http2 --max-time 20 --proxy "http://$PROXY" --cacert "$SCA" \
-		-D "$T/h" -o "$T/b" -w '%{http_code} %{http_version}' "$@" "$_u" 2>"$T/curl.err")
-	CURL_RC=$?
-	CODE=${_o% *}
-	VER=${_o#* }
-}
-
 # --- ALPN ------------------------------------------------------------------------
 h2c https://h2.airlock.test/echo -H "Authorization: Bearer $PH"
 is "$CODE $VER" "200 2" "curl --http2 to an h2 upstream: h2 on the client's side"
@@ -105,7 +92,7 @@ is "$(jf "$r" subject.protocol)" h2 "egress.allow names the protocol chosen"
 
 h2c https://api.airlock.test/v1/h1 -H "Authorization: Bearer $PH"
 is "$CODE $VER" "200 2" "curl --http2 to an HTTP/1.1-only upstream: h2 to the client, HTTP/1.1 upstream (66-intercept-h2-h1up.t)"
-like "$(net_last line~/v1/h1)" "\"authorization\", \"Bearer $VALUE\"" "... substituted as before"
+like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... substituted as before (the name in HTTP/1.1's customary case)"
 
 h2c https://h2.airlock.test/len -H "x-api-key: $PH" --http1.1
 is "$CODE" "502" "a client that offers only http/1.1 to an h2-only upstream: 502 (HTTP/1.1 cannot be relayed to it)"
