@@ -1471,12 +1471,12 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 {
 	struct conn *c = h->c;
 	struct http_response resp;
-	enum http_result r;
 	size_t i;
 
 	for (;;) {
-		r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
-					strcmp(s->method, "HEAD") == 0);
+		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
+							 strcmp(s->method, "HEAD") == 0);
+
 		if (r == HTTP_INCOMPLETE)
 			return false;
 		if (r != HTTP_OK || resp.status == 101) {
@@ -2107,6 +2107,7 @@ static int pump_out(struct h2 *h, bool upstream)
 			h1_drop(h);
 			return 1;
 		}
+		/* cppcheck-suppress knownConditionTrueFalse ; h1_* append to it */
 		moved = b->len != before;
 	}
 	while (!(upstream && h->up_h1) && b->len < BUF_HIGH) {
