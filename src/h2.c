@@ -3,10 +3,10 @@
  *
  * DOC: Theory of Operation
  *
- * An intercepted connection speaks h2 to the client when the client
- * chose it (intercept.c, tls.c); the upstream, offered h2 when the
- * client's ClientHello offers it, chose h2 or HTTP/1.1 on its own. A
- * client that did not choose h2 is served by exchange.c.
+ * An intercepted connection speaks h2 to the client when the upstream
+ * chose h2, or when the client offers h2 but not http/1.1 (gRPC; then
+ * the upstream may be HTTP/1.1): intercept.c, tls.c. Any other client is
+ * served HTTP/1.1 by exchange.c.
  *
  * Two nghttp2 sessions share the connection: a server session facing the
  * client and a client session facing an h2 upstream. With an HTTP/1.1
@@ -153,6 +153,7 @@ struct h2 {
 	uint32_t seq;
 	const struct h2_stream *cur; /* the stream a receipt is about */
 	bool up_gone;                /* no more streams can go upstream */
+	bool goaway_sent;            /* ... and the client was told */
 	bool error_recorded;         /* the connection's proxy.error */
 	/* An HTTP/1.1 upstream: one exchange at a time on it, the streams
 	 * that passed the filters wait in order (h1_*); us is unused. */
@@ -1982,9 +1983,8 @@ static void upstream_gone(struct h2 *h)
 			reset_client(s, NGHTTP2_INTERNAL_ERROR);
 		}
 	}
-	(void)nghttp2_submit_goaway(h->cs, NGHTTP2_FLAG_NONE,
-				    nghttp2_session_get_last_proc_stream_id(h->cs),
-				    NGHTTP2_NO_ERROR, NULL, 0);
+	/* the client is told once the answers under way are out
+	 * (h2_step): some clients drop a stream's DATA after GOAWAY */
 }
 
 /* The HTTP/1.1 upstream is gone (closed, broken or abandoned). */
@@ -2187,6 +2187,14 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 	    c->cout.len == 0) {
 		conn_close(c);
 		return;
+	}
+	if (h->up_gone && !h->streams && !h->goaway_sent) {
+		h->goaway_sent = true;
+		(void)nghttp2_submit_goaway(h->cs, NGHTTP2_FLAG_NONE,
+					    nghttp2_session_get_last_proc_stream_id(h->cs),
+					    NGHTTP2_NO_ERROR, NULL, 0);
+		if (pump_out(h, false) < 0)
+			return;
 	}
 	if (h->up_gone && !h->streams && !nghttp2_session_want_write(h->cs)) {
 		/* the GOAWAY is queued: the client gets it and our FIN */

@@ -196,12 +196,6 @@ is "$(cat "$WS/clone/README" 2>/dev/null)" hello "... the repository arrived"
 like "$(grep '"auth": "ok"' "$T/git.log" | head -1)" 'git-upload-pack|info/refs' \
 	"the git server got the real token (HTTP Basic, substituted)"
 no_value git "$WS/git.out" "$WS/clone/.git/config"
-r=$(grep '"type":"egress.allow"' "$EV" | grep '"intercepted":true' | grep '"sni":"git.test"' | tail -1)
-is "$(jf "$r" subject.protocol) $(jf "$r" subject.upstream_protocol)" "h2 http/1.1" \
-	"git (libcurl offers h2) speaks HTTP/2 to the proxy, the git server HTTP/1.1"
-r=$(grep '"type":"http.request"' "$EV" | grep '"host":"git.test"' | grep 'git-upload-pack' | tail -1)
-is "$(jf "$r" subject.protocol) $(jf "$r" subject.status)" "h2 200" \
-	"... each request of the clone one stream (git-upload-pack over h2)"
 
 like "$(cat "$WS/urllib.out")" "^echo Bearer $PH" "Python urllib: through the proxy, trusting the bundle"
 like "$(cat "$WS/requests.out")" "^200 echo $PH $PH" "Python requests: REQUESTS_CA_BUNDLE, header and body scrubbed"
