@@ -37,6 +37,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "filter.h"
 #include "util.h"
 
 #define DECODE_BUF ((size_t)16384)
@@ -543,4 +544,57 @@ enum decode_coding decode_error_coding(const struct decode *d)
 uint64_t decode_total(const struct decode *d)
 {
 	return d->l[d->n - 1].produced;
+}
+
+/* --- an answer's head ---------------------------------------------------------- */
+
+/* Header fields that describe the coded bytes, wrong once decoded. */
+static const char *const coded_only[] = {
+	"content-encoding", "content-md5", "content-digest", "repr-digest", "digest",
+};
+
+static void list_add(char *listed, size_t len, size_t *o, const char *v)
+{
+	int w;
+
+	if (!len || *o >= len)
+		return;
+	w = snprintf(listed + *o, len - *o, "%s%s", *o ? ", " : "", v);
+	if (w > 0)
+		*o = *o + (size_t)w < len ? *o + (size_t)w : len - 1;
+}
+
+enum decode_codings_result decode_codings_head(const struct filter_headers *hs, bool content,
+					       const char *te, struct decode_codings *cs,
+					       size_t *ncontent, char *bad, size_t badlen,
+					       char *listed, size_t listedlen)
+{
+	enum decode_codings_result r = DECODE_CODINGS_OK;
+	size_t o = 0;
+	int i;
+
+	if (listedlen)
+		listed[0] = '\0';
+	for (i = content ? filter_headers_find(hs, "content-encoding", 0) : -1;
+	     i >= 0 && r == DECODE_CODINGS_OK;
+	     i = filter_headers_find(hs, "content-encoding", (size_t)i + 1)) {
+		const char *v = hs->h[i].value;
+
+		list_add(listed, listedlen, &o, v);
+		r = decode_codings_add(cs, v, strlen(v), false, bad, badlen);
+	}
+	*ncontent = cs->n;
+	if (r == DECODE_CODINGS_OK && te) {
+		list_add(listed, listedlen, &o, te);
+		r = decode_codings_add(cs, te, strlen(te), true, bad, badlen);
+	}
+	return r;
+}
+
+void decode_strip_head(struct filter_headers *hs)
+{
+	size_t k;
+
+	for (k = 0; k < sizeof(coded_only) / sizeof(coded_only[0]); k++)
+		filter_headers_remove(hs, coded_only[k]);
 }

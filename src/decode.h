@@ -78,6 +78,21 @@ enum decode_codings_result decode_codings_add(struct decode_codings *cs, const c
 /* "gzip, br": the codings in the order applied. */
 void decode_codings_format(const struct decode_codings *cs, char *out, size_t len);
 
+struct filter_headers;
+
+/* The codings of an answer's head, added to @cs: every Content-Encoding
+ * field of @hs in order (when @content; *@ncontent receives how many
+ * codings they name), then @te (a Transfer-Encoding value, or NULL).
+ * @listed receives the values as written ("identity, gzip, chunked"), for
+ * a receipt; @bad as in decode_codings_add(). */
+enum decode_codings_result decode_codings_head(const struct filter_headers *hs, bool content,
+					       const char *te, struct decode_codings *cs,
+					       size_t *ncontent, char *bad, size_t badlen,
+					       char *listed, size_t listedlen);
+/* Removes the header fields that describe the coded bytes (wrong once
+ * decoded: Content-Encoding, Content-MD5, the digests). */
+void decode_strip_head(struct filter_headers *hs);
+
 /* Keep decode_result_to_string() in sync. */
 enum decode_result {
 	DECODE_NEED_INPUT = 0, /* put more, or end */

@@ -82,12 +82,6 @@
 
 #define HEAD_MAX (8192 + 32768 + 16)
 #define BUF_HIGH ((size_t)64 * 1024) /* stop reading while this much is queued */
-#define WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
-
-struct attached {
-	const struct filter_ops *ops;
-	void *st;
-};
 
 struct exchange {
 	uint32_t seq;                /* requests served on this connection */
@@ -109,8 +103,7 @@ struct exchange {
 	uint64_t whole_max;
 	struct buf whole;
 	/* filters */
-	struct attached f[FILTER_MAX];
-	size_t nf, next;
+	struct filter_chain ch;
 	/* the response */
 	struct filter_response rs;
 	char *resp_te;               /* Transfer-Encoding as validated */
@@ -167,9 +160,9 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 		st.status = x->rs.status;
 		st.bytes_up = x->bytes_up;
 		st.bytes_down = x->bytes_down;
-		for (i = 0; i < x->nf; i++)
-			if (x->f[i].ops->done)
-				x->f[i].ops->done(x->f[i].st, x->outcome, &st);
+		for (i = 0; i < x->ch.n; i++)
+			if (x->ch.f[i].ops->done)
+				x->ch.f[i].ops->done(x->ch.f[i].st, x->outcome, &st);
 	}
 	free(x->method);
 	free(x->path);
@@ -482,58 +475,45 @@ static void resume_head(struct conn *c, enum filter_result r, struct verdict *v)
 {
 	if (r == FILTER_VERDICT && !filter_verdict(c, v))
 		return;
-	c->x->next++;
+	c->x->ch.next++;
 	run_filters(c);
+}
+
+/* What the filters asked of the request (filter_chain_request). */
+static void take_asks(struct exchange *x, const struct filter_asks *a)
+{
+	if (!a->whole_body || x->req_body == HTTP_BODY_NONE)
+		return;
+	x->collecting = true;
+	if (!x->whole_max || a->max_body < x->whole_max)
+		x->whole_max = a->max_body;
 }
 
 static void run_filters(struct conn *c)
 {
 	struct exchange *x = c->x;
 	struct proxy *p = c->p;
+	struct filter_asks asks = { false, 0 };
+	struct verdict v;
+	enum filter_result r;
 
-	if (x->next == 0 && x->nf == 0) {
-		size_t i;
-
+	if (x->ch.next == 0 && x->ch.n == 0) {
 		x->rq.policy = c->policy ? c->policy : p->policy;
-		for (i = 0; i < p->nfilters; i++) {
-			void *st = p->filters[i].ops->attach
-					   ? p->filters[i].ops->attach(p->filters[i].arg, &x->rq)
-					   : NULL;
-
-			if (!st)
-				continue;
-			x->f[x->nf].ops = p->filters[i].ops;
-			x->f[x->nf].st = st;
-			x->nf++;
-		}
+		filter_chain_attach(&x->ch, p->filters, p->nfilters, &x->rq);
 	}
-	for (; x->next < x->nf; x->next++) {
-		struct attached *a = &x->f[x->next];
-		struct filter_asks asks = { false, 0 };
-		struct verdict v;
-		enum filter_result r;
-
-		if (!a->ops->request_head)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_head(a->st, &x->rq, &asks, ref_of(c), &v);
-		if (asks.whole_body && x->req_body != HTTP_BODY_NONE) {
-			uint64_t max = asks.max_body ? asks.max_body : WHOLE_BODY_DEFAULT;
-
-			x->collecting = true;
-			if (!x->whole_max || max < x->whole_max)
-				x->whole_max = max;
-		}
+	while ((r = filter_chain_request(&x->ch, &x->rq, NULL, ref_of(c), &asks, &v)) !=
+	       FILTER_CONTINUE) {
+		take_asks(x, &asks);
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			pend(c, resume_head);
 			return;
 		}
-		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+		if (!filter_verdict(c, &v))
 			return;
 		verdict_clear(&v);
+		x->ch.next++;
 	}
-	x->next = 0;
+	take_asks(x, &asks);
 	if (x->collecting) {
 		if (x->req_body == HTTP_BODY_LENGTH && x->req_left > x->whole_max) {
 			fail(c, 413, "http.body-too-large",
@@ -560,26 +540,20 @@ static void resume_whole(struct conn *c, enum filter_result r, struct verdict *v
 static void run_whole(struct conn *c)
 {
 	struct exchange *x = c->x;
+	struct verdict v;
+	enum filter_result r;
 
-	for (; x->next < x->nf; x->next++) {
-		struct attached *a = &x->f[x->next];
-		struct verdict v;
-		enum filter_result r;
-
-		if (!a->ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_body(a->st, NULL, 0, true, &x->whole, ref_of(c), &v);
+	while ((r = filter_chain_request(&x->ch, &x->rq, &x->whole, ref_of(c), NULL, &v)) !=
+	       FILTER_CONTINUE) {
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			pend(c, resume_whole);
 			return;
 		}
-		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+		if (!filter_verdict(c, &v))
 			return;
 		verdict_clear(&v);
+		x->ch.next++;
 	}
-	x->next = 0;
 	proceed(c);
 }
 
@@ -587,7 +561,7 @@ static void resume_whole(struct conn *c, enum filter_result r, struct verdict *v
 {
 	if (r == FILTER_VERDICT && !filter_verdict(c, v))
 		return;
-	c->x->next++;
+	c->x->ch.next++;
 	run_whole(c);
 }
 
@@ -595,27 +569,23 @@ static void resume_whole(struct conn *c, enum filter_result r, struct verdict *v
 static bool filter_request_slice(struct conn *c, const char *d, size_t n, bool last)
 {
 	struct exchange *x = c->x;
-	size_t i;
+	struct verdict v;
+	enum filter_result r;
+	size_t i = 0;
 
-	for (i = 0; i < x->nf; i++) {
-		struct verdict v;
-		enum filter_result r;
-
-		if (!x->f[i].ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = x->f[i].ops->request_body(x->f[i].st, d, n, last, NULL, ref_of(c), &v);
+	while ((r = filter_chain_slice(&x->ch, &i, d, n, last, ref_of(c), &v)) !=
+	       FILTER_CONTINUE) {
 		if (r == FILTER_PENDING) {
 			/* only a whole body can wait */
-			verdict_clear(&v);
 			fail(c, 502, "proxy.filter",
 			     "a filter cannot wait in the middle of a body",
 			     FILTER_OUTCOME_REFUSED);
 			return false;
 		}
-		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
+		if (!filter_verdict(c, &v))
 			return false;
 		verdict_clear(&v);
+		i++;
 	}
 	return true;
 }
@@ -674,9 +644,9 @@ static void send_head(struct conn *c)
 	struct buf *b = &c->uout;
 	size_t i;
 
-	for (i = 0; i < x->nf && !x->retried; i++)
-		if (x->f[i].ops->request_sent)
-			x->f[i].ops->request_sent(x->f[i].st);
+	for (i = 0; i < x->ch.n && !x->retried; i++)
+		if (x->ch.f[i].ops->request_sent)
+			x->ch.f[i].ops->request_sent(x->ch.f[i].st);
 	if (x->rq.target)
 		buf_printf(b, "%s %s HTTP/1.1\r\n", x->method, x->rq.target);
 	else
@@ -758,7 +728,7 @@ static bool pump_request(struct conn *c)
 		}
 		buf_consume(&c->cin, used);
 	}
-	if (x->req_done && !x->collecting && x->nf &&
+	if (x->req_done && !x->collecting && x->ch.n &&
 	    !filter_request_slice(c, NULL, 0, true))
 		return false;
 	return true;
@@ -795,11 +765,6 @@ static void write_headers(struct buf *b, const struct filter_headers *hs)
 
 /* --- coded answers --------------------------------------------------------- */
 
-/* Header fields that describe the coded bytes, wrong once decoded. */
-static const char *const coded_only[] = {
-	"content-encoding", "content-md5", "content-digest", "repr-digest", "digest",
-};
-
 /* A refused or failed coding: 502 while the head is held, else the
  * answer is cut; either way a receipt names the coding. */
 static void coding_fail(struct conn *c, const char *coding, const char *codings,
@@ -826,30 +791,15 @@ static bool decode_setup(struct conn *c)
 {
 	struct exchange *x = c->x;
 	struct decode_codings cs = { .n = 0 };
-	enum decode_codings_result r = DECODE_CODINGS_OK;
+	enum decode_codings_result r;
 	char bad[64], listed[256];
-	size_t k, o = 0, content;
-	int i;
+	size_t content;
 
 	if (x->resp_body == HTTP_BODY_NONE)
 		return true;
-	listed[0] = '\0';
-	for (i = c->intercept ? filter_headers_find(&x->rs.headers, "content-encoding", 0) : -1;
-	     i >= 0 && r == DECODE_CODINGS_OK;
-	     i = filter_headers_find(&x->rs.headers, "content-encoding", (size_t)i + 1)) {
-		const char *v = x->rs.headers.h[i].value;
-		int w = snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", v);
-
-		if (w > 0)
-			o = o + (size_t)w < sizeof(listed) ? o + (size_t)w : sizeof(listed) - 1;
-		r = decode_codings_add(&cs, v, strlen(v), false, bad, sizeof(bad));
-	}
-	content = cs.n; /* content codings undone: the head changes */
-	if (r == DECODE_CODINGS_OK && x->resp_te) {
-		(void)snprintf(listed + o, sizeof(listed) - o, "%s%s", o ? ", " : "", x->resp_te);
-		r = decode_codings_add(&cs, x->resp_te, strlen(x->resp_te), true, bad,
-				       sizeof(bad));
-	}
+	/* content codings undone: the head changes */
+	r = decode_codings_head(&x->rs.headers, c->intercept, x->resp_te, &cs, &content, bad,
+				sizeof(bad), listed, sizeof(listed));
 	if (r != DECODE_CODINGS_OK) {
 		coding_fail(c, bad, listed,
 			    r == DECODE_CODINGS_TOO_MANY
@@ -859,8 +809,8 @@ static bool decode_setup(struct conn *c)
 	}
 	if (cs.n == 0)
 		return true;
-	for (k = 0; content > 0 && k < ARRAY_SIZE(coded_only); k++)
-		filter_headers_remove(&x->rs.headers, coded_only[k]);
+	if (content > 0)
+		decode_strip_head(&x->rs.headers);
 	x->codings = cs;
 	x->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);
 	return true;
@@ -1023,9 +973,9 @@ static void relay_interim(struct conn *c, const struct http_response *resp)
 		free(name);
 		free(value);
 	}
-	for (i = 0; i < x->nf; i++)
-		if (x->f[i].ops->response_interim)
-			x->f[i].ops->response_interim(x->f[i].st, &rs);
+	for (i = 0; i < x->ch.n; i++)
+		if (x->ch.f[i].ops->response_interim)
+			x->ch.f[i].ops->response_interim(x->ch.f[i].st, &rs);
 	buf_printf(&c->cout, "HTTP/1.1 %u %s\r\n", rs.status, rs.reason);
 	write_headers(&c->cout, &rs.headers);
 	buf_puts(&c->cout, "\r\n");
@@ -1040,12 +990,12 @@ static bool take_upgraded(struct conn *c)
 	struct exchange *x = c->x;
 	size_t i;
 
-	for (i = 0; i < x->nf; i++) {
+	for (i = 0; i < x->ch.n; i++) {
 		struct filter_stream *fs;
 
-		if (!x->f[i].ops->upgraded)
+		if (!x->ch.f[i].ops->upgraded)
 			continue;
-		fs = x->f[i].ops->upgraded(x->f[i].st);
+		fs = x->ch.f[i].ops->upgraded(x->ch.f[i].st);
 		if (!fs)
 			continue;
 		if (c->upgraded) {
@@ -1158,15 +1108,15 @@ static bool response_head(struct conn *c)
 			   x->upstream_keep_alive && c->state == CONN_RESP_HEAD && x->req_done &&
 			   (x->req_body == HTTP_BODY_NONE || x->collecting) &&
 			   resp.body != HTTP_BODY_UNTIL_CLOSE;
-	for (i = 0; i < x->nf; i++) {
+	for (i = 0; i < x->ch.n; i++) {
 		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
 		enum filter_result r;
 
-		if (!x->f[i].ops->response_head)
+		if (!x->ch.f[i].ops->response_head)
 			continue;
 		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = x->f[i].ops->response_head(x->f[i].st, &x->rs, &tf, &v);
+		r = x->ch.f[i].ops->response_head(x->ch.f[i].st, &x->rs, &tf, &v);
 		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
 			return false;
 		verdict_clear(&v);
@@ -1232,10 +1182,10 @@ static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
 	size_t i;
 	bool ok = true;
 
-	for (i = 0; i < x->nf && ok; i++) {
-		if (!x->f[i].ops->response_body)
+	for (i = 0; i < x->ch.n && ok; i++) {
+		if (!x->ch.f[i].ops->response_body)
 			continue;
-		if (x->f[i].ops->response_body(x->f[i].st, d, n, last,
+		if (x->ch.f[i].ops->response_body(x->ch.f[i].st, d, n, last,
 					       x->transform ? &out : NULL) < 0)
 			ok = false;
 	}
@@ -1313,7 +1263,7 @@ static int pump_response(struct conn *c, bool eof)
 			buf_append(&c->cout, c->uin.data, used);
 			x->bytes_down += data.len;
 		}
-		if ((data.len || done) && x->nf && !x->discard &&
+		if ((data.len || done) && x->ch.n && !x->discard &&
 		    !response_slice(c, data.ptr, data.len, done))
 			return -1;
 		buf_consume(&c->uin, used);
@@ -1321,7 +1271,7 @@ static int pump_response(struct conn *c, bool eof)
 			return 1;
 	}
 	if (eof && x->resp_body == HTTP_BODY_UNTIL_CLOSE) {
-		if (x->nf && !response_slice(c, NULL, 0, true))
+		if (x->ch.n && !response_slice(c, NULL, 0, true))
 			return -1;
 		return 1;
 	}
@@ -1421,7 +1371,7 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 			return;
 		if (x->req_done) {
 			if (x->collecting && !x->head_sent) {
-				x->next = 0;
+				x->ch.next = 0;
 				run_whole(c);
 				return;
 			}

@@ -196,3 +196,80 @@ bool filter_host_ruled(const struct host_rule *rules, size_t n, const struct pol
 	}
 	return false;
 }
+
+/* --- the calling sequence --------------------------------------------------------- */
+
+void filter_chain_attach(struct filter_chain *ch, const struct filter_reg *regs, size_t nregs,
+			 const struct filter_request *rq)
+{
+	size_t i;
+
+	for (i = 0; i < nregs && ch->n < FILTER_MAX; i++) {
+		void *st = regs[i].ops->attach ? regs[i].ops->attach(regs[i].arg, rq) : NULL;
+
+		if (!st)
+			continue;
+		ch->f[ch->n].ops = regs[i].ops;
+		ch->f[ch->n].st = st;
+		ch->n++;
+	}
+}
+
+enum filter_result filter_chain_request(struct filter_chain *ch, struct filter_request *rq,
+					struct buf *whole, struct filter_ref ref,
+					struct filter_asks *asks, struct verdict *v)
+{
+	for (; ch->next < ch->n; ch->next++) {
+		const struct filter_ops *ops = ch->f[ch->next].ops;
+		void *st = ch->f[ch->next].st;
+		struct filter_asks a = { false, 0 };
+		enum filter_result r;
+
+		if (whole ? !ops->request_body : !ops->request_head)
+			continue;
+		verdict_set(v, VERDICT_ALLOW, 0, NULL, NULL);
+		if (whole)
+			r = ops->request_body(st, NULL, 0, true, whole, ref, v);
+		else
+			r = ops->request_head(st, rq, &a, ref, v);
+		if (a.whole_body && asks) {
+			uint64_t max = a.max_body ? a.max_body : FILTER_WHOLE_BODY_DEFAULT;
+
+			if (!asks->whole_body || max < asks->max_body)
+				asks->max_body = max;
+			asks->whole_body = true;
+		}
+		if (r == FILTER_PENDING) {
+			verdict_clear(v);
+			return FILTER_PENDING;
+		}
+		if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW)
+			return FILTER_VERDICT;
+		verdict_clear(v);
+	}
+	ch->next = 0;
+	return FILTER_CONTINUE;
+}
+
+enum filter_result filter_chain_slice(struct filter_chain *ch, size_t *i, const char *d,
+				      size_t n, bool last, struct filter_ref ref,
+				      struct verdict *v)
+{
+	for (; *i < ch->n; (*i)++) {
+		const struct filter_ops *ops = ch->f[*i].ops;
+		enum filter_result r;
+
+		if (!ops->request_body)
+			continue;
+		verdict_set(v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = ops->request_body(ch->f[*i].st, d, n, last, NULL, ref, v);
+		if (r == FILTER_PENDING) {
+			verdict_clear(v);
+			return FILTER_PENDING;
+		}
+		if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW)
+			return FILTER_VERDICT;
+		verdict_clear(v);
+	}
+	return FILTER_CONTINUE;
+}

@@ -260,6 +260,14 @@ struct filter_ops {
 	 * relayed to the client: editable like a head's headers. May be
 	 * NULL. */
 	void (*response_trailers)(void *st, struct filter_headers *trailers);
+	/* HTTP/2 request trailers (@rq is the request, its headers as
+	 * sent), before they go upstream: editable like the head's headers;
+	 * a verdict resets the stream (its body has gone already) and the
+	 * trailers are not sent. Without the hook a filter passes them. May
+	 * be NULL. */
+	enum filter_result (*request_trailers)(void *st, const struct filter_request *rq,
+					       struct filter_headers *trailers,
+					       struct verdict *v);
 	/* Always called once per attached state; frees it. */
 	void (*done)(void *st, enum filter_outcome outcome,
 		     const struct filter_stats *stats);
@@ -300,5 +308,46 @@ struct filter_reg {
 };
 
 #define FILTER_MAX 8 /* filters one proxy may have */
+
+/* The whole request body a filter reads when it names no bound. */
+#define FILTER_WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
+
+/* The filters attached to one exchange, and where the request stands
+ * among them: the one calling sequence of exchange.c (HTTP/1.1) and h2.c
+ * (each stream). */
+struct filter_chain {
+	struct {
+		const struct filter_ops *ops;
+		void *st;
+	} f[FILTER_MAX];
+	size_t n;    /* attached */
+	size_t next; /* the one to run next */
+};
+
+/* Attaches every registered filter that wants the request @rq. */
+void filter_chain_attach(struct filter_chain *ch, const struct filter_reg *regs, size_t nregs,
+			 const struct filter_request *rq);
+
+/* Runs request_head (or, with @whole, request_body on the whole body)
+ * of the filters from ch->next on. Returns FILTER_CONTINUE once every one
+ * let the request go (ch->next is 0 again); FILTER_PENDING when the one
+ * at ch->next waits (its verdict comes to the caller's resume, which then
+ * moves ch->next on and calls again); FILTER_VERDICT when the one at
+ * ch->next decided other than allow: *@v to be recorded, and when the
+ * exchange goes on anyway (shadow mode) the caller moves ch->next on and
+ * calls again. @asks (heads only, may be NULL) gathers what was asked:
+ * the whole body, and the smallest bound named (FILTER_WHOLE_BODY_DEFAULT
+ * for none). */
+enum filter_result filter_chain_request(struct filter_chain *ch, struct filter_request *rq,
+					struct buf *whole, struct filter_ref ref,
+					struct filter_asks *asks, struct verdict *v);
+
+/* One streamed request body slice (read-only) through the filters from
+ * *@i on; the results as filter_chain_request(), *@i naming the filter
+ * that waits or decided (a filter cannot wait in the middle of a body:
+ * the caller fails the request on FILTER_PENDING). */
+enum filter_result filter_chain_slice(struct filter_chain *ch, size_t *i, const char *d,
+				      size_t n, bool last, struct filter_ref ref,
+				      struct verdict *v);
 
 #endif /* AIRLOCK_FILTER_H */

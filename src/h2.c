@@ -3,21 +3,32 @@
  *
  * DOC: Theory of Operation
  *
- * An intercepted connection speaks h2 only when both sides chose it: the
- * upstream is offered h2 when the client's ClientHello offers it, and the
- * client is given h2 only when the upstream chose it (intercept.c,
- * tls.c). Anything else is HTTP/1.1 on both sides (exchange.c).
+ * An intercepted connection speaks h2 to the client when the upstream
+ * chose h2, or when the client offers h2 but not http/1.1 (gRPC; then
+ * the upstream may be HTTP/1.1): intercept.c, tls.c. Any other client is
+ * served HTTP/1.1 by exchange.c.
  *
  * Two nghttp2 sessions share the connection: a server session facing the
- * client and a client session facing the upstream. Each client stream is
+ * client and a client session facing an h2 upstream. With an HTTP/1.1
+ * upstream (h1_*) the client session is unused: the streams that passed
+ * the filters wait in order, and one at a time is written upstream as an
+ * HTTP/1.1 request (Host from :authority; Content-Length, else chunked
+ * with the request trailers), its answer parsed (http.c) into the same
+ * response path as an h2 answer; an answer that ends the connection (by
+ * close, malformed, or abandoned mid-way by a reset) fails the streams
+ * still waiting (502) and the client gets GOAWAY. Each client stream is
  * one exchange, through the same filter table as an HTTP/1.1 request
  * (filter.h), in the same order: the request head (HPACK-decoded, copied
  * into a struct filter_request; :authority must name the intercepted host
  * and port, else egress.host_mismatch), the body (streamed slices, or the
  * whole body once when a filter asks), request_sent as the stream is
- * opened upstream, the response head, each DATA slice through the
- * filters' transform (the scrubber), the trailers (response_trailers:
- * gRPC's grpc-status and grpc-message scrubbed as headers are), and done
+ * opened upstream, the request trailers (request_trailers), interim
+ * answers (response_interim: 103's fields scrubbed), the response head,
+ * each DATA slice (decoded first when the answer has a content coding:
+ * decode.h, one decoder per stream, the head held until its first
+ * decoded byte) through the filters' transform (the scrubber), the
+ * trailers (response_trailers: gRPC's grpc-status and grpc-message
+ * scrubbed as headers are), and done
  * with the stream's outcome. A filter may pend (a spend reservation): that
  * stream waits, the others go on. A refused stream gets its status and
  * the refusal text (or RST_STREAM once its answer has started), nothing
@@ -58,17 +69,13 @@
 #include <strings.h>
 #include <sys/epoll.h>
 
+#include "decode.h"
+#include "http.h"
 #include "util.h"
 
 #define BUF_HIGH ((size_t)64 * 1024)  /* stop producing output above this */
 #define LOW_MARK ((size_t)16 * 1024)  /* acknowledge response bytes below */
-#define WHOLE_BODY_DEFAULT ((uint64_t)32 * 1024 * 1024)
 #define READ_ROUNDS 32                /* reads of one side per event */
-
-struct attached {
-	const struct filter_ops *ops;
-	void *st;
-};
 
 struct h2;
 
@@ -85,8 +92,7 @@ struct h2_stream {
 	struct filter_request rq;
 	struct host_target conn_host, named;
 	/* filters */
-	struct attached f[FILTER_MAX];
-	size_t nf, fi;               /* attached, the next to run */
+	struct filter_chain ch;
 	void (*on_resume)(struct h2_stream *s, enum filter_result r,
 			  struct verdict *v);
 	uint64_t whole_max;
@@ -98,6 +104,7 @@ struct h2_stream {
 	struct filter_response rs;
 	uint64_t rcl;
 	struct filter_headers trailers;
+	struct filter_headers rq_trailers; /* the client's, once filtered */
 	size_t resp_head_bytes;
 	struct buf gin;              /* the gRPC message coming in */
 	struct buf down;             /* response bytes for the client */
@@ -117,6 +124,13 @@ struct h2_stream {
 	bool transform;
 	bool grpc;                   /* gRPC messages through the transform:
 					each re-framed (h2_grpc_*) */
+	bool keeps;                  /* the transforms keep the length */
+	bool head_held;              /* a decoded answer's head waits for its
+					first byte (a failure is still a 502) */
+	bool coded_end;              /* all of the coded body is in @coded */
+	struct decode *dec;          /* the answer's content coding undone */
+	struct decode_codings codings;
+	struct buf coded;            /* coded bytes not yet in @dec */
 	bool resp_started;           /* its head went to the client */
 	bool resp_end;               /* all of it is in @down */
 	bool resp_done;              /* all of it is sent */
@@ -124,6 +138,11 @@ struct h2_stream {
 	bool up_closed;              /* the upstream stream is closed */
 	bool up_ended;               /* ... with END_STREAM */
 	bool outcome_set;
+	/* an HTTP/1.1 upstream (h1_*) */
+	struct h2_stream *qnext;     /* waiting for the upstream connection */
+	bool queued;
+	bool h1_chunked;             /* its request body goes up chunked */
+	bool h1_req_done;            /* all of its request is in c->uout */
 };
 
 struct h2 {
@@ -134,7 +153,19 @@ struct h2 {
 	uint32_t seq;
 	const struct h2_stream *cur; /* the stream a receipt is about */
 	bool up_gone;                /* no more streams can go upstream */
+	bool goaway_sent;            /* ... and the client was told */
 	bool error_recorded;         /* the connection's proxy.error */
+	/* An HTTP/1.1 upstream: one exchange at a time on it, the streams
+	 * that passed the filters wait in order (h1_*); us is unused. */
+	bool up_h1;
+	bool h1_close;               /* the exchange on it was abandoned */
+	struct h2_stream *h1cur;     /* the exchange on the upstream */
+	struct h2_stream *qhead, *qtail;
+	bool h1_head_done;           /* h1cur's final head was read */
+	enum http_body h1_body;
+	uint64_t h1_left;
+	struct http_chunked h1_ch;
+	bool h1_keep;
 };
 
 static void set_outcome(struct h2_stream *s, enum filter_outcome o)
@@ -207,11 +238,24 @@ static struct h2_stream *stream_new(struct h2 *h, int32_t cid)
 	return s;
 }
 
+static void h1_unqueue(struct h2_stream *s);
+
 /* The upstream stream no longer reaches @s. */
 static void detach_upstream(struct h2_stream *s, uint32_t code)
 {
 	struct h2 *h = s->h;
 
+	if (h->up_h1) {
+		h1_unqueue(s);
+		if (h->h1cur == s) {
+			/* an HTTP/1.1 exchange cannot be cancelled: its
+			 * connection goes (h2_step) */
+			h->h1cur = NULL;
+			h->h1_close = true;
+		}
+		s->up_closed = true;
+		return;
+	}
 	if (s->uid > 0 && !s->up_closed) {
 		(void)nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
 		(void)nghttp2_submit_rst_stream(h->us, NGHTTP2_FLAG_NONE, s->uid, code);
@@ -237,9 +281,9 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	st.status = s->rs.status;
 	st.bytes_up = s->bytes_up;
 	st.bytes_down = s->bytes_down;
-	for (i = 0; i < s->nf; i++)
-		if (s->f[i].ops->done)
-			s->f[i].ops->done(s->f[i].st, s->outcome, &st);
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->done)
+			s->ch.f[i].ops->done(s->ch.f[i].st, s->outcome, &st);
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -258,10 +302,14 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	filter_headers_free(&s->rq.headers);
 	filter_headers_free(&s->rs.headers);
 	filter_headers_free(&s->trailers);
+	filter_headers_free(&s->rq_trailers);
 	buf_free(&s->whole);
 	buf_free(&s->up);
 	buf_free(&s->down);
 	buf_free(&s->gin);
+	buf_free(&s->coded);
+	if (s->dec)
+		decode_free(s->dec);
 	free(s);
 }
 
@@ -291,7 +339,7 @@ static void credit_client(struct h2_stream *s, size_t n)
  * this stream is low. */
 static void credit_upstream(struct h2_stream *s)
 {
-	if (!s->down_owed || s->down.len >= LOW_MARK)
+	if (!s->down_owed || s->down.len >= LOW_MARK || s->coded.len)
 		return;
 	if (s->uid > 0 && !s->up_closed)
 		(void)nghttp2_session_consume(s->h->us, s->uid, s->down_owed);
@@ -452,29 +500,24 @@ static void run_whole(struct h2_stream *s);
 /* A streamed request body slice (read-only for the filters). */
 static bool request_slice(struct h2_stream *s, const char *d, size_t n, bool last)
 {
-	size_t i;
+	struct verdict v;
+	enum filter_result r;
+	size_t i = 0;
 
 	if (last) {
 		if (s->slice_end)
 			return true;
 		s->slice_end = true;
 	}
-	for (i = 0; i < s->nf; i++) {
-		struct verdict v;
-		enum filter_result r;
-
-		if (!s->f[i].ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = s->f[i].ops->request_body(s->f[i].st, d, n, last, NULL, ref_of(s), &v);
-		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
+	while ((r = filter_chain_slice(&s->ch, &i, d, n, last, ref_of(s), &v)) !=
+	       FILTER_CONTINUE) {
+		if (r == FILTER_PENDING)
 			return fail(s, 502, "proxy.filter",
 				    "a filter cannot wait in the middle of a body");
-		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return false;
 		verdict_clear(&v);
+		i++;
 	}
 	return true;
 }
@@ -486,7 +529,7 @@ static void resume_head(struct h2_stream *s, enum filter_result r, struct verdic
 	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
 		return;
 	verdict_clear(v);
-	s->fi++;
+	s->ch.next++;
 	run_filters(s);
 }
 
@@ -503,56 +546,42 @@ static void collect(struct h2_stream *s, const char *d, size_t n)
 	(void)nghttp2_session_consume(s->h->cs, s->cid, n);
 }
 
+/* What the filters asked of the request (filter_chain_request). */
+static void take_asks(struct h2_stream *s, const struct filter_asks *a)
+{
+	if (!a->whole_body || s->rq.body == HTTP_BODY_NONE)
+		return;
+	s->collecting = true;
+	if (!s->whole_max || a->max_body < s->whole_max)
+		s->whole_max = a->max_body;
+}
+
 static void run_filters(struct h2_stream *s)
 {
-	struct h2 *h = s->h;
-	struct conn *c = h->c;
+	struct conn *c = s->h->c;
 	struct proxy *p = c->p;
+	struct filter_asks asks = { false, 0 };
+	struct verdict v;
+	enum filter_result r;
 
 	if (!s->active) {
-		size_t i;
-
 		s->active = true;
 		s->rq.policy = c->policy ? c->policy : p->policy;
-		for (i = 0; i < p->nfilters; i++) {
-			void *st = p->filters[i].ops->attach
-					   ? p->filters[i].ops->attach(p->filters[i].arg, &s->rq)
-					   : NULL;
-
-			if (!st)
-				continue;
-			s->f[s->nf].ops = p->filters[i].ops;
-			s->f[s->nf].st = st;
-			s->nf++;
-		}
+		filter_chain_attach(&s->ch, p->filters, p->nfilters, &s->rq);
 	}
-	for (; s->fi < s->nf; s->fi++) {
-		struct attached *a = &s->f[s->fi];
-		struct filter_asks asks = { false, 0 };
-		struct verdict v;
-		enum filter_result r;
-
-		if (!a->ops->request_head)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_head(a->st, &s->rq, &asks, ref_of(s), &v);
-		if (asks.whole_body && s->rq.body != HTTP_BODY_NONE) {
-			uint64_t max = asks.max_body ? asks.max_body : WHOLE_BODY_DEFAULT;
-
-			s->collecting = true;
-			if (!s->whole_max || max < s->whole_max)
-				s->whole_max = max;
-		}
+	while ((r = filter_chain_request(&s->ch, &s->rq, NULL, ref_of(s), &asks, &v)) !=
+	       FILTER_CONTINUE) {
+		take_asks(s, &asks);
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			s->on_resume = resume_head;
 			return;
 		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return;
 		verdict_clear(&v);
+		s->ch.next++;
 	}
-	s->fi = 0;
+	take_asks(s, &asks);
 	if (s->collecting) {
 		if (s->has_cl && s->cl > s->whole_max) {
 			(void)fail(s, 413, "http.body-too-large",
@@ -581,31 +610,26 @@ static void resume_whole(struct h2_stream *s, enum filter_result r, struct verdi
 	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW && !refuse(s, v))
 		return;
 	verdict_clear(v);
-	s->fi++;
+	s->ch.next++;
 	run_whole(s);
 }
 
 static void run_whole(struct h2_stream *s)
 {
-	for (; s->fi < s->nf; s->fi++) {
-		struct attached *a = &s->f[s->fi];
-		struct verdict v;
-		enum filter_result r;
+	struct verdict v;
+	enum filter_result r;
 
-		if (!a->ops->request_body)
-			continue;
-		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = a->ops->request_body(a->st, NULL, 0, true, &s->whole, ref_of(s), &v);
+	while ((r = filter_chain_request(&s->ch, &s->rq, &s->whole, ref_of(s), NULL, &v)) !=
+	       FILTER_CONTINUE) {
 		if (r == FILTER_PENDING) {
-			verdict_clear(&v);
 			s->on_resume = resume_whole;
 			return;
 		}
-		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+		if (!refuse(s, &v))
 			return;
 		verdict_clear(&v);
+		s->ch.next++;
 	}
-	s->fi = 0;
 	s->slice_end = true; /* the filters saw it whole */
 	/* the (possibly rewritten) body is what goes up; its bytes are
 	 * acknowledged already */
@@ -637,12 +661,25 @@ static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_
 	credit_client(s, n);
 	if (s->up.len == 0 && s->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (s->rq_trailers.count) {
+			nghttp2_nv *nv = util_xcalloc(s->rq_trailers.count, sizeof(*nv));
+			char **names = util_xcalloc(s->rq_trailers.count + 1, sizeof(*names));
+			size_t k = 0, nn = 0;
+
+			add_headers(nv, &k, &s->rq_trailers, names, &nn, false);
+			if (k && nghttp2_submit_trailer(h->us, id, nv, k) == 0)
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			free(nv);
+			free_names(names, nn);
+		}
 		return (ssize_t)n;
 	}
 	if (n == 0)
 		return NGHTTP2_ERR_DEFERRED;
 	return (ssize_t)n;
 }
+
+static void h1_enqueue(struct h2_stream *s);
 
 /* Every filter let the request go: it is opened upstream. */
 static void proceed(struct h2_stream *s)
@@ -661,9 +698,13 @@ static void proceed(struct h2_stream *s)
 			   "the upstream closed the intercepted connection");
 		return;
 	}
-	for (i = 0; i < s->nf; i++)
-		if (s->f[i].ops->request_sent)
-			s->f[i].ops->request_sent(s->f[i].st);
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->request_sent)
+			s->ch.f[i].ops->request_sent(s->ch.f[i].st);
+	if (h->up_h1) {
+		h1_enqueue(s);
+		goto sent;
+	}
 	target = s->rq.target ? util_xstrdup(s->rq.target)
 			      : util_xasprintf("%s%s%s", s->path, s->query ? "?" : "",
 					       s->query ? s->query : "");
@@ -690,6 +731,7 @@ static void proceed(struct h2_stream *s)
 		return;
 	}
 	s->uid = id;
+sent:
 	s->sent = true;
 	/* what came while the filters decided */
 	if (s->up.len && !s->slice_end && !request_slice(s, s->up.data, s->up.len, false))
@@ -773,7 +815,7 @@ static void request_head(struct h2_stream *s, bool end)
 	s->rq.content_length = s->cl;
 	/* an intercepted answer is read (scrubbed, metered): no content
 	 * coding, no gRPC message compression */
-	filter_headers_set(&s->rq.headers, "accept-encoding", "identity");
+	filter_headers_set(&s->rq.headers, "Accept-Encoding", "identity");
 	(void)filter_headers_remove(&s->rq.headers, "grpc-accept-encoding");
 	if (!check_authority(s))
 		return;
@@ -787,7 +829,7 @@ static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 		(void)nghttp2_session_consume(s->h->cs, s->cid, n);
 		return;
 	}
-	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+	if (s->collecting && s->ch.next == 0 && !s->on_resume && !s->sent) {
 		collect(s, (const char *)d, n);
 		return;
 	}
@@ -795,8 +837,29 @@ static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 		return;
 	buf_append(&s->up, d, n);
 	s->up_owed += n;
-	if (s->sent)
+	if (s->sent && !s->h->up_h1)
 		(void)nghttp2_session_resume_data(s->h->us, s->uid);
+}
+
+/* The client's trailers through the filters. False when the stream was
+ * refused (reset: its body has gone up already). */
+static bool request_trailers(struct h2_stream *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ch.n && s->rq_trailers.count; i++) {
+		struct verdict v;
+		enum filter_result r;
+
+		if (!s->ch.f[i].ops->request_trailers)
+			continue;
+		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
+		r = s->ch.f[i].ops->request_trailers(s->ch.f[i].st, &s->rq, &s->rq_trailers, &v);
+		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
+			return false;
+		verdict_clear(&v);
+	}
+	return true;
 }
 
 static void request_end(struct h2_stream *s)
@@ -804,14 +867,17 @@ static void request_end(struct h2_stream *s)
 	s->req_end = true;
 	if (s->answered || s->head_bad)
 		return;
-	if (s->collecting && s->fi == 0 && !s->on_resume && !s->sent) {
+	if (s->rq_trailers.count && !request_trailers(s))
+		return;
+	if (s->collecting && s->ch.next == 0 && !s->on_resume && !s->sent) {
 		run_whole(s);
 		return;
 	}
 	if (s->sent) {
 		if (!request_slice(s, NULL, 0, true))
 			return;
-		(void)nghttp2_session_resume_data(s->h->us, s->uid);
+		if (!s->h->up_h1)
+			(void)nghttp2_session_resume_data(s->h->us, s->uid);
 	}
 }
 
@@ -864,10 +930,10 @@ static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool la
 	size_t i;
 	bool ok = true;
 
-	for (i = 0; i < s->nf && ok; i++) {
-		if (!s->f[i].ops->response_body)
+	for (i = 0; i < s->ch.n && ok; i++) {
+		if (!s->ch.f[i].ops->response_body)
 			continue;
-		if (s->f[i].ops->response_body(s->f[i].st, d, n, last,
+		if (s->ch.f[i].ops->response_body(s->ch.f[i].st, d, n, last,
 					       s->transform ? &out : NULL) < 0)
 			ok = false;
 	}
@@ -944,9 +1010,9 @@ static bool grpc_messages(struct h2_stream *s)
 					   : "a gRPC message over the bound");
 			return false;
 		}
-		for (i = 0; i < s->nf && ok; i++)
-			if (s->f[i].ops->response_body &&
-			    s->f[i].ops->response_body(s->f[i].st, payload, len, true, &out) < 0)
+		for (i = 0; i < s->ch.n && ok; i++)
+			if (s->ch.f[i].ops->response_body &&
+			    s->ch.f[i].ops->response_body(s->ch.f[i].st, payload, len, true, &out) < 0)
 				ok = false;
 		if (!ok) {
 			buf_free(&out);
@@ -961,16 +1027,174 @@ static bool grpc_messages(struct h2_stream *s)
 	}
 }
 
+/* --- coded answers ------------------------------------------------------------------ */
+
+/* A coding the proxy cannot undo (502 while the head is held, else the
+ * stream is cut), with its receipt. */
+static void coding_fail(struct h2_stream *s, const char *coding, const char *codings,
+			const char *why)
+{
+	struct verdict v;
+
+	verdict_setf(&v, VERDICT_FAIL, s->resp_started ? 0 : 502, "upstream.coding",
+		     "the answer's %s coding: %s", coding, why);
+	v.extra = json_pack("{s:s, s:s, s:s, s:s, s:s}", "request_method", s->method,
+			    "request_path", s->path, "coding", coding, "codings", codings,
+			    "protocol", "h2");
+	set_outcome(s, s->resp_started ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
+	(void)refuse(s, &v);
+}
+
+/* The content codings of the answer's head (the decoder exchange.c uses):
+ * with one, the body is decoded before the filters see it and the head
+ * says no coding. False when the stream was answered (a coding the proxy
+ * cannot decode, or more than it undoes). */
+static bool decode_setup(struct h2_stream *s)
+{
+	struct decode_codings cs = { .n = 0 };
+	enum decode_codings_result r;
+	char bad[64], listed[256];
+	size_t content;
+
+	r = decode_codings_head(&s->rs.headers, true, NULL, &cs, &content, bad, sizeof(bad),
+				listed, sizeof(listed));
+	if (r != DECODE_CODINGS_OK) {
+		coding_fail(s, bad, listed,
+			    r == DECODE_CODINGS_TOO_MANY
+				    ? "more codings than the proxy undoes (2): not relayed unread"
+				    : "the proxy cannot decode it: not relayed unread");
+		return false;
+	}
+	if (!content)
+		return true;
+	decode_strip_head(&s->rs.headers);
+	s->codings = cs;
+	s->dec = decode_new(&cs, DECODE_MAX_OUT_DEFAULT);
+	s->has_rcl = false;
+	s->rs.body = HTTP_BODY_CHUNKED;
+	s->rs.content_length = 0;
+	return true;
+}
+
+/* One piece of the (decoded) body: through the filters into @s->down.
+ * False when the stream was cut. */
+static bool body_piece(struct h2_stream *s, const char *d, size_t n)
+{
+	if (s->grpc) {
+		buf_append(&s->gin, d, n);
+		return grpc_messages(s);
+	}
+	return response_slice(s, d, n, false);
+}
+
+static void send_head(struct h2_stream *s, bool end);
+static void response_done(struct h2_stream *s);
+
+/* Coded bytes from @s->coded through the decoder, the decoded ones
+ * through the filters, while the client takes them (the decoder holds
+ * the rest: memory stays bounded whatever the ratio). */
+static void decode_pump(struct h2_stream *s)
+{
+	char piece[16384];
+
+	/* (an outcome is set once the stream was cut or answered) */
+	while (s->dec && !s->answered && !s->outcome_set && s->down.len < BUF_HIGH) {
+		size_t got = 0;
+		enum decode_result r = decode_get(s->dec, piece, sizeof(piece), &got);
+
+		if (r == DECODE_OUTPUT) {
+			if (s->head_held)
+				send_head(s, false);
+			if (!body_piece(s, piece, got))
+				return;
+			continue;
+		}
+		if (r == DECODE_DONE) {
+			decode_free(s->dec);
+			s->dec = NULL;
+			if (s->head_held)
+				send_head(s, false);
+			response_done(s);
+			return;
+		}
+		if (r == DECODE_ERROR) {
+			char codings[64];
+
+			decode_codings_format(&s->codings, codings, sizeof(codings));
+			coding_fail(s, decode_coding_name(decode_error_coding(s->dec)), codings,
+				    decode_error(s->dec));
+			return;
+		}
+		if (s->coded.len) {
+			size_t put = decode_put(s->dec, s->coded.data, s->coded.len);
+
+			buf_consume(&s->coded, put);
+			if (put)
+				continue;
+		} else if (s->coded_end) {
+			s->coded_end = false;
+			decode_end(s->dec);
+			continue;
+		}
+		break;
+	}
+	credit_upstream(s);
+	if (s->resp_started)
+		(void)nghttp2_session_resume_data(s->h->cs, s->cid);
+}
+
+/* A slice of the answer's body as it came from the upstream. False when
+ * the stream was cut or answered. */
+static bool response_data(struct h2_stream *s, const char *d, size_t n)
+{
+	if (!s->dec)
+		return body_piece(s, d, n);
+	buf_append(&s->coded, d, n);
+	decode_pump(s);
+	return !s->answered && !s->outcome_set;
+}
+
+/* An interim head (1xx; its fields collected in s->rs.headers, taken
+ * from there): shown to the filters (which scrub its fields), then to
+ * the client. */
+static void relay_interim(struct h2_stream *s)
+{
+	struct filter_response rs;
+	nghttp2_nv *nv;
+	char **names, status[8];
+	size_t i, n = 0, nnames = 0;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.status = s->status_in;
+	rs.reason = util_xstrdup("");
+	rs.body = HTTP_BODY_NONE;
+	rs.headers = s->rs.headers;
+	memset(&s->rs.headers, 0, sizeof(s->rs.headers));
+	s->has_rcl = false;
+	s->resp_head_bytes = 0;
+	for (i = 0; i < s->ch.n; i++)
+		if (s->ch.f[i].ops->response_interim)
+			s->ch.f[i].ops->response_interim(s->ch.f[i].st, &rs);
+	nv = util_xcalloc(rs.headers.count + 1, sizeof(*nv));
+	names = util_xcalloc(rs.headers.count + 1, sizeof(*names));
+	snprintf(status, sizeof(status), "%u", rs.status);
+	add_nv(nv, &n, ":status", status);
+	add_headers(nv, &n, &rs.headers, names, &nnames, false);
+	if (rs.status > 100 && rs.status < 200)
+		(void)nghttp2_submit_headers(s->h->cs, NGHTTP2_FLAG_NONE, s->cid, NULL, nv, n, NULL);
+	free(nv);
+	free_names(names, nnames);
+	free(rs.reason);
+	filter_headers_free(&rs.headers);
+}
+
 /* The upstream's final head, copied into s->rs: through the filters,
  * then to the client. @end: it has no body. */
+static void send_head(struct h2_stream *s, bool end);
+
 static void response_head(struct h2_stream *s, bool end)
 {
-	struct h2 *h = s->h;
-	nghttp2_nv *nv;
-	nghttp2_data_provider prd;
-	/* cppcheck-suppress variableScope ; nv points into it until submitted */
-	char **names, status[8], length[24];
-	size_t i, n = 0, nnames = 0;
+	size_t i;
 	bool keeps = true;
 
 	s->final_seen = true;
@@ -979,15 +1203,17 @@ static void response_head(struct h2_stream *s, bool end)
 	s->rs.content_length = s->rcl;
 	if (!s->rs.reason)
 		s->rs.reason = util_xstrdup("");
-	for (i = 0; i < s->nf; i++) {
+	if (!end && !decode_setup(s))
+		return;
+	for (i = 0; i < s->ch.n; i++) {
 		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
 		enum filter_result r;
 
-		if (!s->f[i].ops->response_head)
+		if (!s->ch.f[i].ops->response_head)
 			continue;
 		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
-		r = s->f[i].ops->response_head(s->f[i].st, &s->rs, &tf, &v);
+		r = s->ch.f[i].ops->response_head(s->ch.f[i].st, &s->rs, &tf, &v);
 		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
 			return;
 		verdict_clear(&v);
@@ -997,6 +1223,7 @@ static void response_head(struct h2_stream *s, bool end)
 				keeps = false;
 		}
 	}
+	s->keeps = keeps;
 	if (s->transform) {
 		const char *ct = filter_headers_get(&s->rs.headers, "content-type");
 
@@ -1008,12 +1235,29 @@ static void response_head(struct h2_stream *s, bool end)
 			return;
 		s->resp_end = true;
 	}
+	if (s->dec)
+		s->head_held = true; /* sent with the first decoded byte */
+	else
+		send_head(s, end);
+}
+
+/* The answer's head goes to the client. */
+static void send_head(struct h2_stream *s, bool end)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv *nv;
+	nghttp2_data_provider prd;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
+	char **names, status[8], length[24];
+	size_t n = 0, nnames = 0;
+
+	s->head_held = false;
 	nv = util_xcalloc(s->rs.headers.count + 2, sizeof(*nv));
 	names = util_xcalloc(s->rs.headers.count + 1, sizeof(*names));
 	snprintf(status, sizeof(status), "%u", s->rs.status);
 	add_nv(nv, &n, ":status", status);
 	add_headers(nv, &n, &s->rs.headers, names, &nnames, false);
-	if (s->has_rcl && (!s->transform || keeps)) {
+	if (s->has_rcl && (!s->transform || s->keeps)) {
 		snprintf(length, sizeof(length), "%llu", (unsigned long long)s->rcl);
 		add_nv(nv, &n, "content-length", length);
 	}
@@ -1031,11 +1275,24 @@ static void response_head(struct h2_stream *s, bool end)
 	free_names(names, nnames);
 }
 
+static void response_done(struct h2_stream *s);
+
 /* The upstream ended the stream after its head (with or without
  * trailers). */
 static void response_end(struct h2_stream *s)
 {
 	s->up_ended = true;
+	if (s->dec) {
+		s->coded_end = true;
+		decode_pump(s);
+		return;
+	}
+	response_done(s);
+}
+
+/* All of the answer's body went through the filters. */
+static void response_done(struct h2_stream *s)
+{
 	if (s->grpc && s->gin.len) {
 		set_outcome(s, FILTER_OUTCOME_CUT);
 		(void)fail(s, 0, "upstream.grpc", "the upstream ended in a gRPC message");
@@ -1044,14 +1301,348 @@ static void response_end(struct h2_stream *s)
 	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
 	if (s->trailers.count)
-		for (size_t i = 0; i < s->nf; i++)
-			if (s->f[i].ops->response_trailers)
-				s->f[i].ops->response_trailers(s->f[i].st, &s->trailers);
+		for (size_t i = 0; i < s->ch.n; i++)
+			if (s->ch.f[i].ops->response_trailers)
+				s->ch.f[i].ops->response_trailers(s->ch.f[i].st, &s->trailers);
 	s->resp_end = true;
 	(void)nghttp2_session_resume_data(s->h->cs, s->cid);
 }
 
+/* --- an HTTP/1.1 upstream --------------------------------------------------------- */
+
+static void take_header(struct h2_stream *s, bool response, bool trailer, const char *name,
+			size_t namelen, const char *value, size_t valuelen);
+
+#define H1_IN_MAX ((size_t)64 * 1024) /* upstream bytes read ahead */
+
+static void h1_enqueue(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+
+	s->queued = true;
+	s->qnext = NULL;
+	if (h->qtail)
+		h->qtail->qnext = s;
+	else
+		h->qhead = s;
+	h->qtail = s;
+}
+
+static void h1_unqueue(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	struct h2_stream **pp, *prev = NULL;
+
+	if (!s->queued)
+		return;
+	for (pp = &h->qhead; *pp; prev = *pp, pp = &(*pp)->qnext) {
+		if (*pp != s)
+			continue;
+		*pp = s->qnext;
+		if (h->qtail == s)
+			h->qtail = prev;
+		break;
+	}
+	s->queued = false;
+	s->qnext = NULL;
+}
+
+/* The next stream in line becomes the exchange on the upstream: its
+ * head, written as HTTP/1.1 from the filtered request. */
+static void h1_start(struct h2 *h)
+{
+	struct buf *b = &h->c->uout;
+	struct h2_stream *s = h->qhead;
+	size_t i;
+
+	if (h->h1cur || !s || h->up_gone || h->h1_close)
+		return;
+	h1_unqueue(s);
+	h->h1cur = s;
+	h->h1_head_done = false;
+	if (s->rq.target)
+		buf_printf(b, "%s %s HTTP/1.1\r\n", s->method, s->rq.target);
+	else
+		buf_printf(b, "%s %s%s%s HTTP/1.1\r\n", s->method, s->path,
+			   s->query ? "?" : "", s->query ? s->query : "");
+	buf_printf(b, "Host: %s\r\n", s->authority ? s->authority : s->host_header);
+	for (i = 0; i < s->rq.headers.count; i++) {
+		const struct filter_header *f = &s->rq.headers.h[i];
+
+		size_t k, at = b->len;
+
+		if (connection_specific(f->name) || f->name[0] == ':' ||
+		    strcasecmp(f->name, "te") == 0)
+			continue;
+		buf_printf(b, "%s: %s\r\n", f->name, f->value);
+		/* HTTP/1.1's customary case (h2 has only lowercase):
+		 * "x-api-key" goes up as "X-Api-Key" */
+		for (k = 0; f->name[k]; k++)
+			if ((k == 0 || f->name[k - 1] == '-') && f->name[k] >= 'a' &&
+			    f->name[k] <= 'z')
+				b->data[at + k] = (char)(f->name[k] - 'a' + 'A');
+	}
+	s->h1_chunked = false;
+	if (s->has_cl) {
+		buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)s->cl);
+	} else if (!s->req_end || s->up.len) {
+		buf_puts(b, "Transfer-Encoding: chunked\r\n");
+		s->h1_chunked = true;
+	}
+	buf_puts(b, "\r\n");
+}
+
+/* Request body bytes of the current exchange, as the upstream's queue
+ * takes them (the client is credited for what left). */
+static void h1_pump_request(struct h2 *h)
+{
+	struct h2_stream *s = h->h1cur;
+	struct buf *b = &h->c->uout;
+
+	if (!s || s->h1_req_done)
+		return;
+	while (s->up.len && b->len < BUF_HIGH) {
+		size_t n = s->up.len < 16384 ? s->up.len : 16384;
+
+		if (s->h1_chunked)
+			buf_printf(b, "%zx\r\n", n);
+		buf_append(b, s->up.data, n);
+		if (s->h1_chunked)
+			buf_puts(b, "\r\n");
+		buf_consume(&s->up, n);
+		s->bytes_up += n;
+		credit_client(s, n);
+	}
+	if (s->req_end && !s->up.len) {
+		if (s->h1_chunked) {
+			size_t i;
+
+			/* trailers only where chunks carry them: a body by
+			 * length has none */
+			buf_puts(b, "0\r\n");
+			for (i = 0; i < s->rq_trailers.count; i++)
+				if (!connection_specific(s->rq_trailers.h[i].name))
+					buf_printf(b, "%s: %s\r\n", s->rq_trailers.h[i].name,
+						   s->rq_trailers.h[i].value);
+			buf_puts(b, "\r\n");
+		}
+		s->h1_req_done = true;
+	}
+}
+
+/* The current exchange's answer is complete (@ended: its stream already
+ * knows): the next one may start, unless the connection cannot carry it. */
+static void h1_finish(struct h2 *h, struct h2_stream *s, bool ended)
+{
+	h->h1cur = NULL;
+	h->h1_head_done = false;
+	s->up_closed = true;
+	if (!h->h1_keep || !s->h1_req_done)
+		h->h1_close = true;
+	if (!ended)
+		response_end(s);
+}
+
+/* A body slice of the current exchange, as u_data does for h2. False
+ * when the stream was cut. */
+static bool h1_deliver(struct h2 *h, struct h2_stream *s, const char *d, size_t n)
+{
+	if (!response_data(s, d, n))
+		return false;
+	(void)nghttp2_session_resume_data(h->cs, s->cid);
+	return h->h1cur == s;
+}
+
+/* The upstream broke HTTP/1.1 on the current exchange. */
+static void h1_broken(struct h2 *h, struct h2_stream *s, const char *why)
+{
+	char reason[160];
+
+	snprintf(reason, sizeof(reason), "the upstream's HTTP/1.1 answer: %s",
+		 why ? why : "malformed");
+	set_outcome(s, s->resp_started ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
+	(void)fail(s, s->resp_started ? 0 : 502, "upstream.malformed", reason);
+	h->h1cur = NULL;
+	h->h1_close = true;
+}
+
+/* The head of the current exchange's answer (interim ones skipped);
+ * false when it is not complete yet or the exchange ended. */
+static bool h1_head(struct h2 *h, struct h2_stream *s)
+{
+	struct conn *c = h->c;
+	struct http_response resp;
+	size_t i;
+
+	for (;;) {
+		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
+							 strcmp(s->method, "HEAD") == 0);
+
+		if (r == HTTP_INCOMPLETE)
+			return false;
+		if (r != HTTP_OK || resp.status == 101) {
+			h1_broken(h, s, r == HTTP_OK ? "a 101 nobody asked for" : resp.error);
+			return false;
+		}
+		s->status_in = resp.status;
+		filter_headers_free(&s->rs.headers);
+		for (i = 0; i < resp.headers.count; i++) {
+			const struct http_header *f = &resp.headers.h[i];
+
+			if (!http_is_hop_by_hop(&resp.headers, f->name) &&
+			    !http_slice_eq_ci(f->name, "transfer-encoding"))
+				take_header(s, true, false, f->name.ptr, f->name.len,
+					    f->value.ptr, f->value.len);
+		}
+		if (resp.status >= 200)
+			break;
+		buf_consume(&c->uin, resp.head_len);
+		relay_interim(s);
+	}
+	s->has_rcl = resp.body == HTTP_BODY_LENGTH;
+	s->rcl = resp.content_length;
+	h->h1_body = resp.body;
+	h->h1_left = resp.content_length;
+	h->h1_keep = resp.keep_alive;
+	if (resp.body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&h->h1_ch, NULL);
+	buf_consume(&c->uin, resp.head_len);
+	h->h1_head_done = true;
+	response_head(s, resp.body == HTTP_BODY_NONE);
+	if (h->h1cur != s)
+		return false;
+	if (resp.body == HTTP_BODY_NONE) {
+		h1_finish(h, s, true);
+		return false;
+	}
+	return true;
+}
+
+/* Moves the upstream's answer from c->uin to the current stream while
+ * the client takes it (@eof: the upstream closed). */
+static void h1_response(struct h2 *h, bool eof)
+{
+	struct conn *c = h->c;
+	struct h2_stream *s;
+
+	while ((s = h->h1cur) != NULL) {
+		struct http_slice data = { NULL, 0 };
+		size_t used = 0;
+		bool done = false;
+
+		if (!h->h1_head_done && !h1_head(h, s))
+			return;
+		if (s->down.len >= BUF_HIGH || s->coded.len >= H1_IN_MAX)
+			return; /* the client takes it first */
+		if (!c->uin.len) {
+			if (!eof)
+				return;
+			if (h->h1_body != HTTP_BODY_UNTIL_CLOSE)
+				return; /* truncated: upstream_gone cuts it */
+			h->h1_keep = false;
+			h1_finish(h, s, false);
+			return;
+		}
+		if (h->h1_body == HTTP_BODY_CHUNKED) {
+			enum http_chunked_result r = http_chunked_feed(
+				&h->h1_ch, c->uin.data, c->uin.len, &used, &data);
+
+			if (r == HTTP_CHUNKED_BAD) {
+				h1_broken(h, s, h->h1_ch.error);
+				return;
+			}
+			done = r == HTTP_CHUNKED_DONE;
+		} else {
+			used = c->uin.len;
+			if (h->h1_body == HTTP_BODY_LENGTH && used > h->h1_left)
+				used = (size_t)h->h1_left;
+			data.ptr = c->uin.data;
+			data.len = used;
+			if (h->h1_body == HTTP_BODY_LENGTH) {
+				h->h1_left -= used;
+				done = h->h1_left == 0;
+			}
+		}
+		if (data.len && !h1_deliver(h, s, data.ptr, data.len))
+			return;
+		buf_consume(&c->uin, used);
+		if (done)
+			h1_finish(h, s, false);
+	}
+	if (c->uin.len && !h->h1cur) {
+		/* bytes nobody asked for */
+		buf_free(&c->uin);
+		h->h1_close = true;
+	}
+}
+
 /* --- nghttp2 callbacks: the client's side ---------------------------------------- */
+
+/* One decoded header field of @s, into its place: the request's head
+ * (pseudo-headers, Host and Content-Length apart) or trailers, or the
+ * answer's head (:status, Content-Length apart) or trailers. An
+ * answer's names are lowercased (an HTTP/1.1 upstream's may not be), a
+ * request's written "Content-Type" (h2 lowercases them all on the way
+ * out). */
+static void take_header(struct h2_stream *s, bool response, bool trailer, const char *name,
+			size_t namelen, const char *value, size_t valuelen)
+{
+	char *n = util_xstrndup(name, namelen), *v = util_xstrndup(value, valuelen);
+	char *p;
+
+	for (p = n; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	/* the filters (and their receipts) see a request's names in
+	 * HTTP/1.1's customary case, whichever protocol brought them */
+	for (p = n; !response && n[0] != ':' && *p; p++)
+		if ((p == n || p[-1] == '-') && *p >= 'a' && *p <= 'z')
+			*p = (char)(*p - 'a' + 'A');
+	if (trailer) {
+		if (n[0] != ':')
+			filter_headers_add(response ? &s->trailers : &s->rq_trailers, n, v);
+	} else if (response) {
+		if (strcmp(n, ":status") == 0) {
+			s->status_in = (unsigned int)strtoul(v, NULL, 10);
+		} else if (strcmp(n, "content-length") == 0) {
+			s->has_rcl = true;
+			s->rcl = strtoull(v, NULL, 10);
+		} else if (n[0] != ':') {
+			filter_headers_add(&s->rs.headers, n, v);
+		}
+	} else if (strcmp(n, ":method") == 0 && !s->method) {
+		s->method = v;
+		v = NULL;
+	} else if (strcmp(n, ":path") == 0 && !s->path) {
+		char *q = strchr(v, '?');
+
+		if (q) {
+			s->query = util_xstrdup(q + 1);
+			*q = '\0';
+		}
+		s->path = v;
+		v = NULL;
+	} else if (strcmp(n, ":authority") == 0 && !s->authority) {
+		s->authority = v;
+		v = NULL;
+	} else if (n[0] == ':') {
+		/* :scheme (always https here), :protocol (never advertised) */
+	} else if (strcasecmp(n, "host") == 0) {
+		if (!s->host_header) {
+			s->host_header = v;
+			v = NULL;
+		}
+	} else if (strcasecmp(n, "content-length") == 0) {
+		s->has_cl = true;
+		s->cl = strtoull(v, NULL, 10); /* nghttp2 checked it */
+	} else {
+		filter_headers_add(&s->rq.headers, n, v);
+	}
+	if (v)
+		explicit_bzero(v, strlen(v));
+	free(n);
+	free(v);
+}
 
 static int c_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
 			   void *user)
@@ -1073,53 +1664,18 @@ static int c_header(nghttp2_session *session, const nghttp2_frame *frame,
 {
 	struct h2 *h = user;
 	struct h2_stream *s = client_stream(h, frame->hd.stream_id);
-	char *n, *v;
 
 	(void)session;
 	(void)flags;
 	if (!s || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
-	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* request trailers are not relayed */
 	s->head_bytes += namelen + valuelen + 32;
 	if (s->head_bytes > H2_MAX_HEADER_LIST) {
 		s->head_bad = true; /* answered at its end (request_head) */
 		return 0;
 	}
-	n = util_xstrndup((const char *)name, namelen);
-	v = util_xstrndup((const char *)value, valuelen);
-	if (strcmp(n, ":method") == 0 && !s->method) {
-		s->method = v;
-		v = NULL;
-	} else if (strcmp(n, ":path") == 0 && !s->path) {
-		char *q = strchr(v, '?');
-
-		if (q) {
-			s->query = util_xstrdup(q + 1);
-			*q = '\0';
-		}
-		s->path = v;
-		v = NULL;
-	} else if (strcmp(n, ":authority") == 0 && !s->authority) {
-		s->authority = v;
-		v = NULL;
-	} else if (n[0] == ':') {
-		/* :scheme (always https here), :protocol (never advertised) */
-	} else if (strcmp(n, "host") == 0) {
-		if (!s->host_header) {
-			s->host_header = v;
-			v = NULL;
-		}
-	} else if (strcmp(n, "content-length") == 0) {
-		s->has_cl = true;
-		s->cl = strtoull(v, NULL, 10); /* nghttp2 checked it */
-	} else {
-		filter_headers_add(&s->rq.headers, n, v);
-	}
-	if (v)
-		explicit_bzero(v, strlen(v));
-	free(n);
-	free(v);
+	take_header(s, false, frame->headers.cat != NGHTTP2_HCAT_REQUEST, (const char *)name,
+		    namelen, (const char *)value, valuelen);
 	return 0;
 }
 
@@ -1203,7 +1759,6 @@ static int u_header(nghttp2_session *session, const nghttp2_frame *frame,
 {
 	struct h2 *h = user;
 	struct h2_stream *s = upstream_stream(h, frame->hd.stream_id);
-	char *n, *v;
 
 	(void)session;
 	(void)flags;
@@ -1212,22 +1767,8 @@ static int u_header(nghttp2_session *session, const nghttp2_frame *frame,
 	s->resp_head_bytes += namelen + valuelen + 32;
 	if (s->resp_head_bytes > H2_MAX_HEADER_LIST)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* reset: a 502 */
-	n = util_xstrndup((const char *)name, namelen);
-	v = util_xstrndup((const char *)value, valuelen);
-	if (s->final_seen) {
-		if (n[0] != ':')
-			filter_headers_add(&s->trailers, n, v);
-	} else if (strcmp(n, ":status") == 0) {
-		s->status_in = (unsigned int)strtoul(v, NULL, 10);
-	} else if (strcmp(n, "content-length") == 0) {
-		s->has_rcl = true;
-		s->rcl = strtoull(v, NULL, 10);
-	} else if (n[0] != ':') {
-		filter_headers_add(&s->rs.headers, n, v);
-	}
-	explicit_bzero(v, strlen(v));
-	free(n);
-	free(v);
+	take_header(s, true, s->final_seen, (const char *)name, namelen, (const char *)value,
+		    valuelen);
 	return 0;
 }
 
@@ -1245,11 +1786,7 @@ static int u_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
 		return 0;
 	if (frame->hd.type == NGHTTP2_HEADERS && !s->final_seen) {
 		if (s->status_in < 200) {
-			/* interim: not relayed (the client's request is
-			 * already whole or streaming) */
-			filter_headers_free(&s->rs.headers);
-			s->has_rcl = false;
-			s->resp_head_bytes = 0;
+			relay_interim(s);
 			return 0;
 		}
 		response_head(s, end);
@@ -1267,18 +1804,13 @@ static int u_data(nghttp2_session *session, uint8_t flags, int32_t id, const uin
 	struct h2_stream *s = upstream_stream(h, id);
 
 	(void)flags;
-	if (!s || s->answered || !s->resp_started) {
+	if (!s || s->answered || !s->final_seen) {
 		(void)nghttp2_session_consume(session, id, len);
 		return 0;
 	}
-	if (s->grpc) {
-		buf_append(&s->gin, data, len);
-		if (!grpc_messages(s))
-			return 0;
-	} else if (!response_slice(s, (const char *)data, len, false)) {
-		return 0;
-	}
 	s->down_owed += len;
+	if (!response_data(s, (const char *)data, len))
+		return 0;
 	credit_upstream(s);
 	(void)nghttp2_session_resume_data(h->cs, s->cid);
 	return 0;
@@ -1351,13 +1883,14 @@ static void settings(nghttp2_session *s, bool server)
 						     H2_CONN_WINDOW) == 0);
 }
 
-void h2_begin(struct conn *c)
+void h2_begin(struct conn *c, bool upstream_h2)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *o = options();
 	struct h2 *h = util_xcalloc(1, sizeof(*h));
 
 	h->c = c;
+	h->up_h1 = !upstream_h2;
 	c->h2 = h;
 	c->inner = true; /* requests inside a tunnel: the target is fixed */
 	ASSERT(nghttp2_session_callbacks_new(&cb) == 0);
@@ -1379,7 +1912,8 @@ void h2_begin(struct conn *c)
 	nghttp2_session_callbacks_del(cb);
 	nghttp2_option_del(o);
 	settings(h->cs, true);
-	settings(h->us, false);
+	if (upstream_h2)
+		settings(h->us, false);
 	conn_enter(c, CONN_H2);
 	h2_step(c, false, 0);
 }
@@ -1433,6 +1967,9 @@ static void upstream_gone(struct h2 *h)
 	if (h->up_gone)
 		return;
 	h->up_gone = true;
+	h->h1cur = NULL;
+	while (h->qhead)
+		h1_unqueue(h->qhead);
 	for (s = h->streams; s; s = next) {
 		next = s->next;
 		if (s->answered || s->resp_end)
@@ -1446,9 +1983,51 @@ static void upstream_gone(struct h2 *h)
 			reset_client(s, NGHTTP2_INTERNAL_ERROR);
 		}
 	}
-	(void)nghttp2_submit_goaway(h->cs, NGHTTP2_FLAG_NONE,
-				    nghttp2_session_get_last_proc_stream_id(h->cs),
-				    NGHTTP2_NO_ERROR, NULL, 0);
+	/* the client is told once the answers under way are out
+	 * (h2_step): some clients drop a stream's DATA after GOAWAY */
+}
+
+/* The HTTP/1.1 upstream is gone (closed, broken or abandoned). */
+static void h1_drop(struct h2 *h)
+{
+	struct conn *c = h->c;
+
+	h->h1_close = false;
+	if (endpoint_open(&c->upstream)) {
+		conn_unwatch(c, true);
+		endpoint_close(&c->upstream);
+	}
+	buf_free(&c->uout);
+	buf_free(&c->uin);
+	upstream_gone(h);
+}
+
+/* Reads the HTTP/1.1 upstream while its answer is taken. Returns
+ * whether bytes moved. */
+static int h1_pump_in(struct h2 *h)
+{
+	struct conn *c = h->c;
+	int moved = 0, i;
+	bool eof = false;
+
+	for (i = 0; i < READ_ROUNDS && endpoint_open(&c->upstream) && c->uin.len < H1_IN_MAX;
+	     i++) {
+		ssize_t n = endpoint_read_buf(&c->upstream, &c->uin, H1_IN_MAX);
+
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			eof = true;
+			break;
+		}
+		moved = 1;
+	}
+	h1_response(h, eof);
+	if (eof) {
+		h1_drop(h);
+		moved = 1;
+	}
+	return moved;
 }
 
 /* Reads one side into its session. Returns -1 when @c was closed, else
@@ -1461,6 +2040,8 @@ static int pump_in(struct h2 *h, bool upstream)
 	char tmp[16384];
 	int moved = 0, i;
 
+	if (upstream && h->up_h1)
+		return h1_pump_in(h);
 	for (i = 0; i < READ_ROUNDS && endpoint_open(e); i++) {
 		ssize_t n = endpoint_read(e, tmp, sizeof(tmp));
 		ssize_t rv;
@@ -1516,7 +2097,20 @@ static int pump_out(struct h2 *h, bool upstream)
 		buf_free(b);
 		return 0;
 	}
-	while (b->len < BUF_HIGH) {
+	if (upstream && h->up_h1) {
+		size_t before = b->len;
+
+		h1_response(h, false);
+		h1_start(h);
+		h1_pump_request(h);
+		if (h->h1_close) {
+			h1_drop(h);
+			return 1;
+		}
+		/* cppcheck-suppress knownConditionTrueFalse ; h1_* append to it */
+		moved = b->len != before;
+	}
+	while (!(upstream && h->up_h1) && b->len < BUF_HIGH) {
 		const uint8_t *d;
 		ssize_t n = nghttp2_session_mem_send(sess, &d);
 
@@ -1544,7 +2138,7 @@ static int pump_out(struct h2 *h, bool upstream)
 			upstream_gone(h);
 			return 1;
 		}
-		moved = b->len < before;
+		moved = moved || b->len < before;
 	}
 	return moved;
 }
@@ -1572,6 +2166,11 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 	for (round = 0; round < 4; round++) {
 		int a, b;
 
+		for (struct h2_stream *s = h->streams, *next; s; s = next) {
+			next = s->next;
+			if (s->dec)
+				decode_pump(s);
+		}
 		a = pump_out(h, true);
 		if (a < 0)
 			return;
@@ -1589,6 +2188,14 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 		conn_close(c);
 		return;
 	}
+	if (h->up_gone && !h->streams && !h->goaway_sent) {
+		h->goaway_sent = true;
+		(void)nghttp2_submit_goaway(h->cs, NGHTTP2_FLAG_NONE,
+					    nghttp2_session_get_last_proc_stream_id(h->cs),
+					    NGHTTP2_NO_ERROR, NULL, 0);
+		if (pump_out(h, false) < 0)
+			return;
+	}
 	if (h->up_gone && !h->streams && !nghttp2_session_want_write(h->cs)) {
 		/* the GOAWAY is queued: the client gets it and our FIN */
 		h2_free(c);
@@ -1598,7 +2205,11 @@ void h2_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	conn_watch(c, false,
 		   endpoint_events(&c->client, true, c->cout.len > 0) | EPOLLRDHUP);
-	if (endpoint_open(&c->upstream))
-		conn_watch(c, true, endpoint_events(&c->upstream, true, c->uout.len > 0) |
-					    EPOLLRDHUP);
+	if (endpoint_open(&c->upstream)) {
+		bool rd = !h->up_h1 || (c->uin.len < H1_IN_MAX &&
+					(!h->h1cur || h->h1cur->down.len < BUF_HIGH));
+
+		conn_watch(c, true, endpoint_events(&c->upstream, rd, c->uout.len > 0) |
+					    (rd ? EPOLLRDHUP : 0));
+	}
 }

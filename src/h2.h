@@ -44,9 +44,11 @@ enum h2_grpc h2_grpc_parse(const char *in, size_t len, const char **payload, uin
 struct buf;
 void h2_grpc_frame(struct buf *out, const char *payload, size_t len);
 
-/* Both TLS handshakes are done and both chose h2: the two sessions start
- * (their prefaces and SETTINGS are queued) and @c enters CONN_H2. */
-void h2_begin(struct conn *c);
+/* Both TLS handshakes are done and the client was given h2: the sessions start
+ * (their prefaces and SETTINGS are queued) and @c enters CONN_H2. With
+ * !@upstream_h2 the upstream speaks HTTP/1.1: one stream's exchange at a
+ * time on it, in the order they passed the filters. */
+void h2_begin(struct conn *c, bool upstream_h2);
 void h2_step(struct conn *c, bool upstream, uint32_t events);
 /* Frees the sessions and every stream (its filters hear the client left
  * or the answer was cut). Safe when @c has none. */

@@ -26,9 +26,11 @@
  *     CA in the key holder (which alone holds the CA key, and checks that
  *     the policy intercepts that host) and cached per worker, answers the
  *     ClientHello already read (OpenSSL reads it from a memory BIO, then
- *     from the socket); it is given h2 only when the upstream chose h2,
- *     so both sides speak the same version: HTTP/1.1 on both, or h2 on
- *     both with each stream one exchange (h2.c);
+ *     from the socket); it is given h2 when the upstream chose h2, or
+ *     when it offers h2 but not http/1.1 (gRPC): an h2 client has each
+ *     stream one exchange (h2.c), relayed as h2 streams to an h2
+ *     upstream or one HTTP/1.1 exchange after another to an HTTP/1.1
+ *     upstream; else HTTP/1.1 on both;
  *  3. if the upstream did not verify, the client, now speaking TLS with
  *     the proxy, gets a 502 naming the reason (proxy.error, rule
  *     upstream.tls) and the connection ends: never a fallback to
@@ -344,18 +346,23 @@ static void want(struct conn *c, bool upstream, int ssl_err)
 
 static void client_begin(struct conn *c);
 
-/* The client's ClientHello (in c->cin) offers h2. */
-static bool h2_offered(const struct conn *c)
+/* The client's ClientHello (in c->cin) offers @name. */
+static bool alpn_offered(const struct conn *c, const char *name)
 {
 	struct clienthello ch;
-	size_t i;
+	size_t i, n = strlen(name);
 
 	if (clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch) != CLIENTHELLO_OK)
 		return false;
 	for (i = 0; i < ch.alpn_count && i < CLIENTHELLO_ALPN_MAX; i++)
-		if (ch.alpn[i].len == 2 && memcmp(ch.alpn[i].name, TLS_ALPN_H2, 2) == 0)
+		if (ch.alpn[i].len == n && memcmp(ch.alpn[i].name, name, n) == 0)
 			return true;
 	return false;
+}
+
+static bool h2_offered(const struct conn *c)
+{
+	return alpn_offered(c, TLS_ALPN_H2);
 }
 
 void intercept_connected(struct conn *c)
@@ -447,7 +454,11 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
-	if (c->ic->upstream_h2)
+	/* h2 to the client when the upstream chose h2, or when the client
+	 * offers no http/1.1 (h2-only: gRPC; h2.c translates to an HTTP/1.1
+	 * upstream); never when the answer is our 502 (HTTP/1.1) */
+	if (!c->ic->upstream_error &&
+	    (c->ic->upstream_h2 || !alpn_offered(c, TLS_ALPN_HTTP11)))
 		tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());
@@ -463,7 +474,7 @@ static void client_begin(struct conn *c)
 
 static void established(struct conn *c)
 {
-	bool h2;
+	bool h2, upstream_h2;
 
 	if (c->ic->upstream_error) {
 		struct verdict v;
@@ -480,14 +491,17 @@ static void established(struct conn *c)
 		(void)verdict_apply(c, &v);
 		return;
 	}
+	upstream_h2 = c->ic->upstream_h2;
 	intercept_free(c);
 	h2 = tls_alpn_is_h2(c->client.ssl);
-	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s}", "tls", 1, "sni", c->sni,
-					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1"));
+	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
+					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1",
+					  "upstream_protocol", upstream_h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;
 	if (h2) {
-		/* both sides chose h2: stream to stream (h2.c) */
-		h2_begin(c);
+		/* the client chose h2: stream to stream (h2.c), to an h2
+		 * or an HTTP/1.1 upstream */
+		h2_begin(c, upstream_h2);
 		return;
 	}
 	exchange_begin(c, true);

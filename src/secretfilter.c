@@ -950,6 +950,59 @@ static void sf_response_trailers(void *vst, struct filter_headers *trailers)
 	*trailers = rs.headers;
 }
 
+/* HTTP/2 request trailers: decided as the head's fields are (the
+ * placeholder substituted where its secret is bound, refused elsewhere),
+ * with the request's method, path and host. */
+static enum filter_result sf_request_trailers(void *vst, const struct filter_request *rq,
+					      struct filter_headers *trailers,
+					      struct verdict *v)
+{
+	struct sf_state *st = vst;
+	struct secretfilter *f = st->f;
+	const struct subst_set *set = is_git_host(f->p, st->host) ? &f->nogit : &f->all;
+	struct filter_request t = *rq;
+	struct http_request hr;
+	struct subst_result r;
+	char *target;
+	size_t i;
+
+	t.headers = *trailers;
+	target = util_xasprintf("%s%s%s", rq->path, rq->query ? "?" : "",
+				rq->query ? rq->query : "");
+	if (!as_parsed(&t, target, &hr)) {
+		free(target);
+		verdict_set(v, VERDICT_FAIL, 502, "proxy.filter",
+			    "too many trailer fields to decide on the secrets");
+		return FILTER_VERDICT;
+	}
+	subst_decide(set, &hr, rq->host, rq->port, rq->inner && rq->client_tls, &r);
+	free(target);
+	if (r.verdict == SUBST_REFUSE) {
+		refuse(st, set, &r, &t, v);
+		subst_result_free(&r);
+		return FILTER_VERDICT;
+	}
+	for (i = 0; r.verdict == SUBST_REWRITE && i < r.nrewrites; i++) {
+		struct filter_header *h = &trailers->h[r.rewrites[i].header];
+
+		explicit_bzero(h->value, strlen(h->value));
+		free(h->value);
+		h->value = util_xstrndup(r.rewrites[i].value, r.rewrites[i].len);
+	}
+	for (i = 0; r.verdict == SUBST_REWRITE && i < r.ninjections; i++) {
+		const struct subst_secret *s = &set->secrets[r.injections[i].secret];
+		json_t *sj = subject(st, s->name);
+		char rule[VERDICT_RULE_MAX];
+
+		json_object_set_new(sj, "trailer",
+				    json_string(trailers->h[r.injections[i].header].name));
+		snprintf(rule, sizeof(rule), "secrets.%s", s->name);
+		(void)record(st, "secret.inject", RECEIPT_ALLOW, rule, sj, "injected");
+	}
+	subst_result_free(&r);
+	return FILTER_CONTINUE;
+}
+
 static enum filter_result sf_response_head(void *vst, struct filter_response *rs,
 					   struct filter_transform *tf, struct verdict *v)
 {
@@ -1304,6 +1357,7 @@ const struct filter_ops secretfilter_ops = {
 	.response_interim = sf_response_interim,
 	.upgraded = sf_upgraded,
 	.response_trailers = sf_response_trailers,
+	.request_trailers = sf_request_trailers,
 	.done = sf_done,
 	.needs_cleartext = secret_needs_cleartext,
 };

@@ -5,7 +5,7 @@
                 [--alpn h2,http/1.1] [--grpc ADDR:PORT] [--lifetime S]
 
 Serves h2 (the python3-h2 state machine). Every request is logged to FILE
-as one JSON line {"path", "headers": [[name, value]...], "body"} when it
+as one JSON line {"path", "headers": [[name, value]...], "trailers", "body"} when it
 ends. Answers:
 
   /echo...   200; header x-echo and trailer x-trailer carry the request's
@@ -15,6 +15,16 @@ ends. Answers:
   /len...    the same body with a content-length
   /stream?n=N  N chunks 100 ms apart, each holding the value
   /v1/messages  an Anthropic-shaped JSON answer: usage 1000 in, 100 out
+  /early     a 103 (Early Hints) whose link and x-echo carry the value, then
+             200 "ok"
+  /coded?c=CODINGS[&bad=1]  ignores accept-encoding: the value, 1500
+             lines of filler and the value again, coded with CODINGS
+             (gzip, deflate, br, zstd, comma-separated in the order
+             applied; any other name is sent as it is, uncoded), with
+             content-encoding CODINGS, in 100-byte DATA frames, then
+             trailer x-trailer with the value; bad=1 breaks the gzip
+             header (its third byte), bad=2 cuts the coded body short
+             after its first half
   else       200 "ok"
 
 --grpc also starts a gRPC server (python3-grpcio, generic handlers, no
@@ -25,13 +35,16 @@ metadata (x-echo), its trailing metadata (x-trailer) and every message,
 and logs {"grpc": METHOD, "authorization": VALUE} to FILE.
 """
 import argparse
+import gzip
 import json
 import os
 import socket
 import ssl
+import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import h2.config
 import h2.connection
@@ -84,6 +97,9 @@ def serve_conn(sock, a):
                 if ev.stream_id in streams:
                     streams[ev.stream_id]["body"] += ev.data
                 conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.TrailersReceived):
+                if ev.stream_id in streams:
+                    streams[ev.stream_id]["trailers"] = ev.headers
             elif isinstance(ev, h2.events.StreamEnded):
                 st = streams.pop(ev.stream_id, None)
                 if st:
@@ -109,10 +125,21 @@ def serve_conn(sock, a):
             return
 
 
+def encode(coding, data):
+    if coding == "gzip":
+        return gzip.compress(data)
+    if coding == "deflate":
+        return zlib.compress(data)
+    if coding in ("br", "zstd"):
+        tool = ["brotli", "-c"] if coding == "br" else ["zstd", "-q", "-c"]
+        return subprocess.run(tool, input=data, stdout=subprocess.PIPE, check=True).stdout
+    return data
+
+
 def respond(conn, sid, st, a, pending):
     hs = dict(st["headers"])
     path = hs.get(":path", "/")
-    log(a.log, {"path": path, "headers": st["headers"],
+    log(a.log, {"path": path, "headers": st["headers"], "trailers": st.get("trailers", []),
                 "body": st["body"].decode("utf-8", "replace")})
     value = secret_of(st["headers"])
     if path.startswith("/echo") or path.startswith("/len"):
@@ -124,6 +151,32 @@ def respond(conn, sid, st, a, pending):
         for i in range(0, len(body), 7):
             conn.send_data(sid, body[i:i + 7])
         conn.send_headers(sid, [("x-trailer", value)], end_stream=True)
+    elif path.startswith("/early"):
+        conn.send_headers(sid, [(":status", "103"), ("link", "</s.css?k=%s>; rel=preload" % value),
+                                ("x-echo", value)])
+        conn.send_headers(sid, [(":status", "200"), ("content-length", "2")])
+        conn.send_data(sid, b"ok", end_stream=True)
+    elif path.startswith("/coded"):
+        q = dict(p.split("=", 1) for p in path.partition("?")[2].split("&") if "=" in p)
+        codings = q.get("c", "gzip")
+        body = ("first %s\n" % value).encode()
+        body += b"".join(b"filler line %d that compresses well\n" % i for i in range(1500))
+        body += ("last %s\n" % value).encode()
+        for c in codings.split(","):
+            body = encode(c, body)
+        if q.get("bad") == "1":  # a gzip header with an unknown method
+            body = body[:2] + b"\x09" + body[3:]
+        elif q.get("bad") == "2":
+            body = body[:len(body) // 2]
+        conn.send_headers(sid, [(":status", "200"), ("content-type", "text/plain"),
+                                ("content-encoding", codings),
+                                ("content-length", str(len(body)))])
+        try:
+            for i in range(0, len(body), 100):
+                conn.send_data(sid, body[i:i + 100])
+            conn.send_headers(sid, [("x-trailer", value)], end_stream=True)
+        except Exception:  # the proxy reset the stream
+            pass
     elif path.startswith("/v1/messages"):  # an Anthropic-shaped answer
         body = json.dumps({"id": "msg_1", "type": "message", "role": "assistant",
                            "model": "claude-haiku-4-5", "stop_reason": "end_turn",

@@ -1,7 +1,8 @@
 #!/bin/sh
 # HTTP/2 inside interception (docs/PROXY.md, SPEC 5.3), through the
-# standalone proxy: ALPN per connection (h2 on both sides, or HTTP/1.1 on
-# both when the upstream does not speak h2); every stream one exchange
+# standalone proxy: ALPN per connection (h2 on both sides, HTTP/1.1 on
+# both for a client that also offers http/1.1 to an HTTP/1.1-only upstream,
+# 66-intercept-h2-h1up.t for an h2-only one); every stream one exchange
 # through the filters: substitution in HPACK-decoded headers, the
 # placeholder refused in :path, :authority equal to the intercepted host,
 # the value scrubbed from headers, DATA and trailers; a refused stream
@@ -70,19 +71,6 @@ AIRLOCK_TEST_TIMEOUTS=idle=2000 TOK=$VALUE pl_start_proxy_ok --ca-out "$T/sessio
 PH=$(sed -n 's/^SERVICE_TOKEN=//p' "$T/ph.env")
 SCA="$T/session-ca.pem"
 
-# h2c URL [CURL ARGS]: curl --http2 through the proxy; $CODE, $VER, $T/h, $T/b
-h2c() {
-	_u=$1
-	shift
-	: > "$T/h"
-	: > "$T/b"
-	_o=$(curl -sS --http2 --max-time 20 --proxy "http://$PROXY" --cacert "$SCA" \
-		-D "$T/h" -o "$T/b" -w '%{http_code} %{http_version}' "$@" "$_u" 2>"$T/curl.err")
-	CURL_RC=$?
-	CODE=${_o% *}
-	VER=${_o#* }
-}
-
 # --- ALPN ------------------------------------------------------------------------
 h2c https://h2.airlock.test/echo -H "Authorization: Bearer $PH"
 is "$CODE $VER" "200 2" "curl --http2 to an h2 upstream: h2 on the client's side"
@@ -104,7 +92,7 @@ r=$(grep '"type":"egress.allow"' "$EV" | grep '"intercepted":true' | grep h2.air
 is "$(jf "$r" subject.protocol)" h2 "egress.allow names the protocol chosen"
 
 h2c https://api.airlock.test/v1/h1 -H "Authorization: Bearer $PH"
-is "$CODE $VER" "200 1.1" "curl --http2 to an HTTP/1.1-only upstream: HTTP/1.1 on both sides"
+is "$CODE $VER" "200 1.1" "curl --http2 (offering http/1.1 too) to an HTTP/1.1-only upstream: HTTP/1.1 on both sides"
 like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... substituted as before"
 
 h2c https://h2.airlock.test/len -H "x-api-key: $PH" --http1.1

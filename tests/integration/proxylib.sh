@@ -334,6 +334,20 @@ req() {
 	[ -f "$T/b" ] || : > "$T/b"
 }
 
+# h2c URL [CURL ARGS]: curl --http2 through the proxy, trusting $SCA (the
+# session CA); $CODE, $VER (the HTTP version), $CURL_RC, $T/h, $T/b
+h2c() {
+	_u=$1
+	shift
+	: > "$T/h"
+	: > "$T/b"
+	_o=$(curl -sS --http2 --max-time 20 --proxy "http://$PROXY" --cacert "$SCA" \
+		-D "$T/h" -o "$T/b" -w '%{http_code} %{http_version}' "$@" "$_u" 2>"$T/curl.err")
+	CURL_RC=$?
+	CODE=${_o% *}
+	VER=${_o#* }
+}
+
 # raw DATA [SEND ARGS...]: sends DATA (\r \n \xHH escapes) to the proxy,
 # reads until it closes or is idle 2 s; the first answer's head in $T/h,
 # everything after it in $T/b, the whole answer in $T/raw, status in CODE.
