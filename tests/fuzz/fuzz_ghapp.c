@@ -83,7 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(t.value && t.len >= 1 && t.len <= GHAPP_TOKEN_MAX && t.value[t.len] == '\0');
 	for (i = 0; i < t.len; i++)
 		CHECK(t.value[i] > 0x20 && t.value[i] < 0x7f);
-	CHECK(memmem(data + 1, size - 1, t.value, t.len) != NULL);
+	{
+		/* the token is the answer's "token" member as JSON decodes it
+		 * (its bytes need not appear verbatim: "\\" is one byte) */
+		json_t *root = json_loadb((const char *)data + 1, size - 1, 0, NULL);
+		json_t *tok = json_object_get(root, "token");
+
+		CHECK(json_is_string(tok) && json_string_length(tok) == t.len &&
+		      memcmp(json_string_value(tok), t.value, t.len) == 0);
+		json_decref(root);
+	}
 	CHECK(t.expires_at >= NOW + GHAPP_MIN_LIFETIME_S && t.issued_at == NOW);
 	CHECK(ghapp_refresh_at(&t) <= t.expires_at && ghapp_refresh_at(&t) >= t.issued_at);
 	CHECK(t.granted.nrepos == asked.nrepos);
