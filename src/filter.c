@@ -215,6 +215,17 @@ void filter_chain_attach(struct filter_chain *ch, const struct filter_reg *regs,
 	}
 }
 
+/* What one filter's answer @r (its verdict in @v) means for the chain:
+ * FILTER_PENDING or a refusal stop it (a refusal keeps @v); anything
+ * else, @v cleared, lets the next filter go (FILTER_CONTINUE). */
+static enum filter_result chain_step(enum filter_result r, struct verdict *v)
+{
+	if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW)
+		return FILTER_VERDICT;
+	verdict_clear(v);
+	return r == FILTER_PENDING ? FILTER_PENDING : FILTER_CONTINUE;
+}
+
 enum filter_result filter_chain_request(struct filter_chain *ch, struct filter_request *rq,
 					struct buf *whole, struct filter_ref ref,
 					struct filter_asks *asks, struct verdict *v)
@@ -239,13 +250,9 @@ enum filter_result filter_chain_request(struct filter_chain *ch, struct filter_r
 				asks->max_body = max;
 			asks->whole_body = true;
 		}
-		if (r == FILTER_PENDING) {
-			verdict_clear(v);
-			return FILTER_PENDING;
-		}
-		if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW)
-			return FILTER_VERDICT;
-		verdict_clear(v);
+		r = chain_step(r, v);
+		if (r != FILTER_CONTINUE)
+			return r;
 	}
 	ch->next = 0;
 	return FILTER_CONTINUE;
@@ -263,13 +270,9 @@ enum filter_result filter_chain_slice(struct filter_chain *ch, size_t *i, const 
 			continue;
 		verdict_set(v, VERDICT_ALLOW, 0, NULL, NULL);
 		r = ops->request_body(ch->f[*i].st, d, n, last, NULL, ref, v);
-		if (r == FILTER_PENDING) {
-			verdict_clear(v);
-			return FILTER_PENDING;
-		}
-		if (r == FILTER_VERDICT && v->action != VERDICT_ALLOW)
-			return FILTER_VERDICT;
-		verdict_clear(v);
+		r = chain_step(r, v);
+		if (r != FILTER_CONTINUE)
+			return r;
 	}
 	return FILTER_CONTINUE;
 }
