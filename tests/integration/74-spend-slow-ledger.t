@@ -8,6 +8,12 @@
 # the calls already reserved are answered and a call the ledger has
 # nothing to do with goes through.
 #
+# Nothing here depends on how fast the machine is: the ledger reads every
+# message that has arrived before it starts a transaction, so a message
+# counts as queued behind the lock only once the ledger is seen waiting
+# for the lock (in SQLite's busy sleep); every wait is bounded by a
+# deadline well inside the ledger's own timeout.
+#
 # The ledger's transactions are counted in the ledger itself: triggers
 # log every reservation made or settled and every lease renewal, which
 # each money transaction does once, last (src/ledger.c); a transaction
@@ -42,7 +48,7 @@ printf '{"version": 1, "mode": "enforce",
             "upstream_ca": "%s"},
  "spend": {"providers": [{"api": "anthropic", "hosts": ["api.anthropic.com"]}],
            "prices": {"claude-sonnet-4-5*": {"input": 3, "output": 15}},
-           "cap_usd": 100, "ledger": "%s", "ledger_timeout_ms": 60000}}\n' \
+           "cap_usd": 100, "ledger": "%s", "ledger_timeout_ms": 240000}}\n' \
 	"$SL_CA" "$L" >"$T/policy.json"
 "$AIRLOCK" proxy --policy "$T/policy.json" --listen 127.0.0.1:$PORT --workers 4 \
 	--session slowtest --events "$T/ev.jsonl" --ca-out "$T/proxy-ca.pem" \
@@ -54,19 +60,47 @@ for ((i = 0; i < 300; i++)); do
 	sleep 0.1
 done
 like "$(cat "$T/proxy.err")" "listening" "the proxy runs, four workers"
+LPID=$(pgrep -P "$PX" -x airlock-ledger | head -1)
 printf '{"model":"claude-sonnet-4-5","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$WS/a.json"
 
 # call NAME: one metered call on a connection of its own: NAME.code
 call() {
-	curl -sS --max-time 120 -o "$T/$1.body" -w '%{http_code}' --proxy "http://127.0.0.1:$PORT" \
+	curl -sS --max-time 300 -o "$T/$1.body" -w '%{http_code}' --proxy "http://127.0.0.1:$PORT" \
 		--cacert "$T/proxy-ca.pem" -H 'X-Llm-Script: slow' -H 'content-type: application/json' \
 		--data-binary @"$WS/a.json" https://api.anthropic.com/v1/messages \
 		>"$T/$1.code" 2>"$T/$1.err"
 }
-# queued: bytes the ledger process has not read yet from its channels
+# queued: bytes this proxy's ledger process has not read yet from its
+# channels
 queued() {
-	ss -xpH 2>/dev/null | awk '/"airlock-ledger"/ { s += $3 } END { print s + 0 }'
+	ss -xpH 2>/dev/null | awk -v p="pid=$LPID," 'index($0, p) { s += $3 } END { print s + 0 }'
 }
+# until SECONDS CMD...: runs CMD until it succeeds, for SECONDS at most
+until_ok() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -ge $end ] && return 1
+		sleep 0.05
+	done
+}
+# ledger_waits: the ledger is inside a transaction waiting for the lock
+# (SQLite's busy handler sleeps: nanosleep or clock_nanosleep), not in
+# its poll loop
+ledger_waits() {
+	local nr
+	read -r nr _ <"/proc/$LPID/syscall" 2>/dev/null || return 1
+	[ "$nr" = 35 ] || [ "$nr" = 230 ]
+}
+queued_ge() { [ "$(queued)" -ge "$1" ]; }
+reservations_are() { [ "$(reservations)" = "$1" ]; }
+# answered: how many metered calls the proxy recorded as answered (it
+# records http.request in the same turn that sends the call's SETTLE)
+answered() {
+	[ -s "$T/ev.jsonl" ] || { echo 0; return; }
+	jsel "$T/ev.jsonl" "len([e for e in L if e['type'] == 'http.request' and e['subject'].get('path') == '/v1/messages'])"
+}
+answered_ge() { [ "$(answered)" -ge "$1" ]; }
 # reservations: how many the session holds
 reservations() {
 	"$AIRLOCK" spend show --ledger "$L" --json 2>/dev/null | python3 -c '
@@ -104,31 +138,31 @@ txns() {
 			END { print t + 0, n + 0 }'
 }
 
-# 1. Reservations: the ledger is locked, N calls start on connections of
-# their own (the four workers take them) and queue behind it.
+# 1. Reservations: the ledger is locked; a first call's reservation
+# takes the ledger into a transaction that waits for the lock; N - 1 more
+# calls start on connections of their own (the four workers take them)
+# and their reservations queue behind it.
 lock reserve-lock
 ok $? "another process holds the ledger locked"
+[ -n "$LPID" ] && [ -r "/proc/$LPID/syscall" ]
+ok $? "the proxy's ledger process is found ($LPID)"
 cpids=()
-for i in $(seq 1 $N); do
+call c1 &
+cpids+=($!)
+until_ok 60 ledger_waits
+ok $? "the first reservation waits for the lock"
+for i in $(seq 2 $N); do
 	call "c$i" &
 	cpids+=($!)
 done
-# the first reservation is in the locked transaction; the others wait
-# (a RESERVE is 16 bytes)
+# a RESERVE is 16 bytes
 want=$(((N - 1) * 16))
-for ((i = 0; i < 600; i++)); do
-	[ "$(queued)" -ge "$want" ] && break
-	sleep 0.05
-done
-q=$(queued)
-[ "$q" -ge "$want" ]; ok $? "the other $((N - 1)) reservations queue at the ledger ($q bytes)"
+until_ok 60 queued_ge "$want"
+ok $? "the other $((N - 1)) reservations queue at the ledger ($(queued) bytes)"
 [ ! -s "$T/c1.code" ] && [ "$(sl_requests)" -eq 0 ]
 ok $? "no call went out while nothing could be reserved"
 unlock
-for ((i = 0; i < 600; i++)); do
-	[ "$(reservations)" = "$N" ] && break
-	sleep 0.05
-done
+until_ok 60 reservations_are "$N"
 is "$(reservations)" "$N" "released: all $N reserved, their streams running"
 read -r t n <<<"$(txns reserve reserve-lock)"
 is "$n" "$N" "the $N reservations were made after the lock"
@@ -147,26 +181,22 @@ is "$(sl_requests)" "$N" "and reached the provider"
 code=$(curl -sS --max-time 60 -o /dev/null -w '%{http_code}' --proxy "http://127.0.0.1:$PORT" \
 	--cacert "$SL_CA" https://api.openai.com/v1/models 2>"$T/o.err")
 like "$code" '^[1-5][0-9][0-9]$' "an unmetered call through the same proxy is answered ($code)"
-# a new metered call waits for its reservation
+# every call's SETTLE is sent (each call is recorded as answered), and
+# the ledger is inside the transaction of the first, waiting for the lock
+until_ok 60 answered_ge "$N"
+ok $? "the proxy recorded the $N calls answered: their settlements are sent"
+until_ok 60 ledger_waits
+ok $? "the first settlement waits for the lock"
+# a new metered call waits for its reservation, which queues behind it
 call late &
 late=$!
-# the settlements (over 100 bytes each: the model, the host, the reason)
-# and the new reservation
-want=$(((N - 1) * 100 + 16))
-for ((i = 0; i < 600; i++)); do
-	[ "$(queued)" -ge "$want" ] && break
-	sleep 0.05
-done
-q=$(queued)
-[ "$q" -ge "$want" ]; ok $? "the settlements and the new reservation queue ($q bytes)"
+until_ok 60 queued_ge 16
+ok $? "the new reservation queues behind the settlements ($(queued) bytes)"
 [ ! -s "$T/late.code" ]; ok $? "the new call waits for the ledger"
 unlock
 wait "$late"
 is "$(cat "$T/late.code")" 200 "released: the new call is answered"
-for ((i = 0; i < 600; i++)); do
-	[ "$(reservations)" = 0 ] && break
-	sleep 0.05
-done
+until_ok 60 reservations_are 0
 is "$(reservations)" 0 "every reservation settled"
 read -r t n <<<"$(txns settle settle-lock)"
 is "$n" "$((N + 1))" "the $((N + 1)) settlements were made after the lock"
