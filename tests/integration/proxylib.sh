@@ -231,6 +231,7 @@ EOF
 # 10 s.
 pl_start_proxy() {
 	: > "$T/proxy.err"
+	PL_EV_MARK=0 # a new stream
 	if [ -n "${PL_ULIMIT_N:-}" ]; then
 		# shellcheck disable=SC2016
 		sh -c 'ulimit -n "$0" && exec "$@"' "$PL_ULIMIT_N" \
@@ -319,6 +320,7 @@ pl_proxy_cpu_ticks() {
 req() {
 	_u=$1
 	shift
+	pl_mark
 	rm -f "$T/h" "$T/b"
 	CODE=$(curl -sS --max-time 20 -x "http://$PROXY" -o "$T/b" -D "$T/h" \
 		-w '%{http_code} %{http_connect}' "$@" "$_u" 2>"$T/curl.err")
@@ -339,6 +341,7 @@ req() {
 h2c() {
 	_u=$1
 	shift
+	pl_mark
 	: > "$T/h"
 	: > "$T/b"
 	_o=$(curl -sS --http2 --max-time 20 --proxy "http://$PROXY" --cacert "$SCA" \
@@ -354,6 +357,7 @@ h2c() {
 raw() {
 	_d=$1
 	shift
+	pl_mark
 	python3 "$TESTNET" send "$PROXY" --data "$_d" --idle 2 --timeout 20 \
 		--report "$T/raw.report" "$@" > "$T/raw"
 	pl_split "$T/raw"
@@ -363,6 +367,7 @@ raw() {
 raw_file() {
 	_f=$1
 	shift
+	pl_mark
 	python3 "$TESTNET" send "$PROXY" --idle 2 --timeout 20 \
 		--report "$T/raw.report" "$@" < "$_f" > "$T/raw"
 	pl_split "$T/raw"
@@ -403,7 +408,25 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# pl_mark: the request helpers (req, h2c, raw, raw_file) note how many
+# lines the stream held before their request, so that last_receipt can
+# wait for the request's own receipt: a worker sends a receipt and goes
+# on (only a block's seq is awaited), so the line may reach $EV a moment
+# after the client has its answer.
+pl_mark() {
+	PL_EV_MARK=$({ wc -l < "$EV"; } 2>/dev/null || echo 0)
+}
+
+# last_receipt TYPE: the last TYPE line of $EV; when the last request
+# helper's request has written none yet, waits for one (5 s at most: a
+# test may ask for an older receipt, which it then gets).
 last_receipt() {
+	_i=0
+	while [ $_i -lt 50 ] && ! tail -n "+$((${PL_EV_MARK:-0} + 1))" "$EV" 2>/dev/null |
+		grep -q "\"type\":\"$1\""; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
 	grep "\"type\":\"$1\"" "$EV" 2>/dev/null | tail -n 1
 }
 
