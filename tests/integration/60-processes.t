@@ -83,12 +83,12 @@ in_worker() {
 
 # --- airlock run: the processes and what each holds ----------------------------------
 
-timeout 120 "$AIRLOCK" run --enforce --policy "$POLICY" --workspace "$WS" \
+timeout 400 "$AIRLOCK" run --enforce --policy "$POLICY" --workspace "$WS" \
 	--events "$EV" --signing-key "$T/k.pem" --workers 2 -- sh -c '
 curl -sS --max-time 20 -o /dev/null -w "%{http_code}\n" http://api.airlock.test/first > first.out 2>&1
 touch ready
 i=0
-while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
 curl -sS --max-time 20 -o /dev/null -w "%{http_code}\n" http://api.airlock.test/after-gdb > after.out 2>&1
 touch done
 sleep 60

@@ -130,9 +130,9 @@ is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "the stream v
 # exponent (either byte order) or its file's text in the key holder alone.
 key_forms "$T/keys/app.pem" "$T/app-forms"
 rm -f "$T/ws/ready" "$T/ws/go"
-( cd "$T/ws" && exec timeout 120 "$AIRLOCK" run --policy "$T/keys/policy.json" \
+( cd "$T/ws" && exec timeout 400 "$AIRLOCK" run --policy "$T/keys/policy.json" \
 	--events "$T/ev-scan.jsonl" -- sh -c 'touch ready; i=0
-while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done' > /dev/null 2>&1 ) &
+while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done' > /dev/null 2>&1 ) &
 spid=$!
 i=0
 while [ ! -e "$T/ws/ready" ] && [ $i -lt 300 ]; do
