@@ -21,6 +21,14 @@
  * writer sent fail at once, instead of reading a string's length out of
  * an integer.
  *
+ * Every type belongs to one channel (msg.h: the key holder's, the
+ * workers', the ledger's, ...; "fatal" to all), numbered from the
+ * channel's base, and a reader is opened on the channel its bytes came
+ * on: a type of another channel is refused before any field is read, as
+ * an unknown one is. A block (msg_start_block()) is fields without a type,
+ * bounded by its writer rather than by MSG_MAX: a filter's configuration,
+ * carried inside a message or in a memfd beside it.
+ *
  * The receiving side is the one that matters: a key holder takes messages
  * from proxy workers, which parse hostile HTTP and TLS and may have been
  * taken over. So a reader trusts nothing: every getter checks the kind,

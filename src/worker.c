@@ -18,7 +18,12 @@
  *      stream on stdout);
  *   2. names itself "airlock-proxy", is not dumpable, and dies with the
  *      supervisor (PR_SET_PDEATHSIG, checked against a race);
- *   3. builds its proxy (epoll, resolver: resolv.conf is read here), then
+ *   3. makes its filters, each of filter_table in its order from the
+ *      configuration the supervisor sends it first (one MSG_FILTER_CONFIG
+ *      per filter: the filter's own block, read by the filter's make;
+ *      the worker names no filter but the secrets one, whose captured
+ *      values it relays), then
+ *      builds its proxy (epoll, resolver: resolv.conf is read here), then
  *      confines itself for good (confine.c): no capabilities, Landlock
  *      reading only resolv.conf and the like, a seccomp allowlist with no
  *      exec, no files opened for writing, no sockets but TCP/UDP over IP;
@@ -212,8 +217,9 @@ static void config_block(struct msg_reader *r, int *fd, uint8_t **copy, struct m
 {
 	const void *inl = NULL;
 	uint32_t in_memfd = 0;
-	size_t len = 0;
+	size_t len = 0, done;
 	struct stat st;
+	ssize_t got;
 
 	*copy = NULL;
 	msg_get_u32(r, &in_memfd);
@@ -229,8 +235,13 @@ static void config_block(struct msg_reader *r, int *fd, uint8_t **copy, struct m
 		child_fatal("a filter's configuration cannot be read");
 	len = (size_t)st.st_size;
 	*copy = util_xmalloc(len);
-	if (pread(*fd, *copy, len, 0) != (ssize_t)len)
-		child_fatal("a filter's configuration cannot be read");
+	for (done = 0; done < len; done += (size_t)got) {
+		got = pread(*fd, *copy + done, len - done, (off_t)done);
+		if (got < 0 && errno == EINTR)
+			got = 0;
+		else if (got <= 0)
+			child_fatal("a filter's configuration cannot be read");
+	}
 	close(*fd);
 	*fd = -1;
 	msg_reader_block(blk, *copy, len);
@@ -247,8 +258,9 @@ static void config_wipe(struct wctx *x, uint8_t *copy, size_t len)
 	explicit_bzero(x->in, MSG_MAX);
 }
 
-/* A MSG_FILTER_CONFIG @r of filter @d, which the worker made already (a
- * later configuration: the git token's refresh). */
+/* A MSG_FILTER_CONFIG @r (with descriptor @fd, or -1) after the first
+ * ones: a later configuration of a filter (the git token's refresh), for
+ * its configure hook. */
 static void reconfigure(struct wctx *x, struct msg_reader *r, int fd)
 {
 	const char *name = NULL;
