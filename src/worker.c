@@ -744,13 +744,14 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 /* A memfd holding the @len bytes at @data, sealed, or -1 with errno. */
 static int sealed_memfd(const char *name, const void *data, size_t len)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return -1;
 	if (util_write_all(fd, data, len) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		e = errno;
+		int e = errno;
+
 		close(fd);
 		errno = e;
 		return -1;
