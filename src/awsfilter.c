@@ -44,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "msg.h"
 #include "policy.h"
 #include "sigv4.h"
 #include "util.h"
@@ -56,6 +57,8 @@ struct aws_secret {
 
 struct awsfilter {
 	const struct policy *p;
+	struct broker *own;          /* the secrets, when made from a
+					configuration block: freed with it */
 	struct aws_secret *s;
 	size_t n;
 	proxy_record_fn record;
@@ -161,6 +164,7 @@ void awsfilter_free(struct awsfilter *f)
 {
 	if (!f)
 		return;
+	broker_drop(f->own);
 	free(f->s);
 	free(f);
 }
@@ -440,4 +444,57 @@ const struct filter_ops awsfilter_ops = {
 	.upgraded = NULL,
 	.done = af_done,
 	.needs_cleartext = af_needs_cleartext,
+};
+
+/* --- the registration ------------------------------------------------------- */
+
+static bool is_aws(const struct policy_secret *def)
+{
+	return def->aws != POLICY_AWS_NONE;
+}
+
+/* The block: the brokered secrets of kind aws (broker_put()). */
+static int af_config_put(const struct filter_source *src, struct msg *blk, int *fd, char *err,
+			 size_t errlen)
+{
+	static const struct broker none = { 0 };
+
+	(void)fd;
+	(void)err;
+	(void)errlen;
+	broker_put(src->broker ? src->broker : &none, src->policy, is_aws, blk);
+	return 0;
+}
+
+static void *af_make(struct filter_env *env, struct msg_reader *blk, int fd, char *err,
+		     size_t errlen)
+{
+	struct broker *own = broker_get(env->policy, blk, fd, err, errlen);
+	struct awsfilter *f = NULL;
+	size_t i;
+
+	if (!own)
+		return NULL;
+	for (i = 0; i < own->count && is_aws(own->secrets[i].def); i++)
+		;
+	if (i < own->count)
+		snprintf(err, errlen, "the aws secrets' configuration holds another kind");
+	else
+		f = awsfilter_new(own, env->policy, env->record, env->arg);
+	if (!f) {
+		/* none of kind aws (err empty): nothing to do here */
+		broker_drop(own);
+		return NULL;
+	}
+	f->own = own;
+	return f;
+}
+
+const struct filter_def awsfilter_def = {
+	.name = "aws",
+	.ops = &awsfilter_ops,
+	.config_put = af_config_put,
+	.make = af_make,
+	.configure = NULL,
+	.start = NULL,
 };

@@ -14,6 +14,9 @@
 /* The filter's operations: registered before the secrets filter, with the
  * argument awsfilter_new() returns. */
 extern const struct filter_ops awsfilter_ops;
+/* Its registration (filter.h): configured with the secrets of kind aws;
+ * not made without one. */
+extern const struct filter_def awsfilter_def;
 
 /* The aws secrets of @b (borrowed: valid until awsfilter_free()), or NULL
  * when @b has none; receipts go to @record. */

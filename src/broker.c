@@ -46,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "msg.h"
 #include "util.h"
 
 /* Placeholders drawn for one secret before giving up (see
@@ -348,6 +350,88 @@ void broker_free(struct broker *b)
 	free(b->secrets);
 	b->secrets = NULL;
 	b->count = 0;
+}
+
+void broker_put(const struct broker *b, const struct policy *p,
+		bool (*want)(const struct policy_secret *def), struct msg *blk)
+{
+	uint32_t n = 0;
+	size_t i;
+
+	for (i = 0; i < b->count; i++)
+		n += !want || want(b->secrets[i].def);
+	msg_put_u32(blk, n);
+	for (i = 0; i < b->count; i++) {
+		const struct broker_secret *s = &b->secrets[i];
+
+		if (want && !want(s->def))
+			continue;
+		/* by its index: a secret of kind aws is several entries of
+		 * one name */
+		ASSERT(s->def >= p->secrets && s->def < p->secrets + p->nsecrets);
+		msg_put_u32(blk, (uint32_t)(s->def - p->secrets));
+		msg_put_cstr(blk, s->def->name);
+		msg_put_str(blk, s->placeholder, s->placeholder_len);
+		msg_put_bytes(blk, s->value, s->value_len);
+	}
+}
+
+struct broker *broker_get(const struct policy *p, struct msg_reader *blk, int fd, char *err,
+			  size_t errlen)
+{
+	struct broker *b = util_xcalloc(1, sizeof(*b));
+	uint32_t n = 0, i;
+
+	if (fd >= 0) {
+		close(fd);
+		snprintf(err, errlen, "the secrets came with a descriptor");
+		goto fail;
+	}
+	if (!msg_get_u32(blk, &n) || n > p->nsecrets) {
+		snprintf(err, errlen, "the secrets' configuration is not valid");
+		goto fail;
+	}
+	b->secrets = util_xcalloc(n ? n : 1, sizeof(*b->secrets));
+	for (i = 0; i < n; i++) {
+		struct broker_secret *s = &b->secrets[b->count];
+		const char *name = NULL, *ph = NULL;
+		const void *value = NULL;
+		size_t phlen = 0, len = 0;
+		uint32_t k = UINT32_MAX;
+
+		msg_get_u32(blk, &k);
+		msg_get_str(blk, 4096, &name, NULL); /* compared below */
+		msg_get_str(blk, BROKER_VALUE_MAX * 2 + BROKER_PREFIX_MAX, &ph, &phlen);
+		msg_get_bytes(blk, BROKER_VALUE_MAX, &value, &len);
+		if (blk->error || k >= p->nsecrets || strcmp(p->secrets[k].name, name) != 0 ||
+		    !len || memchr(value, '\0', len)) {
+			snprintf(err, errlen, "secret %zu of the configuration is not valid: %s",
+				 (size_t)i, blk->error ? blk->error : "not a secret of the policy");
+			goto fail;
+		}
+		s->def = &p->secrets[k];
+		s->placeholder = util_xstrndup(ph, phlen);
+		s->placeholder_len = phlen;
+		s->value = util_xmalloc(len + 1);
+		memcpy(s->value, value, len);
+		s->value[len] = '\0';
+		s->value_len = len;
+		b->count++;
+	}
+	if (msg_end(blk))
+		return b;
+	snprintf(err, errlen, "the secrets' configuration: %s", blk->error);
+fail:
+	broker_drop(b);
+	return NULL;
+}
+
+void broker_drop(struct broker *b)
+{
+	if (b) {
+		broker_free(b);
+		free(b);
+	}
 }
 
 void broker_subst_secrets(const struct broker *b, struct subst_secret *out)

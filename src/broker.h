@@ -97,6 +97,27 @@ void broker_subst_secrets(const struct broker *b, struct subst_secret *out);
  * above. */
 void broker_scrub_needles(const struct broker *b, struct scrub_needle *out);
 
+/* The secrets of @b (loaded from @p) for which @want is true (every one
+ * when NULL), in order, appended to a filter's configuration block
+ * (filter.h): u32 count, then for each u32 its index in p->secrets, str
+ * its name, str placeholder, bytes value. */
+struct msg;
+struct msg_reader;
+void broker_put(const struct broker *b, const struct policy *p,
+		bool (*want)(const struct policy_secret *def), struct msg *blk);
+
+/* Reads back a whole block broker_put() wrote (msg_end() included),
+ * each secret's definition taken from @p (the same policy); a descriptor
+ * @fd that came with it (-1: none) is closed and refused. Returns a new
+ * broker (broker_drop() it), or NULL with one line in @err: a secret @p
+ * does not have, a value broker_load() would not have admitted, a byte
+ * too many. */
+struct broker *broker_get(const struct policy *p, struct msg_reader *blk, int fd, char *err,
+			  size_t errlen);
+
+/* Wipes and frees a broker of broker_get() (NULL is fine). */
+void broker_drop(struct broker *b);
+
 /* "ENV=PLACEHOLDER\n" for each secret, in policy order: the text of
  * `airlock proxy --placeholders FILE` (the caller writes it, mode 0600).
  * Placeholders are no secret from the agent, which holds them; values

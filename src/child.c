@@ -164,7 +164,7 @@ void child_read_last_words(int ctl, char *fatal, size_t len)
 			close(fd);
 		if (n <= 0)
 			break;
-		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
+		if (msg_reader_init(&r, MSG_CHAN_COMMON, buf, (size_t)n) && r.type == MSG_FATAL &&
 		    msg_get_str(&r, len - 1, &reason, NULL) && msg_end(&r)) {
 			(void)util_strlcpy(fatal, reason, len);
 			break;

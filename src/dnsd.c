@@ -176,7 +176,7 @@ bool dnsd_read(struct dnsd *d, void (*on_block)(void *arg, const struct dnsd_blo
 		}
 		if (n == -EAGAIN)
 			break;
-		if (n <= 0 || !msg_reader_init(&r, buf, (size_t)n)) {
+		if (n <= 0 || !msg_reader_init(&r, MSG_CHAN_DNS, buf, (size_t)n)) {
 			ok = false;
 			break;
 		}

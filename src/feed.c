@@ -647,7 +647,7 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 			if (n > 0) { /* a message of the key holder's: the last note */
 				struct msg_reader r;
 
-				if (msg_reader_init(&r, buf, (size_t)n) &&
+				if (msg_reader_init(&r, MSG_CHAN_WITNESS, buf, (size_t)n) &&
 				    r.type == MSG_WITNESS_NOTE && f->wurl) {
 					pthread_mutex_lock(&f->mu);
 					f->final = true;

@@ -141,19 +141,34 @@ void filter_headers_free(struct filter_headers *hs)
 
 /* --- the filter table ------------------------------------------------------- */
 
-const struct filter_def filter_table[] = {
+/* Adding a filter: its own file (its ops and its struct filter_def),
+ * and a line here, where it runs. */
+const struct filter_def *const filter_table[] = {
 	/* aws: requests signed with placeholder credentials, verified and
 	 * re-signed (SigV4) before the secrets filter sees them */
-	{ "aws", &awsfilter_ops },
+	&awsfilter_def,
 	/* secrets: placeholders in requests, and every value the proxy
-	 * injects (the git token too) scrubbed from every answer */
-	{ "secrets", &secretfilter_ops },
+	 * injects (the git token too) scrubbed from every answer; makes the
+	 * registry of injected values the filters after it add to */
+	&secretfilter_def,
 	/* git: every request to a git host, with the session's credential */
-	{ "git", &gitfilter_ops },
+	&gitfilter_def,
 	/* spend: metered calls to the providers (only when spend is metered) */
-	{ "spend", &spendfilter_ops },
+	&spendfilter_def,
 };
 const size_t filter_table_len = ARRAY_SIZE(filter_table);
+static_assert(ARRAY_SIZE(filter_table) <= FILTER_MAX, "a proxy takes every filter");
+
+const struct filter_def *filter_table_find(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < filter_table_len; i++)
+		if (strlen(filter_table[i]->name) == len &&
+		    memcmp(filter_table[i]->name, name, len) == 0)
+			return filter_table[i];
+	return NULL;
+}
 
 bool filter_table_needs_cleartext(const struct policy *p, const struct host_target *t,
 				  uint16_t port, bool any_port)
@@ -161,8 +176,8 @@ bool filter_table_needs_cleartext(const struct policy *p, const struct host_targ
 	size_t i;
 
 	for (i = 0; i < filter_table_len; i++)
-		if (filter_table[i].ops->needs_cleartext &&
-		    filter_table[i].ops->needs_cleartext(p, t, port, any_port))
+		if (filter_table[i]->ops->needs_cleartext &&
+		    filter_table[i]->ops->needs_cleartext(p, t, port, any_port))
 			return true;
 	return false;
 }

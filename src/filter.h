@@ -45,10 +45,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
 
 #include "buf.h"
 #include "hostname.h"
 #include "http.h"
+#include "receipt.h"
 #include "verdict.h"
 
 /* Keep filter_result_to_string() in sync. */
@@ -279,15 +283,104 @@ struct filter_ops {
 				uint16_t port, bool any_port);
 };
 
-/* The filters, in the order the exchange runs them (src/filter.c): the
- * one list that intercept.c reads to know which tunnels to open and
- * worker.c to build each worker's filters. */
-struct filter_def {
-	const char *name;
-	const struct filter_ops *ops;
+/* --- the filter table: one registration per filter ---------------------------
+ *
+ * A filter is registered once, as a struct filter_def in its own file,
+ * named in filter_table (src/filter.c) in the order the exchange runs it.
+ * The table is all that worker.c and intercept.c know of the filters:
+ *
+ *  - the supervisor sends each worker, for each filter in the table's
+ *    order, one MSG_FILTER_CONFIG: the filter's name and the block its
+ *    config_put wrote from the supervisor's holdings (struct
+ *    filter_source);
+ *  - the worker makes each filter from its block (make), in the same
+ *    order, registers the ones that run here with its proxy, and hands
+ *    later blocks of the same filter to configure;
+ *  - intercept.c asks needs_cleartext of every filter's ops.
+ *
+ * A block is fields in msg.c's encoding (msg_put_*, read back with
+ * msg_get_*): the filter's own format, which no other file reads. */
+
+struct msg;
+struct msg_reader;
+struct proxy;
+struct registry;
+struct broker;
+struct gitcred;
+struct spendd;
+
+/* What the supervisor holds that the filters are configured from; each
+ * filter's config_put takes its own part. (A filter configured from
+ * something the supervisor does not hold yet adds it here.) */
+struct filter_source {
+	const struct policy *policy;  /* the policy at start */
+	const struct broker *broker;  /* the brokered secrets, or NULL */
+	const struct gitcred *git;    /* the git credential (gitcred.h), or
+					 NULL */
+	struct spendd *spend;         /* the ledger process, or NULL: nothing
+					 is metered */
 };
-extern const struct filter_def filter_table[];
+
+/* What a worker offers each filter it makes: its receipts, and its
+ * channel to the supervisor. @arg is every hook's. */
+struct filter_env {
+	const struct policy *policy;  /* the policy at start */
+	int64_t (*record)(void *arg, const char *type, enum receipt_decision d,
+			  enum receipt_point point, const char *rule, json_t *subject,
+			  const char *reason);
+	void *arg;
+	/* The registry of every value the proxy injects (registry.h), to be
+	 * scrubbed from every answer: the secrets filter's, set when it is
+	 * made (it comes before every filter that injects a value). */
+	struct registry *registry;
+	/* For the secrets filter (secretfilter.h): a captured value to every
+	 * other worker, what the supervisor queued, a 401 to an OAuth token. */
+	int64_t (*announce)(void *arg, const char *secret, time_t expires, const char *value,
+			    size_t len, const char *ph, size_t phlen);
+	void (*sync)(void *arg);
+	void (*oauth401)(void *arg, const char *secret, const char *value, size_t len,
+			 bool wait);
+	/* For the spend filter: a call was refused for the cap under
+	 * on_exhausted "stop". */
+	void (*exhausted)(void *arg, const char *reason);
+};
+
+/* The largest block a filter's configuration may be (a block too big for
+ * one message travels in a sealed memfd). */
+#define FILTER_CONFIG_MAX ((size_t)16 * 1024 * 1024)
+
+struct filter_def {
+	const char *name;             /* the ops' name */
+	const struct filter_ops *ops;
+	/* Supervisor, once per worker: writes the filter's block from @src
+	 * into @blk (msg_put_*), and in *@fd a descriptor of the filter's to
+	 * pass along (the caller closes its copy once sent), or leaves it -1.
+	 * Returns 0, or -1 with one line in @err. NULL: an empty block. */
+	int (*config_put)(const struct filter_source *src, struct msg *blk, int *fd,
+			  char *err, size_t errlen);
+	/* Worker, before it is confined: the filter made from its first
+	 * block @blk (every field to be read, msg_end() included) and @fd
+	 * (the filter's now, or -1): the argument to register with the
+	 * proxy, or NULL: with @err empty when the filter has nothing to do
+	 * in this session (no secret of its kind, nothing metered), else
+	 * with one line in @err (the worker stops). */
+	void *(*make)(struct filter_env *env, struct msg_reader *blk, int fd, char *err,
+		      size_t errlen);
+	/* Worker: a later block (the supervisor sends one when the filter's
+	 * configuration changes: the git token's refresh). Returns 0, or -1
+	 * with one line in @err (the worker stops). NULL: none comes. */
+	int (*configure)(void *f, struct msg_reader *blk, int fd, char *err, size_t errlen);
+	/* Worker, once its proxy is made: starts what the filter watches in
+	 * the proxy's loop. Returns 0 or -errno. May be NULL. */
+	int (*start)(void *f, struct proxy *px);
+};
+
+/* The filters, in the order the exchange runs them. */
+extern const struct filter_def *const filter_table[];
 extern const size_t filter_table_len;
+
+/* The entry of filter_table named @name (@len bytes), or NULL. */
+const struct filter_def *filter_table_find(const char *name, size_t len);
 
 /* Does any filter of filter_table need @t on @port in clear under @p? */
 bool filter_table_needs_cleartext(const struct policy *p, const struct host_target *t,

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gitfilter.h"
 #include "keeper.h"
 #include "util.h"
 
@@ -120,14 +121,9 @@ void gitcred_env(const struct policy *p, const struct gitcred *g,
 		env_result_set(env, p->git_token_env[i], g->placeholder);
 }
 
-void gitcred_config(const struct gitcred *g, struct worker_config *wc)
+time_t gitcred_expires(const struct gitcred *g)
 {
-	wc->git_token = g->value;
-	wc->git_token_len = g->value_len;
-	wc->git_token_expires = g->minted ? g->tok.expires_at
-				      : g->gl_minted ? g->gltok.expires_at : 0;
-	wc->git_placeholder = g->placeholder;
-	wc->git_placeholder_len = g->placeholder_len;
+	return g->minted ? g->tok.expires_at : g->gl_minted ? g->gltok.expires_at : 0;
 }
 
 /* A refresh is due: mint, hand the new token to the workers, record. */
@@ -144,12 +140,14 @@ void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *
 		g->next_mint = time(NULL) + GHAPP_RETRY_S;
 		return;
 	}
-	if (worker_pool_git_token(wp, fresh.value, fresh.len, fresh.expires_at) < 0)
-		util_warn("the refreshed git token could not reach every proxy worker");
 	ghapp_token_clear(&g->tok);
 	g->tok = fresh;
 	g->value = g->tok.value;
 	g->value_len = g->tok.len;
+	/* the git filter's configuration again, with the new token */
+	if (worker_pool_configure(wp, &gitfilter_def, &(struct filter_source){ .policy = p,
+										 .git = g }) < 0)
+		util_warn("the refreshed git token could not reach every proxy worker");
 	g->next_mint = ghapp_refresh_at(&g->tok);
 	session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.github_app",
 		       ghapp_subject(p, &g->tok.granted, &g->tok),

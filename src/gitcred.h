@@ -9,7 +9,8 @@
  *	                                      that fails refuses the session
  *	gitcred_env(p, &g, &env);             the placeholder, git.token_env
  *	session_begin(...); gitcred_record(&s, p, &g);
- *	gitcred_config(&g, &worker_config);   before the workers fork
+ *	filter_source.git = &g;               before the workers fork: the
+ *	                                      git filter's configuration
  *	loop: at gitcred_next(&g) (0: never) gitcred_refresh(&s, p, &g, &wp)
  *	gitcred_finish(&s, p, &g);            before session_end(): revokes
  *	gitcred_free(&g);                     wipes
@@ -61,8 +62,8 @@ void gitcred_record(struct session *s, const struct policy *p, const struct gitc
  * (replacing what it held there). */
 void gitcred_env(const struct policy *p, const struct gitcred *g, struct env_result *env);
 
-/* The workers' git fields (borrowed from @g). */
-void gitcred_config(const struct gitcred *g, struct worker_config *wc);
+/* When the credential in force expires (0: never). */
+time_t gitcred_expires(const struct gitcred *g);
 
 /* When the next refresh is due (0: never). */
 time_t gitcred_next(const struct gitcred *g);

@@ -52,8 +52,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "gitcred.h"
 #include "gitprov.h"
+#include "msg.h"
 #include "policy.h"
 #include "registry.h"
 #include "util.h"
@@ -512,4 +515,78 @@ const struct filter_ops gitfilter_ops = {
 	.request_body = g_request_body,
 	.done = g_done,
 	.needs_cleartext = git_needs_cleartext,
+};
+
+/* --- the registration ------------------------------------------------------- */
+
+/* The block: u64 expires_at (0: none), bytes token (empty: none), bytes
+ * placeholder (empty: none). Sent again on every refresh. */
+static int git_config_put(const struct filter_source *src, struct msg *blk, int *fd,
+			  char *err, size_t errlen)
+{
+	const struct gitcred *g = src->git;
+
+	(void)fd;
+	(void)err;
+	(void)errlen;
+	msg_put_u64(blk, g && g->value ? (uint64_t)gitcred_expires(g) : 0);
+	msg_put_bytes(blk, g && g->value ? g->value : "", g && g->value ? g->value_len : 0);
+	msg_put_bytes(blk, g && g->placeholder ? g->placeholder : "",
+		      g && g->placeholder ? g->placeholder_len : 0);
+	return 0;
+}
+
+/* Puts the block @blk in force; with @reg, registers with it first. */
+static int git_apply(struct gitfilter *g, struct registry *reg, struct msg_reader *blk,
+		     int fd, char *err, size_t errlen)
+{
+	const void *tok = NULL, *ph = NULL;
+	size_t toklen = 0, phlen = 0;
+	uint64_t expires = 0;
+
+	if (fd >= 0)
+		close(fd);
+	msg_get_u64(blk, &expires);
+	msg_get_bytes(blk, GITRULES_TOKEN_MAX, &tok, &toklen);
+	msg_get_bytes(blk, MSG_MAX, &ph, &phlen);
+	if (!msg_end(blk) || fd >= 0 || expires > (uint64_t)INT64_MAX) {
+		snprintf(err, errlen, "the git configuration is not valid");
+		return -1;
+	}
+	gitfilter_set_placeholder(g, ph, phlen);
+	if ((reg && !gitfilter_set_registry(g, reg)) ||
+	    !gitfilter_set_token(g, toklen ? tok : NULL, toklen, (time_t)expires)) {
+		snprintf(err, errlen, "the git token is not a valid token");
+		return -1;
+	}
+	return 0;
+}
+
+static void *git_make(struct filter_env *env, struct msg_reader *blk, int fd, char *err,
+		      size_t errlen)
+{
+	struct gitfilter *g = gitfilter_new(env->record, env->arg);
+
+	/* the values it injects are scrubbed by the secrets' registry, so
+	 * secrets come first */
+	ASSERT(env->registry);
+	if (git_apply(g, env->registry, blk, fd, err, errlen) < 0) {
+		gitfilter_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+static int git_configure(void *f, struct msg_reader *blk, int fd, char *err, size_t errlen)
+{
+	return git_apply(f, NULL, blk, fd, err, errlen);
+}
+
+const struct filter_def gitfilter_def = {
+	.name = "git",
+	.ops = &gitfilter_ops,
+	.config_put = git_config_put,
+	.make = git_make,
+	.configure = git_configure,
+	.start = NULL,
 };

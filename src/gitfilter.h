@@ -10,11 +10,14 @@
  * placeholder the agent holds for it. Calling pattern:
  *
  *	g = gitfilter_new(record, record_arg);
- *	gitfilter_set_token(g, value, len, expires_at);   (0: no expiry)
  *	gitfilter_set_placeholder(g, placeholder, len);   (API binding)
- *	reg = (struct filter_reg){ &gitfilter_ops, g };   in the filter table,
- *	                                                 after the secrets
+ *	gitfilter_set_registry(g, registry);              the secrets'
+ *	gitfilter_set_token(g, value, len, expires_at);   (0: no expiry)
+ *	reg = (struct filter_reg){ &gitfilter_ops, g };
  *	...gitfilter_set_token() again on every refresh...
+ *
+ * (A worker does this through gitfilter_def, from the configuration the
+ * supervisor sends.)
  *	gitfilter_free(g);
  */
 #ifndef AIRLOCK_GITFILTER_H
@@ -91,5 +94,9 @@ char *gitfilter_subst_auth(const char *auth, const char *ph, size_t phlen,
 			   const char *token, size_t toklen);
 
 extern const struct filter_ops gitfilter_ops;
+/* Its registration (filter.h): configured with the git credential and
+ * its placeholder (gitcred.h), again on every refresh; after the secrets
+ * filter, whose registry scrubs the token. */
+extern const struct filter_def gitfilter_def;
 
 #endif /* AIRLOCK_GITFILTER_H */

@@ -727,7 +727,7 @@ static enum handled on_spend_usd(struct kstate *ks, struct chan *c,
  * bound host (workers) and an installation token (supervisor) will be one
  * entry each. */
 static const struct {
-	enum msg_type type;
+	uint32_t type;
 	unsigned peers;
 	enum handled (*fn)(struct kstate *ks, struct chan *c,
 			   struct msg_reader *r, int fd);
@@ -753,7 +753,7 @@ static enum handled dispatch(struct kstate *ks, struct chan *c, size_t n, int fd
 	struct msg_reader r;
 	size_t i;
 
-	if (!msg_reader_init(&r, ks->in, n)) {
+	if (!msg_reader_init(&r, MSG_CHAN_KEEPER, ks->in, n)) {
 		util_warn("key holder: refused a message of the %s: %s",
 			  keeper_peer_to_string(c->peer), r.error);
 		goto out;
@@ -882,7 +882,7 @@ static void ask_witness(struct kstate *ks)
 			close(fd);
 		if (n == -EAGAIN || n == -EINTR)
 			continue;
-		if (n <= 0 || !msg_reader_init(&r, ks->in, (size_t)n))
+		if (n <= 0 || !msg_reader_init(&r, MSG_CHAN_WITNESS, ks->in, (size_t)n))
 			return;
 		if (r.type == MSG_WITNESS_COSIG)
 			break;
@@ -1098,7 +1098,7 @@ static void pick_up_last_words(struct keeper *k)
 	while ((n = msg_recv(k->link.fd, buf, MSG_MAX, &fd, MSG_DONTWAIT)) > 0) {
 		if (fd >= 0)
 			close(fd);
-		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_FATAL &&
+		if (msg_reader_init(&r, MSG_CHAN_KEEPER, buf, (size_t)n) && r.type == MSG_FATAL &&
 		    msg_get_str(&r, sizeof(k->link.fatal) - 1, &reason, NULL) && msg_end(&r))
 			(void)util_strlcpy(k->link.fatal, reason, sizeof(k->link.fatal));
 	}
@@ -1144,7 +1144,7 @@ int keeper_wait_ready(struct keeper *k, char *err, size_t errlen)
 	n = msg_recv(k->link.fd, buf, MSG_MAX, &fd, 0);
 	if (fd >= 0)
 		close(fd);
-	if (n > 0 && msg_reader_init(&r, buf, (size_t)n) &&
+	if (n > 0 && msg_reader_init(&r, MSG_CHAN_KEEPER, buf, (size_t)n) &&
 	    msg_get_str(&r, sizeof(k->link.fatal) - 1, &text, NULL) && msg_end(&r)) {
 		if (r.type == MSG_KEEPER_READY &&
 		    util_strlcpy(k->pubkey, text, sizeof(k->pubkey))) {
@@ -1180,7 +1180,7 @@ char *keeper_sign_jwt(struct keeper *k, char *err, size_t errlen)
 	n = msg_recv(k->link.fd, k->link.in, MSG_MAX, &fd, 0);
 	if (fd >= 0)
 		close(fd);
-	if (n > 0 && msg_reader_init(&r, k->link.in, (size_t)n) && r.type == MSG_JWT &&
+	if (n > 0 && msg_reader_init(&r, MSG_CHAN_KEEPER, k->link.in, (size_t)n) && r.type == MSG_JWT &&
 	    msg_get_str(&r, MSG_MAX, &jwt, &jlen) && msg_get_str(&r, 1024, &why, NULL) &&
 	    msg_get_str(&r, PATH_MAX + 64, &warn, NULL) && msg_end(&r)) {
 		if (warn[0])
@@ -1313,7 +1313,7 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		close(fd);
 	if (n <= 0)
 		return n == 0 ? -EPIPE : (int)n;
-	if (!msg_reader_init(&r, l->in, (size_t)n))
+	if (!msg_reader_init(&r, MSG_CHAN_KEEPER, l->in, (size_t)n))
 		return -EPROTO;
 	if (r.type == MSG_FATAL) {
 		/* The key holder stops instead of answering. */
@@ -1333,7 +1333,7 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 /* Waits for the answer to a request on @l: the message in l->in, or
  * -errno (the key holder's last words go to l->fatal). */
 static int await_answer(struct keeper_link *l, struct msg_reader *r,
-			enum msg_type want)
+			uint32_t want)
 {
 	ssize_t n;
 	int fd;
@@ -1345,7 +1345,7 @@ static int await_answer(struct keeper_link *l, struct msg_reader *r,
 		close(fd);
 	if (n <= 0)
 		return n == 0 ? -EPIPE : (int)n;
-	if (!msg_reader_init(r, l->in, (size_t)n))
+	if (!msg_reader_init(r, MSG_CHAN_KEEPER, l->in, (size_t)n))
 		return -EPROTO;
 	if (r->type == MSG_FATAL) {
 		const char *why;

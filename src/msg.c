@@ -21,6 +21,14 @@
  * writer sent fail at once, instead of reading a string's length out of
  * an integer.
  *
+ * Every type belongs to one channel (msg.h: the key holder's, the
+ * workers', the ledger's, ...; "fatal" to all), numbered from the
+ * channel's base, and a reader is opened on the channel its bytes came
+ * on: a type of another channel is refused before any field is read, as
+ * an unknown one is. A block (msg_start_block()) is fields without a type,
+ * bounded by its writer rather than by MSG_MAX: a filter's configuration,
+ * carried inside a message or in a memfd beside it.
+ *
  * The receiving side is the one that matters: a key holder takes messages
  * from proxy workers, which parse hostile HTTP and TLS and may have been
  * taken over. So a reader trusts nothing: every getter checks the kind,
@@ -49,56 +57,47 @@
 
 enum { KIND_U32 = 'i', KIND_U64 = 'q', KIND_STR = 's', KIND_BYTES = 'b' };
 
-static const char *const type_names[] = {
-	[MSG_KEEPER_READY] = "keeper-ready",
-	[MSG_FATAL] = "fatal",
-	[MSG_RECORD] = "record",
-	[MSG_SEQ] = "seq",
-	[MSG_SET_POLICY] = "set-policy",
-	[MSG_ADD_CHANNEL] = "add-channel",
-	[MSG_END] = "end",
-	[MSG_POLICY] = "policy",
-	[MSG_GO] = "go",
-	[MSG_STOP] = "stop",
-	[MSG_WORKER_READY] = "worker-ready",
-	[MSG_JWT_SIGN] = "jwt-sign",
-	[MSG_JWT] = "jwt",
-	[MSG_GIT_TOKEN] = "git-token",
-	[MSG_LEAF] = "leaf",
-	[MSG_LEAF_ANSWER] = "leaf-answer",
-	[MSG_CA_CERT] = "ca-cert",
-	[MSG_CA_CERT_ANSWER] = "ca-cert-answer",
-	[MSG_SPEND_READY] = "spend-ready",
-	[MSG_SPEND_CHANNEL] = "spend-channel",
-	[MSG_SPEND_CLOSE] = "spend-close",
-	[MSG_SPEND_TOTAL] = "spend-total",
-	[MSG_SPEND_RESERVE] = "spend-reserve",
-	[MSG_SPEND_RESERVED] = "spend-reserved",
-	[MSG_SPEND_SETTLE] = "spend-settle",
-	[MSG_SPEND_EXHAUSTED] = "spend-exhausted",
-	[MSG_SPEND_USD] = "spend-usd",
-	[MSG_CAPTURE] = "capture",
-	[MSG_CAPTURE_ACK] = "capture-ack",
-	[MSG_WITNESS_NOTE] = "witness-note",
-	[MSG_WITNESS_COSIG] = "witness-cosig",
-	[MSG_OAUTH_401] = "oauth-401",
-	[MSG_DNS_BLOCK] = "dns-block",
-	[MSG_SANDBOX_READY] = "sandbox-ready",
-	[MSG_SANDBOX_SOCKET] = "sandbox-socket",
-	[MSG_RECORD_BATCH] = "record-batch",
-	[MSG_FEED_GAP] = "feed-gap",
-	[MSG_PUBLISH_READY] = "publish-ready",
-	[MSG_PUBLISH_NS] = "publish-ns",
-	[MSG_PUBLISH_AUTH] = "publish-auth",
-	[MSG_PUBLISH_SERVING] = "publish-serving",
-};
-static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
-	      "type_names matches enum msg_type");
+/* Each channel's names, in its list's order (msg.h). */
+#define TYPE_NAME(NAME, str) str,
+#define CHAN_NAMES(ID, id) static const char *const id##_names[] = { MSG_TYPES_##ID(TYPE_NAME) };
+MSG_CHANNELS(CHAN_NAMES)
+#undef CHAN_NAMES
+#undef TYPE_NAME
 
-const char *msg_type_to_string(enum msg_type t)
+static const struct {
+	const char *const *names;
+	uint32_t count;
+} channels[] = {
+#define CHAN_ROW(ID, id) [MSG_CHAN_##ID] = { id##_names, ARRAY_SIZE(id##_names) },
+	MSG_CHANNELS(CHAN_ROW)
+#undef CHAN_ROW
+};
+static_assert(ARRAY_SIZE(channels) == MSG_CHAN_COUNT, "a row per channel");
+
+#define CHAN_FITS(ID, id) \
+	static_assert(MSG_##ID##_END_ - MSG_##ID##_BASE_ <= (1u << MSG_CHAN_SHIFT), \
+		      "the " #id " channel's types fit below its shift");
+MSG_CHANNELS(CHAN_FITS)
+#undef CHAN_FITS
+
+/* Is @t a type (of some channel)? */
+static bool known(uint32_t t)
 {
-	ASSERT((unsigned)t < MSG_TYPE_COUNT);
-	return type_names[t];
+	uint32_t ch = MSG_TYPE_CHANNEL(t), i = t & ((1u << MSG_CHAN_SHIFT) - 1);
+
+	return ch < MSG_CHAN_COUNT && i >= 1 && i <= channels[ch].count;
+}
+
+bool msg_type_of(uint32_t t, enum msg_channel ch)
+{
+	return known(t) && (MSG_TYPE_CHANNEL(t) == (uint32_t)ch ||
+			    MSG_TYPE_CHANNEL(t) == MSG_CHAN_COMMON);
+}
+
+const char *msg_type_to_string(uint32_t t)
+{
+	ASSERT(known(t));
+	return channels[MSG_TYPE_CHANNEL(t)].names[(t & ((1u << MSG_CHAN_SHIFT) - 1)) - 1];
 }
 
 /* --- writing ------------------------------------------------------------- */
@@ -106,11 +105,11 @@ const char *msg_type_to_string(enum msg_type t)
 /* Room for @n more bytes, or the message overflows. */
 static bool reserve(struct msg *m, size_t n)
 {
-	size_t cap;
+	size_t cap, max = m->max ? m->max : MSG_MAX;
 
 	if (m->overflow)
 		return false;
-	if (n > MSG_MAX - m->len) {
+	if (n > max - m->len) {
 		m->overflow = true;
 		return false;
 	}
@@ -119,8 +118,8 @@ static bool reserve(struct msg *m, size_t n)
 	cap = m->cap ? m->cap : 256;
 	while (cap < m->len + n)
 		cap *= 2;
-	if (cap > MSG_MAX)
-		cap = MSG_MAX;
+	if (cap > max)
+		cap = max;
 	m->buf = util_xrealloc(m->buf, cap);
 	m->cap = cap;
 	return true;
@@ -132,15 +131,23 @@ static void put(struct msg *m, const void *p, size_t n)
 	m->len += n;
 }
 
-void msg_start(struct msg *m, enum msg_type t)
+void msg_start(struct msg *m, uint32_t t)
 {
-	uint32_t v = (uint32_t)t;
+	uint32_t v = t;
 
-	ASSERT((unsigned)t < MSG_TYPE_COUNT);
+	ASSERT(known(t));
 	m->len = 0;
 	m->overflow = false;
+	m->max = 0;
 	ASSERT(reserve(m, sizeof(v)));
 	put(m, &v, sizeof(v));
+}
+
+void msg_start_block(struct msg *m, size_t max)
+{
+	m->len = 0;
+	m->overflow = false;
+	m->max = max;
 }
 
 void msg_put_u32(struct msg *m, uint32_t v)
@@ -168,7 +175,7 @@ static void put_counted(struct msg *m, uint8_t kind, const void *p, size_t len,
 {
 	uint32_t n32 = (uint32_t)len;
 
-	if (len > MSG_MAX || !reserve(m, 1 + sizeof(n32) + len + (nul ? 1 : 0))) {
+	if (len > UINT32_MAX || !reserve(m, 1 + sizeof(n32) + len + (nul ? 1 : 0))) {
 		m->overflow = true;
 		return;
 	}
@@ -210,7 +217,7 @@ int msg_send(int sock, const struct msg *m, int pass_fd, int flags)
 	struct iovec iov;
 	ssize_t n;
 
-	if (m->overflow)
+	if (m->overflow || m->len > MSG_MAX)
 		return -EMSGSIZE;
 	memset(&mh, 0, sizeof(mh));
 	iov.iov_base = m->buf;
@@ -309,7 +316,7 @@ static bool bad(struct msg_reader *r, const char *why)
 	return false;
 }
 
-bool msg_reader_init(struct msg_reader *r, const void *buf, size_t len)
+bool msg_reader_init(struct msg_reader *r, enum msg_channel ch, const void *buf, size_t len)
 {
 	uint32_t t;
 
@@ -321,11 +328,20 @@ bool msg_reader_init(struct msg_reader *r, const void *buf, size_t len)
 	if (len < sizeof(t))
 		return bad(r, "message shorter than its header");
 	memcpy(&t, buf, sizeof(t));
-	if (t >= MSG_TYPE_COUNT)
+	if (!known(t))
 		return bad(r, "unknown message type");
-	r->type = (enum msg_type)t;
+	if (!msg_type_of(t, ch))
+		return bad(r, "a message of another channel");
+	r->type = t;
 	r->off = sizeof(t);
 	return true;
+}
+
+void msg_reader_block(struct msg_reader *r, const void *buf, size_t len)
+{
+	memset(r, 0, sizeof(*r));
+	r->buf = buf;
+	r->len = len;
 }
 
 /* Consumes the kind byte @kind and then @n bytes, returning where they

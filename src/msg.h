@@ -15,127 +15,210 @@
  * 208 KiB): what is bigger travels in a file descriptor (a sealed memfd). */
 #define MSG_MAX ((size_t)128 * 1024)
 
-/* Every message of every channel. The fields of each, in order, are
- * listed here; a reader takes exactly these and then calls msg_end().
- * "str" is text without NUL bytes, "bytes" anything. */
-enum msg_type {
-	/* key holder -> supervisor */
-	MSG_KEEPER_READY = 0, /* str pubkey (base64 of the 32 raw bytes) */
-	MSG_FATAL,            /* str reason: the sender stops (any channel) */
-	/* supervisor or proxy worker -> key holder */
-	MSG_RECORD,           /* u32 flags (MSG_RECORD_WANT_SEQ), str type,
-				 u32 decision, u32 point, str rule,
-				 str subject (a JSON object, "" for {}),
-				 str reason */
-	MSG_SEQ,              /* key holder -> asker: u32 written (0/1), u64 seq */
-	/* supervisor -> key holder */
-	MSG_SET_POLICY,       /* str digest, str subject (JSON), str reason:
-				 policy.reload with the new digest */
-	MSG_ADD_CHANNEL,      /* no fields; carries a descriptor: a proxy
-				 worker's channel */
-	MSG_END,              /* u32 exit status: session.end, then exit */
-	/* supervisor -> proxy worker */
-	MSG_POLICY,           /* str digest; carries a descriptor: a memfd
-				 holding the policy's canonical text */
-	MSG_GO,               /* no fields: start serving */
-	MSG_STOP,             /* u32 drain_ms: stop accepting, drain, exit */
-	/* proxy worker -> supervisor */
-	MSG_WORKER_READY,     /* no fields: listening, under its filter */
-	/* the git binding's GitHub App token */
-	MSG_JWT_SIGN,         /* supervisor -> key holder: no fields: sign the
-				 App's JWT for now */
-	MSG_JWT,              /* key holder -> supervisor: str jwt ("" when
-				 it could not sign), str error, str warning
-				 about the key's file ("" for none) */
-	MSG_GIT_TOKEN,        /* supervisor -> proxy worker: u64 expires_at
-				 (Unix time), bytes token: the git
-				 credential from now on */
-	/* proxy worker -> key holder, and its answer */
-	MSG_LEAF,             /* str host (normalised): a leaf certificate for
-				 an intercepted host */
-	MSG_LEAF_ANSWER,      /* u32 ok; ok: str cert_pem, str key_pem;
-				 else: str reason */
-	/* supervisor -> key holder, and its answer */
-	MSG_CA_CERT,          /* no fields: the session CA's certificate */
-	MSG_CA_CERT_ANSWER,   /* str cert_pem ("" without a CA) */
-	/* spend (spendd.h): ledger process <-> supervisor */
-	MSG_SPEND_READY,      /* ledger -> supervisor: no fields: the session
-				 is open in the ledger */
-	MSG_SPEND_CHANNEL,    /* supervisor -> ledger: u32 kind
-				 (MSG_SPEND_CHANNEL_*); carries a descriptor:
-				 a proxy worker's channel, or the ledger's own
-				 channel to the key holder */
-	MSG_SPEND_CLOSE,      /* supervisor -> ledger: no fields: the workers
-				 have exited; close the session */
-	MSG_SPEND_TOTAL,      /* ledger -> supervisor: u64 the session's own
-				 spent money (nano-dollars) */
-	/* spend: proxy worker <-> ledger process */
-	MSG_SPEND_RESERVE,    /* u32 tag, u64 amount (nano-dollars) */
-	MSG_SPEND_RESERVED,   /* u32 tag, u32 status (enum ledger_status),
-				 u64 reservation id (UINT64_MAX: none),
-				 u64 cap (UINT64_MAX: none), u64 spent,
-				 u64 reserved, str session whose cap */
-	MSG_SPEND_SETTLE,     /* u64 reservation id, u64 cost, u32 outcome
-				 (enum meter_outcome), u32 have_usage,
-				 u64 input, u64 output, u64 cache_write,
-				 u64 cache_read, str model, str host,
-				 str endpoint, str reason */
-	/* spend: proxy worker -> supervisor */
-	MSG_SPEND_EXHAUSTED,  /* str reason: a call was refused for a cap
-				 under on_exhausted "stop" */
-	/* spend: supervisor -> key holder */
-	MSG_SPEND_USD,        /* u64 nano-dollars: session.end's spend_usd */
-	/* a value captured from an answer (capture.c) */
-	MSG_CAPTURE,          /* proxy worker -> supervisor -> every other
-				 worker: str secret, u64 expires_at (Unix
-				 time, 0: the session), str placeholder,
-				 bytes value */
-	MSG_CAPTURE_ACK,      /* supervisor -> the capturing worker: no
-				 fields: every other worker has it queued */
-	/* witness (run --witness): key holder <-> feed process (feed.h), at the end */
-	MSG_WITNESS_NOTE,     /* str note: the last checkpoint, to cosign */
-	MSG_WITNESS_COSIG,    /* str cosignature lines ("" none) */
-	MSG_OAUTH_401,        /* proxy worker -> supervisor: str secret,
-				 bytes the access token a bound host
-				 answered 401 to (oauth.c refreshes), u32
-				 wait (1: answer); supervisor -> that
-				 worker, when it waits: no fields, after
-				 the new token if there is one */
-	/* transparent mode's DNS stub (dnsd.h) -> supervisor */
-	MSG_DNS_BLOCK,        /* u32 would_block, str rule, str host (the
-				 name as displayed), u32 qtype, u32 outcome
-				 (enum dnsstub_outcome), str reason: record
-				 dns.block */
-	/* the sandbox's init -> supervisor, while the sandbox starts
-	 * (sandbox.c); failures are MSG_FATAL */
-	MSG_SANDBOX_READY,    /* no fields: init is dumpable, its id maps
-				 may be written */
-	MSG_SANDBOX_SOCKET,   /* u32 role (MSG_SANDBOX_SOCK_*), u32 more (1:
-				 another socket of this hand-over follows);
-				 carries the socket */
-	/* proxy worker -> key holder */
-	MSG_RECORD_BATCH,     /* 1-64 records, each MSG_RECORD's fields with
-				 flags 0, until the message's end; written
-				 in order, no answer */
-	/* the live feed (feed.c) -> key holder; the other way the channel
-	 * carries the stream's bytes, whole lines, unframed */
-	MSG_FEED_GAP,         /* u64 from, u64 to, str why: seqs the feed
-				 lost; record receipt.gap */
-	/* the relay of published ports (publish.c) <-> supervisor;
-	 * failures are MSG_FATAL */
-	MSG_PUBLISH_READY,    /* relay -> supervisor: no fields: its ports
-				 are bound */
-	MSG_PUBLISH_NS,       /* supervisor -> relay: u32 role
-				 (MSG_PUBLISH_NS_*); carries the sandbox's
-				 namespace of that role */
-	MSG_PUBLISH_AUTH,     /* supervisor -> relay: bytes the SHA-256 of
-				 each publish entry's auth secret (32 bytes
-				 per entry, zeros: none), after both
-				 namespaces */
-	MSG_PUBLISH_SERVING,  /* relay -> supervisor: no fields: in the
-				 sandbox's network, confined, serving */
-	MSG_TYPE_COUNT
+/* The channels between airlock's processes, and the messages of each.
+ * A message type belongs to one channel (MSG_FATAL to every one); a
+ * reader opened on a channel (msg_reader_init()) refuses the types of the
+ * others. Each channel's types are one list below, MSG_TYPES_<CHANNEL>,
+ * named once in MSG_CHANNELS: that list makes the channel's enum (enum
+ * msg_<channel>_type, numbered from the channel's base), its names for
+ * msg_type_to_string() and its membership. A new channel is a list and a
+ * line of MSG_CHANNELS; a new type of a channel, a line of its list.
+ *
+ * The fields of each message, in order, are given beside it; a reader
+ * takes exactly these and then calls msg_end(). "str" is text without
+ * NUL bytes, "bytes" anything. Numbers are the same build's on both ends
+ * (no versioning: both ends are this program). */
+
+/* every channel */
+#define MSG_TYPES_COMMON(T) \
+	T(FATAL, "fatal")                   /* str reason: the sender stops */
+
+/* the key holder's channels (keeper.c): to the supervisor, to each proxy
+ * worker, to the ledger, to the feed */
+#define MSG_TYPES_KEEPER(T) \
+	T(KEEPER_READY, "keeper-ready")     /* -> supervisor: str pubkey \
+					       (base64 of the 32 raw bytes) */ \
+	T(RECORD, "record")                 /* supervisor or worker ->: u32 flags \
+					       (MSG_RECORD_WANT_SEQ), str type, \
+					       u32 decision, u32 point, str rule, \
+					       str subject (a JSON object, "" for \
+					       {}), str reason */ \
+	T(SEQ, "seq")                       /* -> asker: u32 written (0/1), u64 seq */ \
+	T(SET_POLICY, "set-policy")         /* supervisor ->: str digest, str \
+					       subject (JSON), str reason: \
+					       policy.reload with the new digest */ \
+	T(ADD_CHANNEL, "add-channel")       /* supervisor ->: no fields; carries a \
+					       descriptor: a proxy worker's channel */ \
+	T(END, "end")                       /* supervisor ->: u32 exit status: \
+					       session.end, then exit */ \
+	T(JWT_SIGN, "jwt-sign")             /* supervisor ->: no fields: sign the \
+					       GitHub App's JWT for now */ \
+	T(JWT, "jwt")                       /* -> supervisor: str jwt ("" when it \
+					       could not sign), str error, str \
+					       warning about the key's file ("" \
+					       for none) */ \
+	T(LEAF, "leaf")                     /* worker ->: str host (normalised): a \
+					       leaf certificate for an \
+					       intercepted host */ \
+	T(LEAF_ANSWER, "leaf-answer")       /* -> worker: u32 ok; ok: str cert_pem, \
+					       str key_pem; else: str reason */ \
+	T(CA_CERT, "ca-cert")               /* supervisor ->: no fields: the \
+					       session CA's certificate */ \
+	T(CA_CERT_ANSWER, "ca-cert-answer") /* -> supervisor: str cert_pem ("" \
+					       without a CA) */ \
+	T(SPEND_USD, "spend-usd")           /* supervisor ->: u64 nano-dollars: \
+					       session.end's spend_usd */ \
+	T(RECORD_BATCH, "record-batch")     /* worker ->: 1-64 records, each \
+					       MSG_RECORD's fields with flags 0, \
+					       until the message's end; written \
+					       in order, no answer */ \
+	T(FEED_GAP, "feed-gap")             /* the live feed (feed.c) ->: u64 \
+					       from, u64 to, str why: seqs the \
+					       feed lost; record receipt.gap (the \
+					       other way the feed's channel \
+					       carries the stream's bytes, whole \
+					       lines, unframed) */
+
+/* witness (run --witness): key holder <-> feed process (feed.h), at the
+ * end */
+#define MSG_TYPES_WITNESS(T) \
+	T(WITNESS_NOTE, "witness-note")     /* str note: the last checkpoint, to \
+					       cosign */ \
+	T(WITNESS_COSIG, "witness-cosig")   /* str cosignature lines ("" none) */
+
+/* supervisor <-> proxy worker (worker.c) */
+#define MSG_TYPES_WORKER(T) \
+	T(POLICY, "policy")                 /* -> worker: str digest; carries a \
+					       descriptor: a memfd holding the \
+					       policy's canonical text */ \
+	T(FILTER_CONFIG, "filter-config")   /* -> worker: str filter (its name in \
+					       filter_table), then bytes: the \
+					       filter's own block (filter.h), or \
+					       empty with a sealed memfd holding \
+					       it; or a descriptor of the filter's \
+					       own. One per filter, in the table's \
+					       order, before go; again later when \
+					       the filter's configuration changes \
+					       (the git token's refresh) */ \
+	T(GO, "go")                         /* -> worker: no fields: start serving */ \
+	T(STOP, "stop")                     /* -> worker: u32 drain_ms: stop \
+					       accepting, drain, exit */ \
+	T(WORKER_READY, "worker-ready")     /* worker ->: no fields: listening, \
+					       under its filter */ \
+	T(CAPTURE, "capture")               /* worker -> supervisor -> every other \
+					       worker: str secret, u64 expires_at \
+					       (Unix time, 0: the session), str \
+					       placeholder, bytes value (capture.c) */ \
+	T(CAPTURE_ACK, "capture-ack")       /* -> the capturing worker: no fields: \
+					       every other worker has it queued */ \
+	T(OAUTH_401, "oauth-401")           /* worker ->: str secret, bytes the \
+					       access token a bound host answered \
+					       401 to (oauth.c refreshes), u32 \
+					       wait (1: answer); -> that worker, \
+					       when it waits: no fields, after \
+					       the new token if there is one */ \
+	T(SPEND_EXHAUSTED, "spend-exhausted") /* worker ->: str reason: a call was \
+					       refused for a cap under \
+					       on_exhausted "stop" */
+
+/* supervisor <-> ledger process (spendd.h) */
+#define MSG_TYPES_LEDGER(T) \
+	T(SPEND_READY, "spend-ready")       /* ledger ->: no fields: the session \
+					       is open in the ledger */ \
+	T(SPEND_CHANNEL, "spend-channel")   /* -> ledger: u32 kind \
+					       (MSG_SPEND_CHANNEL_*); carries a \
+					       descriptor: a proxy worker's \
+					       channel, or the ledger's own \
+					       channel to the key holder */ \
+	T(SPEND_CLOSE, "spend-close")       /* -> ledger: no fields: the workers \
+					       have exited; close the session */ \
+	T(SPEND_TOTAL, "spend-total")       /* ledger ->: u64 the session's own \
+					       spent money (nano-dollars) */
+
+/* proxy worker <-> ledger process */
+#define MSG_TYPES_SPEND(T) \
+	T(SPEND_RESERVE, "spend-reserve")   /* u32 tag, u64 amount (nano-dollars) */ \
+	T(SPEND_RESERVED, "spend-reserved") /* u32 tag, u32 status (enum \
+					       ledger_status), u64 reservation id \
+					       (UINT64_MAX: none), u64 cap \
+					       (UINT64_MAX: none), u64 spent, u64 \
+					       reserved, str session whose cap */ \
+	T(SPEND_SETTLE, "spend-settle")     /* u64 reservation id, u64 cost, u32 \
+					       outcome (enum meter_outcome), u32 \
+					       have_usage, u64 input, u64 output, \
+					       u64 cache_write, u64 cache_read, \
+					       str model, str host, str endpoint, \
+					       str reason */
+
+/* transparent mode's DNS stub (dnsd.h) -> supervisor */
+#define MSG_TYPES_DNS(T) \
+	T(DNS_BLOCK, "dns-block")           /* u32 would_block, str rule, str host \
+					       (the name as displayed), u32 qtype, \
+					       u32 outcome (enum dnsstub_outcome), \
+					       str reason: record dns.block */
+
+/* the sandbox's init -> supervisor, while the sandbox starts (sandbox.c);
+ * failures are MSG_FATAL */
+#define MSG_TYPES_SANDBOX(T) \
+	T(SANDBOX_READY, "sandbox-ready")   /* no fields: init is dumpable, its id \
+					       maps may be written */ \
+	T(SANDBOX_SOCKET, "sandbox-socket") /* u32 role (MSG_SANDBOX_SOCK_*), u32 \
+					       more (1: another socket of this \
+					       hand-over follows); carries the \
+					       socket */
+
+/* the relay of published ports (publish.c) <-> supervisor; failures are
+ * MSG_FATAL */
+#define MSG_TYPES_PUBLISH(T) \
+	T(PUBLISH_READY, "publish-ready")   /* relay ->: no fields: its ports are \
+					       bound */ \
+	T(PUBLISH_NS, "publish-ns")         /* -> relay: u32 role \
+					       (MSG_PUBLISH_NS_*); carries the \
+					       sandbox's namespace of that role */ \
+	T(PUBLISH_AUTH, "publish-auth")     /* -> relay: bytes the SHA-256 of each \
+					       publish entry's auth secret (32 \
+					       bytes per entry, zeros: none), \
+					       after both namespaces */ \
+	T(PUBLISH_SERVING, "publish-serving") /* relay ->: no fields: in the \
+					       sandbox's network, confined, \
+					       serving */
+
+/* Every channel: C(ID, id) with its list MSG_TYPES_<ID>. */
+#define MSG_CHANNELS(C) \
+	C(COMMON, common) \
+	C(KEEPER, keeper) \
+	C(WITNESS, witness) \
+	C(WORKER, worker) \
+	C(LEDGER, ledger) \
+	C(SPEND, spend) \
+	C(DNS, dns) \
+	C(SANDBOX, sandbox) \
+	C(PUBLISH, publish)
+
+#define MSG_CHAN_ID_(ID, id) MSG_CHAN_##ID,
+enum msg_channel {
+	MSG_CHANNELS(MSG_CHAN_ID_)
+	MSG_CHAN_COUNT
 };
+#undef MSG_CHAN_ID_
+
+/* A type is its channel's number above this shift, and its index in the
+ * channel's list, plus one, below (0 is never a type). */
+#define MSG_CHAN_SHIFT 8
+#define MSG_TYPE_CHANNEL(t) ((uint32_t)(t) >> MSG_CHAN_SHIFT)
+
+/* enum msg_<id>_type: MSG_<ID>_BASE_ (no type), then the channel's types,
+ * then MSG_<ID>_END_ (no type). */
+#define MSG_TYPE_ID_(NAME, str) MSG_##NAME,
+#define MSG_CHAN_ENUM_(ID, id) \
+	enum msg_##id##_type { \
+		MSG_##ID##_BASE_ = (uint32_t)MSG_CHAN_##ID << MSG_CHAN_SHIFT, \
+		MSG_TYPES_##ID(MSG_TYPE_ID_) \
+		MSG_##ID##_END_ \
+	};
+MSG_CHANNELS(MSG_CHAN_ENUM_)
+#undef MSG_CHAN_ENUM_
+#undef MSG_TYPE_ID_
 
 #define MSG_RECORD_WANT_SEQ 1u
 #define MSG_SPEND_CHANNEL_KEEPER 0u
@@ -147,7 +230,11 @@ enum msg_type {
 #define MSG_PUBLISH_NS_USER 0u
 #define MSG_PUBLISH_NS_NET 1u
 
-const char *msg_type_to_string(enum msg_type t);
+/* Is @t a type of channel @ch (or of every channel)? */
+bool msg_type_of(uint32_t t, enum msg_channel ch);
+
+/* The name of type @t (a valid one: ASSERTed). */
+const char *msg_type_to_string(uint32_t t);
 
 /* A message being written. The buffer grows as fields are added, up to
  * MSG_MAX; a field that does not fit marks the message overflowed, and
@@ -157,9 +244,14 @@ struct msg {
 	uint8_t *buf;
 	size_t len, cap;
 	bool overflow;
+	size_t max;             /* a block's bound (0: MSG_MAX) */
 };
 
-void msg_start(struct msg *m, enum msg_type t);
+void msg_start(struct msg *m, uint32_t t);
+/* Starts a block instead: fields without a type, up to @max bytes, that
+ * travel inside a message (as bytes) or beside it (a memfd), and are read
+ * with msg_reader_block(). */
+void msg_start_block(struct msg *m, size_t max);
 void msg_put_u32(struct msg *m, uint32_t v);
 void msg_put_u64(struct msg *m, uint64_t v);
 /* @len bytes of @s, which must hold no NUL byte (ASSERTed: the writer is
@@ -192,13 +284,18 @@ ssize_t msg_recv(int sock, void *buf, size_t cap, int *fd_out, int flags);
 struct msg_reader {
 	const uint8_t *buf;
 	size_t len, off;
-	enum msg_type type;
+	uint32_t type;          /* a type of the reader's channel, or
+				   MSG_FATAL */
 	const char *error;      /* NULL, or a static description */
 };
 
-/* Starts reading @len bytes: false (with @error set) when they are not a
- * message header of a known type. */
-bool msg_reader_init(struct msg_reader *r, const void *buf, size_t len);
+/* Starts reading @len bytes that came on a channel @ch: false (with
+ * @error set) when they are not a message header of a type of @ch (or
+ * MSG_FATAL, every channel's). */
+bool msg_reader_init(struct msg_reader *r, enum msg_channel ch, const void *buf, size_t len);
+/* Starts reading a block (msg_start_block()) of @len bytes: its type is
+ * 0. */
+void msg_reader_block(struct msg_reader *r, const void *buf, size_t len);
 bool msg_get_u32(struct msg_reader *r, uint32_t *out);
 bool msg_get_u64(struct msg_reader *r, uint64_t *out);
 /* A string of at most @max bytes, NUL-terminated in the buffer, with no

@@ -236,7 +236,7 @@ static __attribute__((noreturn)) void relay_main(const struct policy *p, int ctl
 
 /* The relay's next message, which must be @want (else its last words,
  * MSG_FATAL, are the reason in @err). */
-static int read_answer(enum msg_type want, char *err, size_t errlen)
+static int read_answer(uint32_t want, char *err, size_t errlen)
 {
 	uint8_t *buf = util_xmalloc(MSG_MAX);
 	struct msg_reader r;
@@ -251,7 +251,7 @@ static int read_answer(enum msg_type want, char *err, size_t errlen)
 		close(fd);
 	if (n <= 0) {
 		snprintf(err, errlen, "publish: the relay process ended during setup");
-	} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == want && msg_end(&r)) {
+	} else if (msg_reader_init(&r, MSG_CHAN_PUBLISH, buf, (size_t)n) && r.type == want && msg_end(&r)) {
 		rc = 0;
 	} else if (r.type == MSG_FATAL && msg_get_str(&r, 400, &reason, NULL) &&
 		   msg_end(&r)) {
@@ -1459,7 +1459,7 @@ static bool relay_env_kept(const char *entry)
 
 /* Receives the supervisor's next message into @buf, which must be @want;
  * anything else ends the relay. Returns its descriptor (or -1). */
-static int relay_recv(int ctl, uint8_t *buf, enum msg_type want, struct msg_reader *r)
+static int relay_recv(int ctl, uint8_t *buf, uint32_t want, struct msg_reader *r)
 {
 	ssize_t n;
 	int fd;
@@ -1467,13 +1467,13 @@ static int relay_recv(int ctl, uint8_t *buf, enum msg_type want, struct msg_read
 	do
 		n = msg_recv(ctl, buf, MSG_MAX, &fd, 0);
 	while (n == -EINTR);
-	if (n <= 0 || !msg_reader_init(r, buf, (size_t)n) || r->type != want)
+	if (n <= 0 || !msg_reader_init(r, MSG_CHAN_PUBLISH, buf, (size_t)n) || r->type != want)
 		child_fatal("publish: the supervisor did not send %s",
 			    msg_type_to_string(want));
 	return fd;
 }
 
-static void relay_say(int ctl, enum msg_type t)
+static void relay_say(int ctl, uint32_t t)
 {
 	struct msg m = { 0 };
 

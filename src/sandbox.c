@@ -898,9 +898,9 @@ static int write_id_maps(pid_t pid, uid_t uid, gid_t gid, char *err, size_t errl
 
 /* Receives init's next message, which must be @want: MSG_SANDBOX_READY,
  * or MSG_SANDBOX_SOCKET (its role and more flag in @role and @more, its
- * socket in *@fd); MSG_TYPE_COUNT wants none. Init's MSG_FATAL, or
+ * socket in *@fd); 0 wants none. Init's MSG_FATAL, or
  * anything else, is an error in @err. */
-static int from_init(int ctl, enum msg_type want, uint32_t *role, uint32_t *more,
+static int from_init(int ctl, uint32_t want, uint32_t *role, uint32_t *more,
 		     int *fd, char *err, size_t errlen)
 {
 	uint8_t *buf = util_xmalloc(MSG_MAX);
@@ -913,7 +913,7 @@ static int from_init(int ctl, enum msg_type want, uint32_t *role, uint32_t *more
 	do
 		n = msg_recv(ctl, buf, MSG_MAX, &rfd, 0);
 	while (n == -EINTR);
-	if (n <= 0 || !msg_reader_init(&r, buf, (size_t)n)) {
+	if (n <= 0 || !msg_reader_init(&r, MSG_CHAN_SANDBOX, buf, (size_t)n)) {
 		snprintf(err, errlen, "the sandbox ended during setup");
 		goto out;
 	}
@@ -928,7 +928,7 @@ static int from_init(int ctl, enum msg_type want, uint32_t *role, uint32_t *more
 	    (want == MSG_SANDBOX_SOCKET &&
 	     (!msg_get_u32(&r, &ro) || !msg_get_u32(&r, &mo) || rfd < 0 || mo > 1)) ||
 	    (want != MSG_SANDBOX_SOCKET && rfd >= 0) || !msg_end(&r)) {
-		if (want == MSG_TYPE_COUNT)
+		if (want == 0)
 			snprintf(err, errlen, "the sandbox sent %s during its setup",
 				 msg_type_to_string(r.type));
 		else
@@ -1070,7 +1070,7 @@ static int wait_setup(int ctl, char *err, size_t errlen)
 		snprintf(err, errlen, "sandbox setup: %s", strerror(errno));
 		return -1;
 	}
-	return from_init(ctl, MSG_TYPE_COUNT, NULL, NULL, NULL, err, errlen) < 0 ? -1 : 0;
+	return from_init(ctl, 0, NULL, NULL, NULL, err, errlen) < 0 ? -1 : 0;
 }
 
 int sandbox_start(const struct sandbox_config *cfg, struct sandbox *sb,

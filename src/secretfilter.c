@@ -80,6 +80,7 @@
 
 #include "bodysubst.h"
 #include "capture.h"
+#include "msg.h"
 #include "registry.h"
 #include "scrub.h"
 #include "subst.h"
@@ -88,6 +89,8 @@
 
 struct secretfilter {
 	const struct broker *b;
+	struct broker *own;          /* b, when made from a configuration
+					block (a worker's): freed with it */
 	const struct policy *p;
 	struct subst_secret *ss;
 	struct subst_set all;        /* every secret */
@@ -236,6 +239,7 @@ void secretfilter_free(struct secretfilter *f)
 	if (!f)
 		return;
 	registry_free(f->reg);
+	broker_drop(f->own);
 	free(f->ss);
 	free(f->ss_nogit);
 	for (i = 0; i < f->nretired; i++)
@@ -1360,4 +1364,44 @@ const struct filter_ops secretfilter_ops = {
 	.request_trailers = sf_request_trailers,
 	.done = sf_done,
 	.needs_cleartext = secret_needs_cleartext,
+};
+
+/* --- the registration ------------------------------------------------------- */
+
+/* The block: every brokered secret (broker_put()). */
+static int sf_config_put(const struct filter_source *src, struct msg *blk, int *fd, char *err,
+			 size_t errlen)
+{
+	static const struct broker none = { 0 };
+
+	(void)fd;
+	(void)err;
+	(void)errlen;
+	broker_put(src->broker ? src->broker : &none, src->policy, NULL, blk);
+	return 0;
+}
+
+static void *sf_make(struct filter_env *env, struct msg_reader *blk, int fd, char *err,
+		     size_t errlen)
+{
+	struct broker *own = broker_get(env->policy, blk, fd, err, errlen);
+	struct secretfilter *f;
+
+	if (!own)
+		return NULL;
+	f = secretfilter_new(own, env->policy, env->record, env->arg);
+	f->own = own;
+	secretfilter_set_capture_hooks(f, env->announce, env->sync, env->arg);
+	secretfilter_set_oauth_hook(f, env->oauth401);
+	env->registry = f->reg;
+	return f;
+}
+
+const struct filter_def secretfilter_def = {
+	.name = "secrets",
+	.ops = &secretfilter_ops,
+	.config_put = sf_config_put,
+	.make = sf_make,
+	.configure = NULL,
+	.start = NULL,
 };

@@ -17,6 +17,9 @@
 /* The filter's operations: register them with the argument that
  * secretfilter_new() returns. */
 extern const struct filter_ops secretfilter_ops;
+/* Its registration (filter.h): configured with every brokered secret;
+ * makes the registry of injected values (filter_env.registry). */
+extern const struct filter_def secretfilter_def;
 
 /* Builds the filter's tables from @b (borrowed: values and placeholders,
  * valid until secretfilter_free()) and @p (the policy the secrets come

@@ -422,7 +422,7 @@ static bool serve_worker(struct dctx *x, size_t i)
 			return true;
 		if (n <= 0)
 			return false;
-		if (msg_reader_init(&r, x->in, (size_t)n)) {
+		if (msg_reader_init(&r, MSG_CHAN_SPEND, x->in, (size_t)n)) {
 			if (r.type == MSG_SPEND_RESERVE)
 				ok = on_reserve(x, x->chans[i], &r);
 			else if (r.type == MSG_SPEND_SETTLE)
@@ -479,7 +479,7 @@ static void serve_ctl(struct dctx *x)
 			return;
 		if (n <= 0)
 			finish(x, false); /* the supervisor is gone */
-		if (!msg_reader_init(&r, x->in, (size_t)n))
+		if (!msg_reader_init(&r, MSG_CHAN_LEDGER, x->in, (size_t)n))
 			child_fatal("the supervisor sent a bad message: %s", r.error);
 		if (r.type == MSG_SPEND_CHANNEL && msg_get_u32(&r, &kind) && msg_end(&r) &&
 		    fd >= 0 && kind <= MSG_SPEND_CHANNEL_WORKER) {
@@ -637,7 +637,7 @@ __attribute__((noreturn)) static void spendd_main(const struct policy *p, const 
 /* --- the supervisor's side -------------------------------------------------- */
 
 /* Waits up to SPENDD_WAIT_MS for one message of type @want on d->ctl. */
-static int wait_for(struct spendd *d, enum msg_type want, uint8_t *buf,
+static int wait_for(struct spendd *d, uint32_t want, uint8_t *buf,
 		    struct msg_reader *r, char *err, size_t errlen)
 {
 	struct pollfd pfd = { .fd = d->ctl, .events = POLLIN };
@@ -656,7 +656,7 @@ static int wait_for(struct spendd *d, enum msg_type want, uint8_t *buf,
 	n = msg_recv(d->ctl, buf, MSG_MAX, &fd, 0);
 	if (fd >= 0)
 		close(fd);
-	if (n <= 0 || !msg_reader_init(r, buf, (size_t)n)) {
+	if (n <= 0 || !msg_reader_init(r, MSG_CHAN_LEDGER, buf, (size_t)n)) {
 		snprintf(err, errlen, "the spend ledger process ended without a word");
 		return -1;
 	}

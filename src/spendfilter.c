@@ -61,6 +61,7 @@
 #include "meter.h"
 #include "msg.h"
 #include "proxy.h"
+#include "spendd.h"
 #include "util.h"
 #include "verdict.h"
 
@@ -392,7 +393,7 @@ static void on_channel(void *arg, int fd, uint32_t events)
 			close(pfd);
 		if (n == -EAGAIN || n == -EINTR)
 			return;
-		if (n <= 0 || !msg_reader_init(&r, sf->in, (size_t)n) ||
+		if (n <= 0 || !msg_reader_init(&r, MSG_CHAN_SPEND, sf->in, (size_t)n) ||
 		    r.type != MSG_SPEND_RESERVED) {
 			sf->broken = true;
 			break;
@@ -702,4 +703,52 @@ const struct filter_ops spendfilter_ops = {
 	.response_body = sf_response_body,
 	.done = sf_done,
 	.needs_cleartext = spend_needs_cleartext,
+};
+
+/* --- the registration ------------------------------------------------------- */
+
+/* The block: u32 metered; when 1, the worker's own channel to the ledger
+ * process travels beside it. */
+static int spend_config_put(const struct filter_source *src, struct msg *blk, int *fd,
+			    char *err, size_t errlen)
+{
+	msg_put_u32(blk, src->spend != NULL);
+	if (src->spend && spendd_new_channel(src->spend, fd) < 0) {
+		snprintf(err, errlen, "no channel to the spend ledger");
+		return -1;
+	}
+	return 0;
+}
+
+static void *spend_make(struct filter_env *env, struct msg_reader *blk, int fd, char *err,
+			size_t errlen)
+{
+	uint32_t metered = 0;
+
+	if (!msg_get_u32(blk, &metered) || !msg_end(blk) || metered > 1 ||
+	    (metered == 1) != (fd >= 0)) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errlen, "the spend configuration is not valid");
+		return NULL;
+	}
+	if (!metered)
+		return NULL; /* nothing is metered */
+	return spendfilter_new(&(struct spendfilter_config){ env->policy, fd, env->exhausted,
+							     env->arg },
+			       err, errlen);
+}
+
+static int spend_start(void *f, struct proxy *px)
+{
+	return spendfilter_start(f, px);
+}
+
+const struct filter_def spendfilter_def = {
+	.name = "spend",
+	.ops = &spendfilter_ops,
+	.config_put = spend_config_put,
+	.make = spend_make,
+	.configure = NULL,
+	.start = spend_start,
 };

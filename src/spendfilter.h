@@ -47,6 +47,9 @@ int spendfilter_start(struct spendfilter *sf, struct proxy *px);
 
 /* The filter's operations; register with the filter as its argument. */
 extern const struct filter_ops spendfilter_ops;
+/* Its registration (filter.h): configured with the worker's channel to
+ * the ledger; not made when nothing is metered. */
+extern const struct filter_def spendfilter_def;
 
 void spendfilter_free(struct spendfilter *sf);
 

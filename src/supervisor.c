@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "filter.h"
 #include "util.h"
 
 /* How long stopped processes get after their drain before they are
@@ -304,6 +305,7 @@ int supervisor_begin(struct supervisor *sv, const char *text, char *err, size_t 
 int supervisor_start_workers(struct supervisor *sv, unsigned int n,
 			     const struct supervisor_listen *l, char *err, size_t errlen)
 {
+	struct filter_source src;
 	struct worker_config wc;
 	unsigned int i;
 
@@ -316,11 +318,12 @@ int supervisor_start_workers(struct supervisor *sv, unsigned int n,
 	wc.client_limit = l->client_limit;
 	wc.policy = sv->s->p;
 	wc.intercept = l->intercept;
-	wc.broker = &sv->broker;
-	wc.spend = sv->metered ? &sv->spend : NULL;
+	src = (struct filter_source){ .policy = sv->s->p, .broker = &sv->broker,
+				      .git = &sv->git,
+				      .spend = sv->metered ? &sv->spend : NULL };
+	wc.filters = &src;
 	wc.forget = oauth_forget;
 	wc.forget_arg = &sv->oauth;
-	gitcred_config(&sv->git, &wc);
 	if (worker_pool_start(&sv->wp, n, &wc, sv->s, err, errlen) < 0)
 		return -1;
 	sv->workers = true;

@@ -18,7 +18,12 @@
  *      stream on stdout);
  *   2. names itself "airlock-proxy", is not dumpable, and dies with the
  *      supervisor (PR_SET_PDEATHSIG, checked against a race);
- *   3. builds its proxy (epoll, resolver: resolv.conf is read here), then
+ *   3. makes its filters, each of filter_table in its order from the
+ *      configuration the supervisor sends it first (one MSG_FILTER_CONFIG
+ *      per filter: the filter's own block, read by the filter's make;
+ *      the worker names no filter but the secrets one, whose captured
+ *      values it relays), then
+ *      builds its proxy (epoll, resolver: resolv.conf is read here), then
  *      confines itself for good (confine.c): no capabilities, Landlock
  *      reading only resolv.conf and the like, a seccomp allowlist with no
  *      exec, no files opened for writing, no sockets but TCP/UDP over IP;
@@ -65,21 +70,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "awsfilter.h"
-#include "broker.h"
 #include "child.h"
 #include "confine.h"
 #include "dnsstub.h"
+#include "filter.h"
 #include "ghapp.h"
-#include "gitfilter.h"
 #include "intercept.h"
 #include "keeper.h"
 #include "secretfilter.h"
 #include "tls.h"
 #include "msg.h"
 #include "proxy.h"
-#include "spendd.h"
-#include "spendfilter.h"
 #include "registry.h"
 #include "util.h"
 
@@ -135,8 +136,8 @@ struct wctx {
 	struct policy **policies;  /* reloaded ones: rules may be pointed at
 				      until exit */
 	size_t npolicies;
-	struct gitfilter *git;     /* the git binding's credential */
-	struct secretfilter *sf;   /* the secrets (captured values join it) */
+	void *made[FILTER_MAX];    /* each filter of filter_table as made
+				      here (NULL: not running here) */
 };
 
 static int64_t worker_record(void *arg, const char *type, enum receipt_decision d,
@@ -209,72 +210,136 @@ static void worker_oauth401(void *arg, const char *secret, const char *value, si
 static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
 			       size_t len, const char *ph, size_t phlen);
 
-/* The filter @d of filter_table made for this worker, or NULL when it
- * does not run here (spend without a ledger). */
-static void *make_filter(const struct filter_def *d, const struct worker_config *cfg,
-			 struct wctx *x, int ledger_fd, struct secretfilter **sf,
-			 struct spendfilter **spend)
+/* The block of a MSG_FILTER_CONFIG @r (its name read): in the message,
+ * or in the sealed memfd *@fd (then read into *@copy, and *@fd closed and
+ * -1: a descriptor left in *@fd is the filter's). */
+static void config_block(struct msg_reader *r, int *fd, uint8_t **copy, struct msg_reader *blk)
 {
-	static const struct broker none = { 0 };
+	const void *inl = NULL;
+	uint32_t in_memfd = 0;
+	size_t len = 0, done;
+	struct stat st;
+	ssize_t got;
 
-	if (d->ops == &awsfilter_ops)
-		/* NULL when no secret is of kind aws */
-		return awsfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
-				     worker_record, x);
-	if (d->ops == &secretfilter_ops) {
-		*sf = secretfilter_new(cfg->broker ? cfg->broker : &none, cfg->policy,
-				       worker_record, x);
-		x->sf = *sf;
-		secretfilter_set_capture_hooks(*sf, worker_announce, worker_sync, x);
-		secretfilter_set_oauth_hook(*sf, worker_oauth401);
-		return *sf;
+	*copy = NULL;
+	msg_get_u32(r, &in_memfd);
+	msg_get_bytes(r, FILTER_CONFIG_MAX, &inl, &len);
+	if (!msg_end(r) || in_memfd > 1 || (in_memfd && (*fd < 0 || len)))
+		child_fatal("the supervisor sent a bad filter configuration: %s",
+			    r->error ? r->error : "its block is not where it says");
+	if (!in_memfd) {
+		msg_reader_block(blk, inl, len);
+		return;
 	}
-	if (d->ops == &gitfilter_ops) {
-		/* The git credential; the values it injects are scrubbed by
-		 * the secrets' registry, so secrets come first. */
-		ASSERT(*sf);
-		x->git = gitfilter_new(worker_record, x);
-		gitfilter_set_placeholder(x->git, cfg->git_placeholder, cfg->git_placeholder_len);
-		if (!gitfilter_set_registry(x->git, secretfilter_registry(*sf)) ||
-		    (cfg->git_token &&
-		     !gitfilter_set_token(x->git, cfg->git_token, cfg->git_token_len,
-					  cfg->git_token_expires)))
-			child_fatal("the git token is not a valid token");
-		return x->git;
+	if (fstat(*fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > FILTER_CONFIG_MAX)
+		child_fatal("a filter's configuration cannot be read");
+	len = (size_t)st.st_size;
+	*copy = util_xmalloc(len);
+	for (done = 0; done < len; done += (size_t)got) {
+		got = pread(*fd, *copy + done, len - done, (off_t)done);
+		if (got < 0 && errno == EINTR)
+			got = 0;
+		else if (got <= 0)
+			child_fatal("a filter's configuration cannot be read");
 	}
-	if (d->ops == &spendfilter_ops) {
-		struct spendfilter_config sc = { cfg->policy, ledger_fd, worker_exhausted, x };
-		char err[256];
-
-		if (ledger_fd < 0)
-			return NULL;
-		*spend = spendfilter_new(&sc, err, sizeof(err));
-		if (!*spend)
-			child_fatal("%s", err);
-		return *spend;
-	}
-	child_fatal("filter %s: no constructor in this worker", d->name);
+	close(*fd);
+	*fd = -1;
+	msg_reader_block(blk, *copy, len);
 }
 
-/* The worker's filters: filter_table's, in its order. */
-static size_t build_filters(const struct worker_config *cfg, struct wctx *x,
-			    int ledger_fd, struct spendfilter **spend,
-			    struct filter_reg *reg)
+/* Wipes what a filter's configuration was read from (it may hold
+ * secret values). */
+static void config_wipe(struct wctx *x, uint8_t *copy, size_t len)
 {
-	struct secretfilter *sf = NULL;
+	if (copy) {
+		explicit_bzero(copy, len);
+		free(copy);
+	}
+	explicit_bzero(x->in, MSG_MAX);
+}
+
+/* A MSG_FILTER_CONFIG @r (with descriptor @fd, or -1) after the first
+ * ones: a later configuration of a filter (the git token's refresh), for
+ * its configure hook. */
+static void reconfigure(struct wctx *x, struct msg_reader *r, int fd)
+{
+	const char *name = NULL;
+	const struct filter_def *d;
+	struct msg_reader blk;
+	uint8_t *copy;
+	char err[256];
+	size_t len = 0, i;
+
+	msg_get_str(r, 64, &name, &len);
+	d = r->error ? NULL : filter_table_find(name, len);
+	if (!d)
+		child_fatal("the supervisor sent the configuration of no filter");
+	config_block(r, &fd, &copy, &blk);
+	for (i = 0; filter_table[i] != d; i++)
+		;
+	if (!x->made[i]) {
+		/* it has nothing to do here */
+		if (fd >= 0)
+			close(fd);
+	} else if (!d->configure) {
+		child_fatal("the supervisor configured the %s filter again", d->name);
+	} else if (d->configure(x->made[i], &blk, fd, err, sizeof(err)) < 0) {
+		child_fatal("the %s filter: %s", d->name, err);
+	}
+	config_wipe(x, copy, blk.len);
+}
+
+/* The worker's filters: each of filter_table, in its order, made from the
+ * configuration the supervisor sends first (one MSG_FILTER_CONFIG per
+ * filter, in the same order); the ones that run here go into @reg. */
+static size_t build_filters(const struct policy *p, struct wctx *x, struct filter_reg *reg)
+{
+	struct filter_env env = { .policy = p, .record = worker_record, .arg = x,
+				  .announce = worker_announce, .sync = worker_sync,
+				  .oauth401 = worker_oauth401, .exhausted = worker_exhausted };
 	size_t i, n = 0;
 
-	ASSERT(filter_table_len <= FILTER_MAX);
 	for (i = 0; i < filter_table_len; i++) {
-		void *arg = make_filter(&filter_table[i], cfg, x, ledger_fd, &sf, spend);
+		const struct filter_def *d = filter_table[i];
+		struct msg_reader r, blk;
+		const char *name = NULL;
+		uint8_t *copy;
+		char err[256] = "";
+		int fd = -1;
+		ssize_t got = msg_recv(x->ctl, x->in, MSG_MAX, &fd, 0);
 
-		if (!arg)
+		if (got <= 0)
+			child_fatal("the supervisor sent no configuration for the %s filter",
+				    d->name);
+		if (!msg_reader_init(&r, MSG_CHAN_WORKER, x->in, (size_t)got) ||
+		    r.type != MSG_FILTER_CONFIG || !msg_get_str(&r, 64, &name, NULL) ||
+		    strcmp(name, d->name) != 0)
+			child_fatal("the supervisor sent %s where the %s filter's "
+				    "configuration was due", r.error ? r.error
+				    : msg_type_to_string(r.type), d->name);
+		config_block(&r, &fd, &copy, &blk);
+		x->made[i] = d->make(&env, &blk, fd, err, sizeof(err));
+		config_wipe(x, copy, blk.len);
+		if (!x->made[i] && err[0])
+			child_fatal("the %s filter: %s", d->name, err);
+		if (!x->made[i])
 			continue;
-		reg[n].ops = filter_table[i].ops;
-		reg[n].arg = arg;
+		reg[n].ops = d->ops;
+		reg[n].arg = x->made[i];
 		n++;
 	}
 	return n;
+}
+
+/* The argument filter @d was made with here, or NULL. */
+static void *made(const struct wctx *x, const struct filter_def *d)
+{
+	size_t i;
+
+	for (i = 0; i < filter_table_len; i++)
+		if (filter_table[i] == d)
+			return x->made[i];
+	return NULL;
 }
 
 /* Reads the policy in @fd, checks it is @digest and puts it in force. */
@@ -314,21 +379,6 @@ static void apply_policy(struct wctx *x, const char *digest, int fd)
 	x->policies[x->npolicies++] = np;
 }
 
-/* MSG_GIT_TOKEN: the git credential from now on (a refreshed token). */
-static void set_git_token(struct wctx *x, struct msg_reader *r, int fd)
-{
-	const void *tok = NULL;
-	uint64_t expires = 0;
-	size_t len = 0;
-
-	msg_get_u64(r, &expires);
-	msg_get_bytes(r, GITRULES_TOKEN_MAX, &tok, &len);
-	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
-	    !gitfilter_set_token(x->git, tok, len, (time_t)expires))
-		child_fatal("the supervisor sent a bad git token message");
-	explicit_bzero(x->in, MSG_MAX);
-}
-
 /* MSG_CAPTURE from the supervisor: a value another worker captured. */
 static void learn_capture(struct wctx *x, struct msg_reader *r, int fd)
 {
@@ -342,7 +392,9 @@ static void learn_capture(struct wctx *x, struct msg_reader *r, int fd)
 	msg_get_str(r, REGISTRY_VALUE_MAX, &ph, &phlen);
 	msg_get_bytes(r, REGISTRY_VALUE_MAX, &val, &len);
 	if (!msg_end(r) || fd >= 0 || expires > (uint64_t)INT64_MAX ||
-	    secretfilter_add_captured(x->sf, secret, val, len, ph, phlen, (time_t)expires) < 0)
+	    !made(x, &secretfilter_def) ||
+	    secretfilter_add_captured(made(x, &secretfilter_def), secret, val, len, ph, phlen,
+				      (time_t)expires) < 0)
 		child_fatal("the supervisor sent a bad capture message");
 	explicit_bzero(x->in, MSG_MAX);
 }
@@ -359,9 +411,11 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		proxy_stop(x->px, 0);
 		return false;
 	}
-	if (!msg_reader_init(&r, x->in, (size_t)n))
+	if (!msg_reader_init(&r, MSG_CHAN_WORKER, x->in, (size_t)n))
 		child_fatal("the supervisor sent a bad message: %s", r.error);
-	switch (r.type) {
+	if (r.type == MSG_FATAL)
+		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
+	switch ((enum msg_worker_type)r.type) {
 	case MSG_POLICY:
 		msg_get_str(&r, 128, &digest, NULL);
 		if (!msg_end(&r) || fd < 0)
@@ -374,8 +428,9 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 			child_fatal("the supervisor sent a bad stop message");
 		proxy_stop(x->px, drain);
 		break;
-	case MSG_GIT_TOKEN:
-		set_git_token(x, &r, fd);
+	case MSG_FILTER_CONFIG:
+		reconfigure(x, &r, fd);
+		fd = -1;
 		break;
 	case MSG_CAPTURE:
 		learn_capture(x, &r, fd);
@@ -385,42 +440,11 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		/* late: the refresh or the capture it answers was given
 		 * up on */
 		break;
-	case MSG_KEEPER_READY:
-	case MSG_FATAL:
-	case MSG_RECORD:
-	case MSG_RECORD_BATCH:
-	case MSG_SEQ:
-	case MSG_SET_POLICY:
-	case MSG_ADD_CHANNEL:
-	case MSG_END:
 	case MSG_GO:
 	case MSG_WORKER_READY:
-	case MSG_JWT_SIGN:
-	case MSG_JWT:
-	case MSG_SPEND_READY:
-	case MSG_SPEND_CHANNEL:
-	case MSG_SPEND_CLOSE:
-	case MSG_SPEND_TOTAL:
-	case MSG_SPEND_RESERVE:
-	case MSG_SPEND_RESERVED:
-	case MSG_SPEND_SETTLE:
 	case MSG_SPEND_EXHAUSTED:
-	case MSG_SPEND_USD:
-	case MSG_DNS_BLOCK:
-	case MSG_SANDBOX_READY:
-	case MSG_SANDBOX_SOCKET:
-	case MSG_PUBLISH_READY:
-	case MSG_PUBLISH_NS:
-	case MSG_PUBLISH_AUTH:
-	case MSG_PUBLISH_SERVING:
-	case MSG_WITNESS_NOTE:
-	case MSG_FEED_GAP:
-	case MSG_WITNESS_COSIG:
-	case MSG_LEAF:
-	case MSG_LEAF_ANSWER:
-	case MSG_CA_CERT:
-	case MSG_CA_CERT_ANSWER:
-	case MSG_TYPE_COUNT:
+	case MSG_WORKER_BASE_:
+	case MSG_WORKER_END_:
 		child_fatal("the supervisor sent %s", msg_type_to_string(r.type));
 	}
 	if (fd >= 0)
@@ -450,7 +474,7 @@ static void worker_sync(void *arg)
 /* Waits up to @ms for the supervisor's answer of type @type (no fields),
  * serving every other message meanwhile (a MSG_CAPTURE among them).
  * Returns the microseconds since @t0, or -1. */
-static int64_t await_answer(struct wctx *x, enum msg_type type, const struct timespec *t0,
+static int64_t await_answer(struct wctx *x, uint32_t type, const struct timespec *t0,
 			    int64_t ms)
 {
 	struct timespec t1;
@@ -470,7 +494,7 @@ static int64_t await_answer(struct wctx *x, enum msg_type type, const struct tim
 		n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			continue;
-		if (n > 0 && msg_reader_init(&r, x->in, (size_t)n) && r.type == type &&
+		if (n > 0 && msg_reader_init(&r, MSG_CHAN_WORKER, x->in, (size_t)n) && r.type == type &&
 		    msg_end(&r)) {
 			if (fd >= 0)
 				close(fd);
@@ -546,20 +570,21 @@ static bool wait_go(struct wctx *x)
 	int fd = -1;
 	ssize_t n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, 0);
 
+	if (n > 0 && msg_reader_init(&r, MSG_CHAN_WORKER, x->in, (size_t)n) &&
+	    r.type == MSG_FILTER_CONFIG) { /* a refresh before go */
+		reconfigure(x, &r, fd);
+		return wait_go(x);
+	}
+	if (n > 0 && !r.error && r.type == MSG_CAPTURE) { /* another worker served first */
+		learn_capture(x, &r, fd);
+		return wait_go(x);
+	}
 	if (fd >= 0)
 		close(fd);
-	if (n <= 0 || !msg_reader_init(&r, x->in, (size_t)n))
+	if (n <= 0 || r.error)
 		return false;
 	if (r.type == MSG_GO && msg_end(&r))
 		return true;
-	if (r.type == MSG_GIT_TOKEN) { /* a refresh before go */
-		set_git_token(x, &r, -1);
-		return wait_go(x);
-	}
-	if (r.type == MSG_CAPTURE) { /* another worker served first */
-		learn_capture(x, &r, -1);
-		return wait_go(x);
-	}
 	if (r.type == MSG_STOP)
 		return false;
 	child_fatal("the supervisor sent %s before go", msg_type_to_string(r.type));
@@ -611,13 +636,12 @@ static bool worker_env_kept(const char *entry)
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
 						  unsigned int index, int ctl, int kfd,
-						  int ledger_fd, pid_t parent)
+						  pid_t parent)
 {
 	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
-			     cfg->listen_fd, ctl, kfd, ledger_fd,
+			     cfg->listen_fd, ctl, kfd,
 			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
 			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
-	struct spendfilter *spend = NULL;
 	const char *paths[ARRAY_SIZE(worker_reads) + 2];
 	struct proxy_opts po;
 	struct intercept_opts io;
@@ -625,6 +649,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	struct wctx x;
 	char err[512], who[64], *dir;
 	sigset_t set;
+	size_t i;
 	int sfd, rc;
 
 	memset(&x, 0, sizeof(x));
@@ -688,13 +713,15 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		io.leaf_arg = &x;
 		po.intercept = &io;
 	}
-	po.nfilters = build_filters(cfg, &x, ledger_fd, &spend, reg);
+	po.nfilters = build_filters(cfg->policy, &x, reg);
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		child_fatal("%s", err);
-	if (spend && spendfilter_start(spend, x.px) < 0)
-		child_fatal("cannot watch the spend ledger's channel");
+	for (i = 0; i < filter_table_len; i++)
+		if (x.made[i] && filter_table[i]->start &&
+		    filter_table[i]->start(x.made[i], x.px) < 0)
+			child_fatal("the %s filter cannot start", filter_table[i]->name);
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
 		child_fatal("%s", err);
@@ -714,6 +741,86 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 
 /* --- the supervisor's side -------------------------------------------------- */
 
+/* A memfd holding the @len bytes at @data, sealed, or -1 with errno. */
+static int sealed_memfd(const char *name, const void *data, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	if (util_write_all(fd, data, len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static void wipe_msg(struct msg *m)
+{
+	if (m->buf)
+		explicit_bzero(m->buf, m->cap);
+	msg_free(m);
+}
+
+/* Sends worker @w the configuration of filter @d, made from @src (and
+ * rings it when @ring: it is serving). Returns 0, or -1 with a reason in
+ * @err; a worker that is gone is no error (its exit says why). */
+static int send_config(struct worker *w, const struct filter_def *d,
+		       const struct filter_source *src, bool ring, char *err, size_t errlen)
+{
+	struct msg blk = { 0 }, m = { 0 };
+	int fd = -1, r, rc = -1;
+
+	msg_start_block(&blk, FILTER_CONFIG_MAX);
+	if (d->config_put && d->config_put(src, &blk, &fd, err, errlen) < 0)
+		goto out;
+	if (blk.overflow) {
+		snprintf(err, errlen, "the %s filter's configuration is too large", d->name);
+		goto out;
+	}
+	msg_start(&m, MSG_FILTER_CONFIG);
+	msg_put_cstr(&m, d->name);
+	msg_put_u32(&m, 0);
+	msg_put_bytes(&m, blk.len ? blk.buf : (const uint8_t *)"", blk.len);
+	if (m.overflow) {
+		/* too big for a message: beside it, in a sealed memfd */
+		if (fd >= 0) {
+			snprintf(err, errlen, "the %s filter's configuration is too large to "
+				 "travel with a descriptor", d->name);
+			goto out;
+		}
+		fd = sealed_memfd("airlock-filter-config", blk.buf, blk.len);
+		if (fd < 0) {
+			snprintf(err, errlen, "the %s filter's configuration: memfd: %s", d->name,
+				 strerror(errno));
+			goto out;
+		}
+		msg_start(&m, MSG_FILTER_CONFIG);
+		msg_put_cstr(&m, d->name);
+		msg_put_u32(&m, 1);
+		msg_put_bytes(&m, "", 0);
+	}
+	r = msg_send(w->ctl, &m, fd, 0);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+		snprintf(err, errlen, "sending the %s filter's configuration to a worker: %s",
+			 d->name, strerror(-r));
+		goto out;
+	}
+	if (r == 0 && ring)
+		kill(w->pid, SIGUSR1);
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	wipe_msg(&blk);
+	wipe_msg(&m);
+	return rc;
+}
+
 int worker_pool_start(struct worker_pool *wp, unsigned int n,
 		      const struct worker_config *cfg, struct session *s,
 		      char *err, size_t errlen)
@@ -721,6 +828,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 	pid_t parent = getpid();
 	sigset_t ring, old;
 	unsigned int i;
+	size_t j;
 
 	ASSERT(n >= 1 && n <= WORKER_MAX);
 	memset(wp, 0, sizeof(*wp));
@@ -732,7 +840,7 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 	wp->w = util_xcalloc(n, sizeof(*wp->w));
 	for (i = 0; i < n; i++) {
 		struct worker *w = &wp->w[i];
-		int sv[2], kfd, sfd = -1;
+		int sv[2], kfd;
 		pid_t pid;
 
 		w->pid = -1;
@@ -743,15 +851,6 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			goto fail;
 		}
 		kfd = session_worker_channel(s);
-		if (cfg->spend && spendd_new_channel(cfg->spend, &sfd) < 0) {
-			snprintf(err, errlen, "egress proxy worker: no channel to the "
-				 "spend ledger");
-			close(sv[0]);
-			close(sv[1]);
-			if (kfd >= 0)
-				close(kfd);
-			goto fail;
-		}
 		fflush(NULL);
 		/* The worker is born with SIGUSR1 blocked: the supervisor may
 		 * ring it (a message on its channel) before it reaches its
@@ -769,21 +868,22 @@ int worker_pool_start(struct worker_pool *wp, unsigned int n,
 			close(sv[1]);
 			if (kfd >= 0)
 				close(kfd);
-			if (sfd >= 0)
-				close(sfd);
 			goto fail;
 		}
 		if (pid == 0)
-			worker_main(cfg, wp->shared, i, sv[1], kfd, sfd, parent);
+			worker_main(cfg, wp->shared, i, sv[1], kfd, parent);
 		close(sv[1]);
 		if (kfd >= 0)
 			close(kfd);
-		if (sfd >= 0)
-			close(sfd);
 		w->pid = pid;
 		w->ctl = sv[0];
 		wp->n++;
 		wp->alive++;
+		/* its filters' configurations, one message each, in the
+		 * table's order: what it makes them from */
+		for (j = 0; j < filter_table_len; j++)
+			if (send_config(w, filter_table[j], cfg->filters, false, err, errlen) < 0)
+				goto fail;
 	}
 	return 0;
 fail:
@@ -841,7 +941,7 @@ static bool capture_message(const uint8_t *buf, size_t n)
 	uint64_t u;
 	size_t len;
 
-	return msg_reader_init(&r, buf, n) && r.type == MSG_CAPTURE &&
+	return msg_reader_init(&r, MSG_CHAN_WORKER, buf, n) && r.type == MSG_CAPTURE &&
 	       msg_get_str(&r, REGISTRY_NAME_MAX, &str, NULL) && msg_get_u64(&r, &u) &&
 	       msg_get_str(&r, REGISTRY_VALUE_MAX, &str, NULL) &&
 	       msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &len) && msg_end(&r);
@@ -869,7 +969,7 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 			open = false;
 			break;
 		}
-		if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_WORKER_READY &&
+		if (msg_reader_init(&r, MSG_CHAN_WORKER, buf, (size_t)n) && r.type == MSG_WORKER_READY &&
 		    msg_end(&r)) {
 			w->ready = true;
 		} else if (r.type == MSG_SPEND_EXHAUSTED &&
@@ -884,15 +984,16 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i)
 
 			for (j = 0; j < wp->n; j++)
 				if (j != i && wp->w[j].pid > 0 && wp->w[j].ctl >= 0 &&
-				    msg_send(wp->w[j].ctl, &(struct msg){ buf, (size_t)n,
-									   (size_t)n, false },
+				    msg_send(wp->w[j].ctl, &(struct msg){ .buf = buf,
+									   .len = (size_t)n,
+									   .cap = (size_t)n },
 					     -1, 0) == 0)
 					kill(wp->w[j].pid, SIGUSR1);
 			explicit_bzero(buf, (size_t)n);
 			msg_start(&ack, MSG_CAPTURE_ACK);
 			(void)msg_send(w->ctl, &ack, -1, 0);
 			msg_free(&ack);
-		} else if (msg_reader_init(&r, buf, (size_t)n) && r.type == MSG_OAUTH_401 &&
+		} else if (msg_reader_init(&r, MSG_CHAN_WORKER, buf, (size_t)n) && r.type == MSG_OAUTH_401 &&
 			   msg_get_str(&r, REGISTRY_NAME_MAX, &reason, NULL) &&
 			   msg_get_bytes(&r, REGISTRY_VALUE_MAX, &val, &vlen) &&
 			   msg_get_u32(&r, &wait) && msg_end(&r)) {
@@ -934,41 +1035,32 @@ int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err
 	struct msg m = { 0 };
 	int fd, r = -1;
 
-	fd = memfd_create("airlock-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = sealed_memfd("airlock-policy", p->canonical, len);
 	if (fd < 0) {
-		snprintf(err, errlen, "memfd_create: %s", strerror(errno));
-		return -1;
-	}
-	if (util_write_all(fd, p->canonical, len) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE |
-				   F_SEAL_SEAL) < 0) {
 		snprintf(err, errlen, "the policy's memfd: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
 	msg_start(&m, MSG_POLICY);
 	msg_put_cstr(&m, p->digest);
 	r = send_all(wp, &m, fd, true);
 	if (r < 0)
 		snprintf(err, errlen, "sending the policy to a worker: %s", strerror(-r));
-out:
 	msg_free(&m);
 	close(fd);
 	return r < 0 ? -1 : 0;
 }
 
-int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
-			  time_t expires_at)
+int worker_pool_configure(struct worker_pool *wp, const struct filter_def *d,
+			  const struct filter_source *src)
 {
-	struct msg m = { 0 };
-	int r;
+	char err[256];
+	unsigned int i;
+	int rc = 0;
 
-	msg_start(&m, MSG_GIT_TOKEN);
-	msg_put_u64(&m, (uint64_t)expires_at);
-	msg_put_bytes(&m, token, len);
-	r = send_all(wp, &m, -1, true);
-	explicit_bzero(m.buf, m.cap);
-	msg_free(&m);
-	return r;
+	for (i = 0; i < wp->n; i++)
+		if (wp->w[i].pid >= 0 && send_config(&wp->w[i], d, src, true, err, sizeof(err)) < 0)
+			rc = -1;
+	return rc;
 }
 
 int worker_pool_value(struct worker_pool *wp, const char *secret, time_t expires_at,

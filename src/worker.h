@@ -15,7 +15,8 @@
 #include "proxy.h"
 #include "session.h"
 
-struct spendd;
+struct filter_def;
+struct filter_source;
 
 /* The most workers `--workers` accepts. */
 #define WORKER_MAX 256
@@ -38,21 +39,13 @@ struct worker_config {
 	const int *tlisten_fds;
 	size_t ntlisten;
 	struct dnsstub_table *names;
-	/* The git credential the workers inject (gitfilter.h), borrowed:
-	 * NULL without one; valid until git_token_expires (0: no expiry). */
-	const char *git_token;
-	size_t git_token_len;
-	time_t git_token_expires;
-	/* The placeholder the agent holds for it (NULL: none). */
-	const char *git_placeholder;
-	size_t git_placeholder_len;
 	bool intercept;              /* the key holder has a session CA:
 					terminate TLS for the hosts the
 					policy intercepts (intercept.h) */
-	const struct broker *broker; /* brokered secrets (values and
-					placeholders), or NULL: none */
-	struct spendd *spend;        /* the ledger process, or NULL: nothing
-					is metered */
+	/* What each filter of filter_table is configured from: each
+	 * worker gets, before anything else, one MSG_FILTER_CONFIG per
+	 * filter made from it (filter.h), never these fields themselves. */
+	const struct filter_source *filters;
 	/* Called first thing in each worker (a copy of the supervisor's
 	 * memory): wipes what the workers must not hold (oauth.h: the
 	 * refresh tokens and client secrets), or NULL. */
@@ -116,10 +109,11 @@ bool worker_pool_read(struct worker_pool *wp, unsigned int i);
 int worker_pool_reload(struct worker_pool *wp, const struct policy *p, char *err,
 		       size_t errlen);
 
-/* Sends every worker the git credential to inject from now on (a
- * refreshed token, valid until @expires_at). Returns 0 or -errno. */
-int worker_pool_git_token(struct worker_pool *wp, const char *token, size_t len,
-			  time_t expires_at);
+/* Sends every worker filter @d's configuration again, made from @src
+ * (the git filter's on a refresh of its token). Returns 0, or -1 when a
+ * worker could not be told. */
+int worker_pool_configure(struct worker_pool *wp, const struct filter_def *d,
+			  const struct filter_source *src);
 
 /* Sends every worker a value of secret @secret (MSG_CAPTURE: an OAuth
  * token, valid until @expires_at, behind placeholder @ph). Returns 0 or

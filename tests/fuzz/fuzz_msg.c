@@ -66,7 +66,7 @@ static void check_record(const uint8_t *buf, size_t len, enum keeper_peer peer)
 	struct msg again = { 0 };
 	char *subject;
 
-	if (!msg_reader_init(&r, buf, len) || r.type != MSG_RECORD) {
+	if (!msg_reader_init(&r, MSG_CHAN_KEEPER, buf, len) || r.type != MSG_RECORD) {
 		CHECK(r.error != NULL || r.type != MSG_RECORD);
 		return;
 	}
@@ -97,7 +97,7 @@ static void check_record(const uint8_t *buf, size_t len, enum keeper_peer peer)
 		const char *t, *ru, *sj, *re;
 		uint32_t fl, de, po;
 
-		CHECK(msg_reader_init(&r2, buf, len));
+		CHECK(msg_reader_init(&r2, MSG_CHAN_KEEPER, buf, len));
 		CHECK(msg_get_u32(&r2, &fl) && msg_get_str(&r2, MSG_MAX, &t, NULL) &&
 		      msg_get_u32(&r2, &de) && msg_get_u32(&r2, &po) &&
 		      msg_get_str(&r2, MSG_MAX, &ru, NULL) &&
@@ -129,7 +129,7 @@ static void walk(const uint8_t *buf, size_t len, size_t bound)
 	bool failed;
 	size_t steps;
 
-	failed = !msg_reader_init(&r, buf, len);
+	failed = !msg_reader_init(&r, MSG_CHAN_KEEPER, buf, len);
 	for (steps = 0; steps < 64; steps++) {
 		uint8_t kind = r.off < len ? buf[r.off] : 0;
 		const char *s;

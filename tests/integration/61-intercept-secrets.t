@@ -179,4 +179,37 @@ ok $? "... never the value"
 r=$(grep '"type":"secret.block"' "$EV" | tail -1)
 is "$(jf "$r" decision) $(jf "$r" subject.why)" "would_block header" "... recorded as would_block"
 
+# a secrets' configuration too big for one message (three values of 25000
+# bytes, and their placeholders): it reaches each worker in a sealed
+# memfd, and the last secret of it is substituted like any other
+rm -f "$EV"
+BIG1=$(python3 -c 'print("a" * 25000)')
+BIG2=$(python3 -c 'print("b" * 25000)')
+BIG3=$(python3 -c 'print("c" * 24990 + "0123456789")')
+cat > "$POLICY" <<EOF
+{
+  "version": 1,
+  "mode": "enforce",
+  "egress": {
+    "allow": ["api.airlock.test"],
+    "allow_ranges": ["198.18.0.0/15"],
+    "resolver": ["$PL_RESOLVER"],
+    "upstream_ca": "$CA"
+  },
+  "secrets": {
+    "big1": { "from_env": "BIG1", "hosts": ["api.airlock.test"], "headers": ["x-big"] },
+    "big2": { "from_env": "BIG2", "hosts": ["api.airlock.test"], "headers": ["x-big"] },
+    "big3": { "from_env": "BIG3", "hosts": ["api.airlock.test"], "headers": ["x-big"] }
+  }
+}
+EOF
+BIG1=$BIG1 BIG2=$BIG2 BIG3=$BIG3 timeout 120 "$AIRLOCK" run --mode enforce --policy "$POLICY" \
+	--workspace "$WS" --events "$EV" --workers 2 -- sh -c '
+curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "X-Big: $BIG3" https://api.airlock.test/v1/big > "$0/big.code" 2>&1
+exit 0' "$WS" > "$T/out" 2>&1 </dev/null
+is $? 0 "a session with 150 KB of secrets runs"
+is "$(cat "$WS/big.code")" 200 "... and its last secret's placeholder is substituted"
+net_last line~/v1/big | grep -qF "$BIG3"
+ok $? "... the origin got the value"
+
 done_testing

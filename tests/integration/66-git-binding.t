@@ -117,9 +117,12 @@ req "http://git.airlock.test/acme/api"
 is "$(verdict)" "403 git.endpoint git.block/block/git.endpoint" "the web page of the repository: not a git endpoint"
 req "http://git.airlock.test/acme/api.git/HEAD"
 is "$(verdict)" "403 git.endpoint git.block/block/git.endpoint" "dumb HTTP: refused"
+n=$(count_receipts git.allow)
 req "http://git.airlock.test/acme/api.git/info/lfs/objects/batch" \
 	-H "Content-Type: application/vnd.git-lfs+json" --data-binary '{"operation":"upload","objects":[]}'
 is "$CODE" 200 "LFS batch upload on the session repository: allowed (body read first)"
+# an allow is recorded without the answer waiting for its line
+wait_receipts git.allow $((n + 1))
 is "$(jf "$(last_receipt git.allow)" subject.operation)" "lfs-upload" "recorded as lfs-upload"
 req "http://git.airlock.test/acme/lib/info/lfs/objects/batch" \
 	-H "Content-Type: application/vnd.git-lfs+json" --data-binary '{"operation":"upload","objects":[]}'
@@ -134,8 +137,10 @@ is "$(net_count srv=http event=request 'line~secret')" 0 "nor the unlisted repos
 
 # --- the API binding ---------------------------------------------------------------------
 
+n=$(count_receipts git.allow)
 req "http://api.airlock.test/repos/acme/api/pulls"
 is "$CODE" 200 "API: GET under /repos/ of the session repository is allowed"
+wait_receipts git.allow $((n + 1))
 is "$(jf "$(last_receipt git.allow)" subject.operation)" "fetch" "recorded as fetch"
 req "http://api.airlock.test/repos/acme/lib/issues" --data-binary '{}'
 is "$(verdict)" "403 git.operation git.block/block/git.operation" "API: POST on a fetch-only sibling: 403"

@@ -235,21 +235,21 @@ static void test_filter_table(void)
 	size_t i, j;
 
 	tap_is_int((int)filter_table_len, 4, "four filters in the table");
-	tap_is_str(filter_table[0].name, "aws", "aws runs first (it re-signs before placeholders are looked for)");
-	tap_is_str(filter_table[1].name, "secrets", "then secrets");
-	tap_is_str(filter_table[2].name, "git", "then git");
-	tap_is_str(filter_table[3].name, "spend", "then spend");
+	tap_is_str(filter_table[0]->name, "aws", "aws runs first (it re-signs before placeholders are looked for)");
+	tap_is_str(filter_table[1]->name, "secrets", "then secrets");
+	tap_is_str(filter_table[2]->name, "git", "then git");
+	tap_is_str(filter_table[3]->name, "spend", "then spend");
 	for (i = 0; i < filter_table_len; i++)
-		tap_is_str(filter_table[i].ops->name, filter_table[i].name,
-			   "entry %zu: its ops are the %s filter's", i, filter_table[i].name);
+		tap_is_str(filter_table[i]->ops->name, filter_table[i]->name,
+			   "entry %zu: its ops are the %s filter's", i, filter_table[i]->name);
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct host_target t = target(cases[i].host);
 
 		got[0] = '\0';
 		for (j = 0; j < filter_table_len; j++)
-			if (filter_table[j].ops->needs_cleartext(p, &t, cases[i].port, false))
+			if (filter_table[j]->ops->needs_cleartext(p, &t, cases[i].port, false))
 				snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s",
-					 got[0] ? " " : "", filter_table[j].name);
+					 got[0] ? " " : "", filter_table[j]->name);
 		tap_is_str(got, cases[i].needs, "%s:%u: the filters that need it in clear",
 			   cases[i].host, cases[i].port);
 	}

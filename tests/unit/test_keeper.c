@@ -208,7 +208,7 @@ static int parse_batch(const struct msg *m, char *why, size_t whylen)
 {
 	struct msg_reader r;
 
-	if (!msg_reader_init(&r, m->buf, m->len)) {
+	if (!msg_reader_init(&r, MSG_CHAN_KEEPER, m->buf, m->len)) {
 		snprintf(why, whylen, "%s", r.error);
 		return -1;
 	}
@@ -229,7 +229,7 @@ static void test_batch_framing(void)
 	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "{\"host\":\"a\"}");
 	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "");
 	put_rec(&m, 0, "http.request", RECEIPT_POINT_EGRESS_PROXY, "{ \"n\": 1.5 }");
-	ASSERT(msg_reader_init(&r, m.buf, m.len));
+	ASSERT(msg_reader_init(&r, MSG_CHAN_KEEPER, m.buf, m.len));
 	tap_is_int(keeper_parse_batch(&r, why, sizeof(why)), 3, "a batch of 3 records");
 	tap_ok(keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&
 	       !req.subject && req.subject_len == 12 &&
@@ -282,7 +282,7 @@ static void test_batch_framing(void)
 	put_rec(&m, 0, "egress.allow", RECEIPT_POINT_EGRESS_PROXY, "[1]");
 	put_rec(&m, 0, "Egress", RECEIPT_POINT_EGRESS_PROXY, "{}");
 	put_rec(&m, 0, "session.start", RECEIPT_POINT_EGRESS_PROXY, "{}");
-	ASSERT(msg_reader_init(&r, m.buf, m.len));
+	ASSERT(msg_reader_init(&r, MSG_CHAN_KEEPER, m.buf, m.len));
 	tap_is_int(keeper_parse_batch(&r, why, sizeof(why)), 5,
 		   "a well-framed batch of records that are not");
 	tap_ok(!keeper_batch_next(&r, KEEPER_PEER_WORKER, true, &req, why, sizeof(why)) &&

@@ -51,7 +51,7 @@ static void test_round_trip(void)
 	msg_put_bytes(&m, blob, sizeof(blob));
 	tap_ok(!m.overflow, "a message of each field kind is written");
 	c = copy_exact(m.buf, m.len);
-	tap_ok(msg_reader_init(&r, c, m.len) && r.type == MSG_RECORD,
+	tap_ok(msg_reader_init(&r, MSG_CHAN_KEEPER, c, m.len) && r.type == MSG_RECORD,
 	       "its header is read back: record");
 	tap_ok(msg_get_u32(&r, &u32) && u32 == 0xdeadbeef, "u32 round trips");
 	tap_ok(msg_get_u64(&r, &u64) && u64 == 0x0123456789abcdefull, "u64 round trips");
@@ -79,7 +79,7 @@ struct bad_case {
 };
 
 /* A header for type @t followed by @n raw bytes. */
-#define HDR(t) (uint8_t)(t), 0, 0, 0
+#define HDR(t) (uint8_t)(t), (uint8_t)((uint32_t)(t) >> 8), 0, 0
 
 static const uint8_t trunc_u32[] = { HDR(MSG_RECORD), 'i', 1, 2, 3 };
 static const uint8_t wrong_kind[] = { HDR(MSG_RECORD), 'q', 1, 2, 3, 4, 5, 6, 7, 8 };
@@ -92,7 +92,10 @@ static const uint8_t bytes_cut[] = { HDR(MSG_RECORD), 'b', 9, 0, 0, 0, 1, 2, 3 }
 static const uint8_t trailing[] = { HDR(MSG_RECORD), 'i', 1, 0, 0, 0, 'x' };
 static const uint8_t missing[] = { HDR(MSG_RECORD), 'i', 1, 0, 0, 0 };
 static const uint8_t unknown_type[] = { 0xff, 0, 0, 0 };
-static const uint8_t type_count[] = { HDR(MSG_TYPE_COUNT) };
+static const uint8_t type_count[] = { HDR(MSG_KEEPER_END_) };
+static const uint8_t type_base[] = { HDR(MSG_KEEPER_BASE_) };
+static const uint8_t no_channel[] = { HDR(MSG_CHAN_COUNT << MSG_CHAN_SHIFT) };
+static const uint8_t other_channel[] = { HDR(MSG_GO) };
 static const uint8_t short_header[] = { 1, 0 };
 static const uint8_t len_word_cut[] = { HDR(MSG_RECORD), 's', 1, 0 };
 
@@ -115,7 +118,11 @@ static const struct bad_case bad_cases[] = {
 	CASE("a byte after the last field", trailing, want_u32, 64),
 	CASE("a field missing at the end", missing, want_u32_u32, 64),
 	CASE("an unknown type", unknown_type, want_nothing, 64),
-	CASE("the type count itself", type_count, want_nothing, 64),
+	CASE("the channel's end marker", type_count, want_nothing, 64),
+	CASE("the channel's base", type_base, want_nothing, 64),
+	CASE("a type of no channel", no_channel, want_nothing, 64),
+	CASE("a type of another channel (go, the worker channel's)", other_channel,
+	     want_nothing, 64),
 	CASE("a header of two bytes", short_header, want_nothing, 64),
 	CASE("a string's length word cut short", len_word_cut, want_str, 64),
 };
@@ -127,7 +134,7 @@ static bool read_case(const struct bad_case *c, bool *changed)
 {
 	uint8_t *copy = copy_exact(c->bytes, c->len);
 	struct msg_reader r;
-	bool ok = msg_reader_init(&r, copy, c->len);
+	bool ok = msg_reader_init(&r, MSG_CHAN_KEEPER, copy, c->len);
 	size_t i;
 
 	*changed = false;
@@ -200,7 +207,7 @@ static void test_every_prefix(void)
 		uint64_t v;
 		size_t n;
 
-		(void)msg_reader_init(&r, c, cut);
+		(void)msg_reader_init(&r, MSG_CHAN_KEEPER, c, cut);
 		(void)msg_get_str(&r, 64, &s, NULL);
 		(void)msg_get_u64(&r, &v);
 		(void)msg_get_bytes(&r, 64, &b, &n);
@@ -221,7 +228,7 @@ static void test_sticky(void)
 	uint32_t v = 0;
 	uint64_t q;
 
-	msg_reader_init(&r, c, sizeof(bytes));
+	msg_reader_init(&r, MSG_CHAN_KEEPER, c, sizeof(bytes));
 	tap_ok(!msg_get_u32(&r, &v), "reading a u64 as a u32 fails");
 	tap_ok(!msg_get_u64(&r, &q) && !msg_get_u32(&r, &v) && v == 0,
 	       "and so does every getter after it, even one that would fit");
@@ -421,7 +428,7 @@ static bool parse(const struct msg *m, enum keeper_peer peer,
 {
 	uint8_t *c = copy_exact(m->buf, m->len);
 	struct msg_reader r;
-	bool ok = msg_reader_init(&r, c, m->len) &&
+	bool ok = msg_reader_init(&r, MSG_CHAN_KEEPER, c, m->len) &&
 		  keeper_parse_record(&r, peer, req, why, whylen);
 
 	if (ok) {
@@ -502,7 +509,7 @@ static void test_record_requests(void)
 		uint8_t *c = copy_exact(m.buf, m.len);
 		struct msg_reader r;
 
-		tap_ok(msg_reader_init(&r, c, m.len) &&
+		tap_ok(msg_reader_init(&r, MSG_CHAN_KEEPER, c, m.len) &&
 		       keeper_parse_record(&r, KEEPER_PEER_WORKER, &req, why, sizeof(why)) &&
 		       req.want_seq && strcmp(req.type, "egress.block") == 0 &&
 		       req.decision == RECEIPT_BLOCK &&
@@ -520,9 +527,79 @@ static void test_names(void)
 {
 	tap_is_str(msg_type_to_string(MSG_RECORD), "record", "msg_type_to_string(MSG_RECORD)");
 	tap_is_str(msg_type_to_string(MSG_WORKER_READY), "worker-ready",
-		   "msg_type_to_string of the last type");
+		   "msg_type_to_string(MSG_WORKER_READY)");
+	tap_is_str(msg_type_to_string(MSG_FATAL), "fatal", "msg_type_to_string(MSG_FATAL)");
+	tap_is_str(msg_type_to_string(MSG_PUBLISH_END_ - 1), "publish-serving",
+		   "msg_type_to_string of the last channel's last type");
 	tap_is_str(keeper_peer_to_string(KEEPER_PEER_WORKER), "proxy worker",
 		   "keeper_peer_to_string(KEEPER_PEER_WORKER)");
+}
+
+/* Each channel's reader takes its own types and MSG_FATAL, and refuses
+ * every other channel's. */
+static void test_channels(void)
+{
+	static const uint32_t firsts[] = { MSG_FATAL, MSG_KEEPER_READY, MSG_WITNESS_NOTE,
+					   MSG_POLICY, MSG_SPEND_READY, MSG_SPEND_RESERVE,
+					   MSG_DNS_BLOCK, MSG_SANDBOX_READY, MSG_PUBLISH_READY };
+	unsigned ch, t, wrong = 0, fatal = 0;
+
+	tap_is_int(ARRAY_SIZE(firsts), MSG_CHAN_COUNT, "a first type for each channel");
+	for (ch = 0; ch < MSG_CHAN_COUNT; ch++) {
+		for (t = 0; t < ARRAY_SIZE(firsts); t++) {
+			struct msg m = { 0 };
+			struct msg_reader r;
+			bool took, mine = MSG_TYPE_CHANNEL(firsts[t]) == ch;
+
+			msg_start(&m, firsts[t]);
+			took = msg_reader_init(&r, (enum msg_channel)ch, m.buf, m.len);
+			if (firsts[t] == MSG_FATAL)
+				fatal += took;
+			else if (took != mine ||
+				 (!took && strcmp(r.error, "a message of another channel") != 0))
+				wrong++;
+			msg_free(&m);
+		}
+	}
+	tap_is_int(wrong, 0, "a reader takes its channel's types and refuses the others'");
+	tap_is_int(fatal, MSG_CHAN_COUNT, "every channel's reader takes MSG_FATAL");
+	tap_ok(msg_type_of(MSG_FILTER_CONFIG, MSG_CHAN_WORKER) &&
+	       !msg_type_of(MSG_FILTER_CONFIG, MSG_CHAN_KEEPER) &&
+	       !msg_type_of(MSG_SPEND_RESERVE, MSG_CHAN_LEDGER),
+	       "msg_type_of: a worker's configuration is no key holder's; a reservation "
+	       "is the worker-ledger channel's, not the supervisor's");
+}
+
+/* A block: fields without a type, bigger than a message may be. */
+static void test_blocks(void)
+{
+	size_t big = MSG_MAX + 4096;
+	char *val = util_xmalloc(big);
+	struct msg b = { 0 }, m = { 0 };
+	struct msg_reader r;
+	const void *got;
+	uint32_t u = 0;
+	size_t len;
+
+	memset(val, 'v', big);
+	msg_start_block(&b, 2 * MSG_MAX);
+	msg_put_u32(&b, 7);
+	msg_put_bytes(&b, val, big);
+	tap_ok(!b.overflow && b.len > MSG_MAX, "a block may be bigger than a message");
+	tap_is_int(msg_send(-1, &b, -1, 0), -EMSGSIZE, "but is never sent as one");
+	msg_reader_block(&r, b.buf, b.len);
+	tap_ok(msg_get_u32(&r, &u) && u == 7 && msg_get_bytes(&r, big, &got, &len) &&
+	       len == big && memcmp(got, val, big) == 0 && msg_end(&r),
+	       "a block reads back field by field");
+	msg_start_block(&b, 64);
+	msg_put_bytes(&b, val, 100);
+	tap_ok(b.overflow, "a block over its bound overflows");
+	msg_start(&b, MSG_GO);
+	msg_put_bytes(&b, val, big);
+	tap_ok(b.overflow, "msg_start() makes it a message again, bound by MSG_MAX");
+	free(val);
+	msg_free(&b);
+	msg_free(&m);
 }
 
 int main(void)
@@ -535,5 +612,7 @@ int main(void)
 	test_datagrams();
 	test_record_requests();
 	test_names();
+	test_channels();
+	test_blocks();
 	return tap_done();
 }
