@@ -454,11 +454,10 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
-	/* h2 to the client when the upstream chose h2, or when the client
-	 * offers no http/1.1 (h2-only: gRPC; h2.c translates to an HTTP/1.1
-	 * upstream); never when the answer is our 502 (HTTP/1.1) */
-	if (!c->ic->upstream_error &&
-	    (c->ic->upstream_h2 || !alpn_offered(c, TLS_ALPN_HTTP11)))
+	/* h2 to a client that offers it, whatever the upstream chose (h2.c
+	 * relays stream to stream, or one HTTP/1.1 exchange after another);
+	 * never when the answer is our 502 (HTTP/1.1) */
+	if (!c->ic->upstream_error)
 		tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());
