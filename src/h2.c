@@ -3,10 +3,9 @@
  *
  * DOC: Theory of Operation
  *
- * An intercepted connection speaks h2 to the client when the upstream
- * chose h2, or when the client offers h2 but not http/1.1 (gRPC; then
- * the upstream may be HTTP/1.1): intercept.c, tls.c. Any other client is
- * served HTTP/1.1 by exchange.c.
+ * An intercepted connection speaks h2 to every client that offers it,
+ * whatever the upstream chose (h2 or HTTP/1.1): intercept.c, tls.c. Any
+ * other client is served HTTP/1.1 by exchange.c.
  *
  * Two nghttp2 sessions share the connection: a server session facing the
  * client and a client session facing an h2 upstream. With an HTTP/1.1
@@ -32,7 +31,10 @@
  * with the stream's outcome. A filter may pend (a spend reservation): that
  * stream waits, the others go on. A refused stream gets its status and
  * the refusal text (or RST_STREAM once its answer has started), nothing
- * of it is sent upstream, and the connection goes on. Each relayed stream
+ * of it is sent upstream, and the connection goes on; the rest of its
+ * body is drained (drain_bound). A filter may hold the answer's head
+ * until its transform's first output (a 502 if it refuses first), or ask
+ * for the request again (a 401 refreshed: resend). Each relayed stream
  * is recorded as http.request.
  *
  * Flow control never buffers a whole stream: neither session updates its
@@ -51,8 +53,11 @@
  * a header block (H2_MAX_HEADER_LIST: an HPACK bomb resets its stream).
  * A connection-level violation is recorded as proxy.error and ends that
  * connection only; the per-client connection count bounds one address.
- * Extended CONNECT (RFC 8441) is not advertised: a client falls back to
- * HTTP/1.1 for WebSocket; a CONNECT stream is refused (400 http.form).
+ * Extended CONNECT (RFC 8441) is not advertised: a client opens HTTP/1.1
+ * for WebSocket (exchange.c's Upgrade path and its scrubber); a CONNECT
+ * stream is refused (400 http.form). No decision rests on an Upgrade
+ * header alone (h2 drops it): the spend meter tells the Realtime
+ * WebSocket by its path.
  *
  * Should: run every stream through every filter, bound every buffer.
  * Mustn't: send a refused stream's bytes upstream, relay a response byte,
@@ -1579,6 +1584,7 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 	struct conn *c = h->c;
 	struct http_response resp;
 	size_t i;
+	bool empty;
 
 	for (;;) {
 		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
@@ -1614,10 +1620,14 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 		http_chunked_init(&h->h1_ch, NULL);
 	buf_consume(&c->uin, resp.head_len);
 	h->h1_head_done = true;
-	response_head(s, resp.body == HTTP_BODY_NONE);
+	/* an empty body by its length ends with the head: no byte is
+	 * awaited */
+	empty = resp.body == HTTP_BODY_NONE ||
+		(resp.body == HTTP_BODY_LENGTH && resp.content_length == 0);
+	response_head(s, empty);
 	if (h->h1cur != s)
 		return false;
-	if (resp.body == HTTP_BODY_NONE) {
+	if (empty) {
 		h1_finish(h, s, true);
 		return false;
 	}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * h2.h - HTTP/2 inside an intercepted tunnel: both sides chose h2, and
+ * h2.h - HTTP/2 inside an intercepted tunnel: the client chose h2, and
  * every client stream is one exchange through the filter table (h2.c).
  *
  * Internal to the proxy (intercept.c starts it, conn.c steps and frees
