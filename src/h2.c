@@ -1080,6 +1080,8 @@ static bool grpc_messages(struct h2_stream *s)
 			reset_client(s, NGHTTP2_INTERNAL_ERROR);
 			return false;
 		}
+		if (s->hold && s->head_held)
+			send_head(s, false);
 		h2_grpc_frame(&s->down, out.data ? out.data : "", out.len);
 		buf_free(&out);
 		buf_consume(&s->gin, used);
@@ -1411,6 +1413,8 @@ static void response_done(struct h2_stream *s)
 	}
 	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
+	if (s->hold && s->head_held)
+		send_head(s, false); /* (a gRPC answer without a message) */
 	if (s->trailers.count)
 		for (size_t i = 0; i < s->ch.n; i++)
 			if (s->ch.f[i].ops->response_trailers)

@@ -12,13 +12,17 @@ proxy's CONNECT tunnel to the URL's host. For the h2 tests
       then the answer's fields, and "x-h2client-reset: CODE" if the stream
       was reset rather than ended) and TDIR/b (its body); prints
       "STATUS 2".
+  h2client.py PROXY CA TDIR late URL BYTES [HEADER...]
+      a POST whose body (BYTES) is sent only once its answer has ended;
+      prints "STATUS ended", or "STATUS reset:CODE" when the proxy reset
+      the stream.
   h2client.py PROXY CA TDIR many PLACEHOLDER
       a first stream, then 20 at once on the same connection, two with
       the placeholder in :path; one line each: "HTTP/2 STATUS BAD
       PLACEHOLDER-IN-BODY VALUE-PREFIX-IN-BODY".
 """
 import socket, ssl, sys, urllib.parse
-import h2.config, h2.connection, h2.events
+import h2.config, h2.connection, h2.events, h2.exceptions
 proxy, ca, t = sys.argv[1:4]
 def connect(target="api.airlock.test"):
     host, port = proxy.rsplit(":", 1)
@@ -84,6 +88,52 @@ def request(s, c, st, method, url, headers, body=None, length=True, trailers=())
         c.end_stream(sid)
         s.sendall(c.data_to_send())
     return sid
+if sys.argv[4] == "late":
+    # a POST whose head goes first; once its answer has ended, BYTES of
+    # body and the end of the request, then a PING: its ACK comes after
+    # any reset the proxy sent before it
+    url, left = sys.argv[5], int(sys.argv[6])
+    headers = [tuple(x.strip() for x in a.partition(":")[::2]) for a in sys.argv[7:]]
+    s, c = connect(urllib.parse.urlsplit(url).hostname)
+    st = {}
+    u = urllib.parse.urlsplit(url)
+    sid = c.get_next_available_stream_id()
+    st[sid] = {"head": None, "body": b"", "done": False}
+    c.send_headers(sid, [(":method", "POST"), (":scheme", "https"), (":authority", u.netloc),
+                         (":path", u.path + ("?" + u.query if u.query else ""))] +
+                   [(k.lower(), v) for k, v in headers])
+    s.sendall(c.data_to_send())
+    while not st[sid]["done"]:
+        pump(s, c, st)
+    try:
+        while left > 0 and "reset" not in st[sid]:
+            n = min(left, c.local_flow_control_window(sid), c.max_outbound_frame_size)
+            if n <= 0:
+                pump(s, c, st)
+                continue
+            c.send_data(sid, b"x" * n)
+            left -= n
+            s.sendall(c.data_to_send())
+        if "reset" not in st[sid]:
+            c.end_stream(sid)
+    except h2.exceptions.StreamClosedError:
+        pass
+    c.ping(b"h2client")
+    s.sendall(c.data_to_send())
+    acked = False
+    while not acked:
+        d = s.recv(65536)
+        if not d:
+            break
+        for ev in c.receive_data(d):
+            if isinstance(ev, h2.events.PingAckReceived):
+                acked = True
+            elif isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+                st[sid]["reset"] = int(ev.error_code)
+        s.sendall(c.data_to_send())
+    status = dict(st[sid]["head"] or []).get(":status")
+    print(status, "reset:%d" % st[sid]["reset"] if "reset" in st[sid] else "ended")
+    sys.exit(0)
 if sys.argv[4] == "many":
     ph = sys.argv[5]
     s, c = connect()

@@ -88,6 +88,16 @@ h2o GET https://api.airlock.test/bytes/0 "x-api-key: $PH"
 is "$CODE $VER $(wc -c < "$T/b" | tr -d ' ') $(grep -c x-h2client-reset "$T/h")" "200 2 0 0" \
 	"an empty body by its length (Content-Length: 0) ends with its head (not left waiting, then reset)"
 
+# a refused stream whose client sends its body only after the answer
+# (curl 7.88 fails a stream reset under its upload): drained, it ends
+# cleanly; past H2_DRAIN_MAX (256 KiB) it is reset with NO_ERROR
+late() { $PY "$AIRLOCK_SRC/tests/helpers/h2client.py" "$PROXY" "$SCA" "$T" late "$@" 2>&1; }
+is "$(late "https://api.airlock.test/echo?late=$PH" 1000 "x-api-key: $PH")" "403 ended" \
+	"a refused stream's body sent after its answer is drained: the request ends cleanly, no reset"
+is "$(late "https://api.airlock.test/echo?late2=$PH" 400000 "x-api-key: $PH")" "403 reset:0" \
+	"... past 256 KiB of it the stream is reset (NO_ERROR)"
+is "$(net_count "line~late")" 0 "... and neither reached the upstream"
+
 # request bodies: by length, and without one (chunked upstream)
 head -c 300000 /dev/zero | tr '\0' 'x' > "$T/big"
 h2o POST https://api.airlock.test/upload-cl --data "$T/big" "x-api-key: $PH"
