@@ -25,9 +25,9 @@ struct conn;
 #define H2_RESET_RATE 33               /* ... resets a second from then on */
 #define H2_MAX_OUTBOUND_ACK 100        /* SETTINGS/PING acks queued */
 #define H2_MAX_SETTINGS 32             /* entries of one SETTINGS frame */
-#define H2_DRAIN_MAX (256 * 1024)      /* a refused stream's body read and
-					  dropped after its answer, before a
-					  reset */
+/* a refused stream's body read and dropped after its answer, before a
+ * reset */
+#define H2_DRAIN_MAX ((uint64_t)256 * 1024)
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATION frames of a block */
 #define H2_GRPC_MAX_MESSAGE (4 * 1024 * 1024) /* a gRPC message held whole
 						 to be scrubbed (gRPC's
