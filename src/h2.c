@@ -3,10 +3,9 @@
  *
  * DOC: Theory of Operation
  *
- * An intercepted connection speaks h2 to the client when the upstream
- * chose h2, or when the client offers h2 but not http/1.1 (gRPC; then
- * the upstream may be HTTP/1.1): intercept.c, tls.c. Any other client is
- * served HTTP/1.1 by exchange.c.
+ * An intercepted connection speaks h2 to every client that offers it,
+ * whatever the upstream chose (h2 or HTTP/1.1): intercept.c, tls.c. Any
+ * other client is served HTTP/1.1 by exchange.c.
  *
  * Two nghttp2 sessions share the connection: a server session facing the
  * client and a client session facing an h2 upstream. With an HTTP/1.1
@@ -32,7 +31,10 @@
  * with the stream's outcome. A filter may pend (a spend reservation): that
  * stream waits, the others go on. A refused stream gets its status and
  * the refusal text (or RST_STREAM once its answer has started), nothing
- * of it is sent upstream, and the connection goes on. Each relayed stream
+ * of it is sent upstream, and the connection goes on; the rest of its
+ * body is drained (drain_bound). A filter may hold the answer's head
+ * until its transform's first output (a 502 if it refuses first), or ask
+ * for the request again (a 401 refreshed: resend). Each relayed stream
  * is recorded as http.request.
  *
  * Flow control never buffers a whole stream: neither session updates its
@@ -51,8 +53,11 @@
  * a header block (H2_MAX_HEADER_LIST: an HPACK bomb resets its stream).
  * A connection-level violation is recorded as proxy.error and ends that
  * connection only; the per-client connection count bounds one address.
- * Extended CONNECT (RFC 8441) is not advertised: a client falls back to
- * HTTP/1.1 for WebSocket; a CONNECT stream is refused (400 http.form).
+ * Extended CONNECT (RFC 8441) is not advertised: a client opens HTTP/1.1
+ * for WebSocket (exchange.c's Upgrade path and its scrubber); a CONNECT
+ * stream is refused (400 http.form). No decision rests on an Upgrade
+ * header alone (h2 drops it): the spend meter tells the Realtime
+ * WebSocket by its path.
  *
  * Should: run every stream through every filter, bound every buffer.
  * Mustn't: send a refused stream's bytes upstream, relay a response byte,
@@ -127,6 +132,10 @@ struct h2_stream {
 	bool keeps;                  /* the transforms keep the length */
 	bool head_held;              /* a decoded answer's head waits for its
 					first byte (a failure is still a 502) */
+	bool hold;                   /* ... or a filter's transform asked it
+					to wait for its first output
+					(filter_transform.hold_head) */
+	const char *hold_rule, *hold_reason; /* the 502 if it fails first */
 	bool coded_end;              /* all of the coded body is in @coded */
 	struct decode *dec;          /* the answer's content coding undone */
 	struct decode_codings codings;
@@ -135,9 +144,17 @@ struct h2_stream {
 	bool resp_end;               /* all of it is in @down */
 	bool resp_done;              /* all of it is sent */
 	bool answered;               /* our own answer (a refusal) */
+	bool answer_out;             /* ... all of it sent */
+	bool drain_reset;            /* ... and the rest of the request reset */
+	uint64_t drained;            /* request bytes discarded after it */
 	bool up_closed;              /* the upstream stream is closed */
 	bool up_ended;               /* ... with END_STREAM */
 	bool outcome_set;
+	/* a filter asked for the request again (filter_transform.retry) */
+	bool discard;                /* the answer is read and dropped */
+	bool retried;                /* it went again once */
+	bool kept_body;              /* @replay holds the whole body */
+	struct buf replay;           /* a body read whole, to send again */
 	/* an HTTP/1.1 upstream (h1_*) */
 	struct h2_stream *qnext;     /* waiting for the upstream connection */
 	bool queued;
@@ -308,6 +325,7 @@ static void stream_free(struct h2_stream *s, enum filter_outcome outcome)
 	buf_free(&s->down);
 	buf_free(&s->gin);
 	buf_free(&s->coded);
+	buf_free(&s->replay);
 	if (s->dec)
 		decode_free(s->dec);
 	free(s);
@@ -631,6 +649,10 @@ static void run_whole(struct h2_stream *s)
 		s->ch.next++;
 	}
 	s->slice_end = true; /* the filters saw it whole */
+	/* kept, should a filter ask for the request again */
+	buf_free(&s->replay);
+	buf_append(&s->replay, s->whole.data ? s->whole.data : "", s->whole.len);
+	s->kept_body = true;
 	/* the (possibly rewritten) body is what goes up; its bytes are
 	 * acknowledged already */
 	buf_free(&s->up);
@@ -680,18 +702,13 @@ static ssize_t up_read(nghttp2_session *session, int32_t id, uint8_t *out, size_
 }
 
 static void h1_enqueue(struct h2_stream *s);
+static bool open_upstream(struct h2_stream *s);
 
 /* Every filter let the request go: it is opened upstream. */
 static void proceed(struct h2_stream *s)
 {
 	struct h2 *h = s->h;
-	nghttp2_nv *nv;
-	nghttp2_data_provider prd;
-	char **names;
-	size_t n = 0, nnames = 0, i;
-	/* cppcheck-suppress variableScope ; nv points into it until submitted */
-	char *target, length[24];
-	int32_t id;
+	size_t i;
 
 	if (h->up_gone) {
 		(void)fail(s, 502, "upstream.closed",
@@ -701,9 +718,32 @@ static void proceed(struct h2_stream *s)
 	for (i = 0; i < s->ch.n; i++)
 		if (s->ch.f[i].ops->request_sent)
 			s->ch.f[i].ops->request_sent(s->ch.f[i].st);
+	if (!open_upstream(s))
+		return;
+	s->sent = true;
+	/* what came while the filters decided */
+	if (s->up.len && !s->slice_end && !request_slice(s, s->up.data, s->up.len, false))
+		return;
+	if (s->req_end && !request_slice(s, NULL, 0, true))
+		return;
+}
+
+/* The request goes upstream: a new h2 stream, or in line for the
+ * HTTP/1.1 upstream. False when the stream was refused. */
+static bool open_upstream(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	nghttp2_nv *nv;
+	nghttp2_data_provider prd;
+	char **names;
+	size_t n = 0, nnames = 0;
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
+	char *target, length[24];
+	int32_t id;
+
 	if (h->up_h1) {
 		h1_enqueue(s);
-		goto sent;
+		return true;
 	}
 	target = s->rq.target ? util_xstrdup(s->rq.target)
 			      : util_xasprintf("%s%s%s", s->path, s->query ? "?" : "",
@@ -726,18 +766,10 @@ static void proceed(struct h2_stream *s)
 	free(nv);
 	free_names(names, nnames);
 	free(target);
-	if (id < 0) {
-		(void)fail(s, 502, "upstream.h2", nghttp2_strerror(id));
-		return;
-	}
+	if (id < 0)
+		return fail(s, 502, "upstream.h2", nghttp2_strerror(id));
 	s->uid = id;
-sent:
-	s->sent = true;
-	/* what came while the filters decided */
-	if (s->up.len && !s->slice_end && !request_slice(s, s->up.data, s->up.len, false))
-		return;
-	if (s->req_end && !request_slice(s, NULL, 0, true))
-		return;
+	return true;
 }
 
 /* Parses @s's :authority (or Host) and checks it names the tunnel's
@@ -822,11 +854,27 @@ static void request_head(struct h2_stream *s, bool end)
 	run_filters(s);
 }
 
+/* A refused stream whose answer is out: what the client still sends of
+ * its body is read and dropped, so that a client still uploading ends
+ * its request cleanly (curl 7.88 fails a stream reset under an upload
+ * it has not finished, even with NO_ERROR), up to H2_DRAIN_MAX; past it
+ * the stream is reset with NO_ERROR (RFC 9113 8.1: a complete answer,
+ * the rest of the request not wanted). */
+static void drain_bound(struct h2_stream *s)
+{
+	if (!s->answer_out || s->req_end || s->drain_reset || s->drained <= H2_DRAIN_MAX)
+		return;
+	s->drain_reset = true;
+	(void)nghttp2_submit_rst_stream(s->h->cs, NGHTTP2_FLAG_NONE, s->cid, NGHTTP2_NO_ERROR);
+}
+
 /* A request DATA slice. */
 static void request_data(struct h2_stream *s, const uint8_t *d, size_t n)
 {
 	if (s->answered || s->head_bad) {
 		(void)nghttp2_session_consume(s->h->cs, s->cid, n);
+		s->drained += n;
+		drain_bound(s);
 		return;
 	}
 	if (s->collecting && s->ch.next == 0 && !s->on_resume && !s->sent) {
@@ -922,6 +970,8 @@ static ssize_t down_read(nghttp2_session *session, int32_t id, uint8_t *out, siz
 	return (ssize_t)n;
 }
 
+static void send_head(struct h2_stream *s, bool end);
+
 /* One response slice through the filters into @s->down; false when a
  * filter cut the stream. */
 static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool last)
@@ -937,11 +987,20 @@ static bool response_slice(struct h2_stream *s, const char *d, size_t n, bool la
 					       s->transform ? &out : NULL) < 0)
 			ok = false;
 	}
+	if (ok && s->hold && s->head_held && (out.len || last))
+		send_head(s, false);
 	if (ok && !s->transform && n)
 		buf_append(&s->down, d, n);
 	else if (ok && out.len)
 		buf_append(&s->down, out.data, out.len);
 	buf_free(&out);
+	if (!ok && s->hold && s->head_held) {
+		/* refused while its head was held: 502 */
+		set_outcome(s, FILTER_OUTCOME_UPSTREAM_ERROR);
+		(void)fail(s, 502, s->hold_rule ? s->hold_rule : "proxy.filter",
+			   s->hold_reason ? s->hold_reason : "a filter refused the answer");
+		return false;
+	}
 	if (!ok) {
 		set_outcome(s, FILTER_OUTCOME_CUT);
 		detach_upstream(s, NGHTTP2_CANCEL);
@@ -1021,6 +1080,8 @@ static bool grpc_messages(struct h2_stream *s)
 			reset_client(s, NGHTTP2_INTERNAL_ERROR);
 			return false;
 		}
+		if (s->hold && s->head_held)
+			send_head(s, false);
 		h2_grpc_frame(&s->down, out.data ? out.data : "", out.len);
 		buf_free(&out);
 		buf_consume(&s->gin, used);
@@ -1087,7 +1148,6 @@ static bool body_piece(struct h2_stream *s, const char *d, size_t n)
 	return response_slice(s, d, n, false);
 }
 
-static void send_head(struct h2_stream *s, bool end);
 static void response_done(struct h2_stream *s);
 
 /* Coded bytes from @s->coded through the decoder, the decoded ones
@@ -1103,7 +1163,7 @@ static void decode_pump(struct h2_stream *s)
 		enum decode_result r = decode_get(s->dec, piece, sizeof(piece), &got);
 
 		if (r == DECODE_OUTPUT) {
-			if (s->head_held)
+			if (s->head_held && !s->hold)
 				send_head(s, false);
 			if (!body_piece(s, piece, got))
 				return;
@@ -1112,7 +1172,7 @@ static void decode_pump(struct h2_stream *s)
 		if (r == DECODE_DONE) {
 			decode_free(s->dec);
 			s->dec = NULL;
-			if (s->head_held)
+			if (s->head_held && !s->hold)
 				send_head(s, false);
 			response_done(s);
 			return;
@@ -1147,6 +1207,8 @@ static void decode_pump(struct h2_stream *s)
  * the stream was cut or answered. */
 static bool response_data(struct h2_stream *s, const char *d, size_t n)
 {
+	if (s->discard)
+		return true;
 	if (!s->dec)
 		return body_piece(s, d, n);
 	buf_append(&s->coded, d, n);
@@ -1190,7 +1252,6 @@ static void relay_interim(struct h2_stream *s)
 
 /* The upstream's final head, copied into s->rs: through the filters,
  * then to the client. @end: it has no body. */
-static void send_head(struct h2_stream *s, bool end);
 
 static void response_head(struct h2_stream *s, bool end)
 {
@@ -1205,6 +1266,12 @@ static void response_head(struct h2_stream *s, bool end)
 		s->rs.reason = util_xstrdup("");
 	if (!end && !decode_setup(s))
 		return;
+	/* sent again (once) when all of it went, its body none or kept
+	 * whole, its answer not decoded, over an upstream that goes on */
+	s->rs.replayable = !s->retried && !s->dec && s->req_end && s->up.len == 0 &&
+			   (s->rq.body == HTTP_BODY_NONE || s->kept_body) &&
+			   !s->h->up_gone &&
+			   (!s->h->up_h1 || (s->h->h1_keep && s->h1_req_done));
 	for (i = 0; i < s->ch.n; i++) {
 		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
@@ -1217,10 +1284,21 @@ static void response_head(struct h2_stream *s, bool end)
 		if (r == FILTER_VERDICT && v.action != VERDICT_ALLOW && !refuse(s, &v))
 			return;
 		verdict_clear(&v);
+		if (tf.retry && s->rs.replayable) {
+			/* this answer is dropped; the request goes again
+			 * once it is read (resend) */
+			s->discard = true;
+			return;
+		}
 		if (tf.enabled && s->rs.body != HTTP_BODY_NONE) {
 			s->transform = true;
 			if (!tf.keeps_length)
 				keeps = false;
+			if (tf.hold_head && !s->hold) {
+				s->hold = true;
+				s->hold_rule = tf.hold_rule;
+				s->hold_reason = tf.hold_reason;
+			}
 		}
 	}
 	s->keeps = keeps;
@@ -1235,8 +1313,9 @@ static void response_head(struct h2_stream *s, bool end)
 			return;
 		s->resp_end = true;
 	}
-	if (s->dec)
-		s->head_held = true; /* sent with the first decoded byte */
+	if (s->dec || s->hold)
+		s->head_held = true; /* sent with the first (decoded, or
+					transformed) byte */
 	else
 		send_head(s, end);
 }
@@ -1277,10 +1356,44 @@ static void send_head(struct h2_stream *s, bool end)
 
 static void response_done(struct h2_stream *s);
 
+/* The dropped answer is read: the request goes again, its head as the
+ * filters left it, its body the one kept (filter_transform.retry). */
+static void resend(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+
+	if (!h->up_h1 && s->uid > 0 && !s->up_closed)
+		(void)nghttp2_session_set_stream_user_data(h->us, s->uid, NULL);
+	s->discard = false;
+	s->retried = true;
+	free(s->rs.reason);
+	filter_headers_free(&s->rs.headers);
+	filter_headers_free(&s->trailers);
+	memset(&s->rs, 0, sizeof(s->rs));
+	s->status_in = 0;
+	s->final_seen = false;
+	s->has_rcl = false;
+	s->rcl = 0;
+	s->resp_head_bytes = 0;
+	s->transform = s->keeps = s->hold = s->grpc = false;
+	s->hold_rule = s->hold_reason = NULL;
+	s->uid = 0;
+	s->up_closed = false;
+	s->up_ended = false;
+	s->h1_req_done = false;
+	buf_free(&s->up);
+	buf_append(&s->up, s->replay.data ? s->replay.data : "", s->replay.len);
+	(void)open_upstream(s);
+}
+
 /* The upstream ended the stream after its head (with or without
  * trailers). */
 static void response_end(struct h2_stream *s)
 {
+	if (s->discard) {
+		resend(s);
+		return;
+	}
 	s->up_ended = true;
 	if (s->dec) {
 		s->coded_end = true;
@@ -1300,6 +1413,8 @@ static void response_done(struct h2_stream *s)
 	}
 	if (!s->grpc && !response_slice(s, NULL, 0, true))
 		return;
+	if (s->hold && s->head_held)
+		send_head(s, false); /* (a gRPC answer without a message) */
 	if (s->trailers.count)
 		for (size_t i = 0; i < s->ch.n; i++)
 			if (s->ch.f[i].ops->response_trailers)
@@ -1439,7 +1554,7 @@ static void h1_finish(struct h2 *h, struct h2_stream *s, bool ended)
 	s->up_closed = true;
 	if (!h->h1_keep || !s->h1_req_done)
 		h->h1_close = true;
-	if (!ended)
+	if (!ended || s->discard)
 		response_end(s);
 }
 
@@ -1473,6 +1588,7 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 	struct conn *c = h->c;
 	struct http_response resp;
 	size_t i;
+	bool empty;
 
 	for (;;) {
 		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp, NULL,
@@ -1508,10 +1624,14 @@ static bool h1_head(struct h2 *h, struct h2_stream *s)
 		http_chunked_init(&h->h1_ch, NULL);
 	buf_consume(&c->uin, resp.head_len);
 	h->h1_head_done = true;
-	response_head(s, resp.body == HTTP_BODY_NONE);
+	/* an empty body by its length ends with the head: no byte is
+	 * awaited */
+	empty = resp.body == HTTP_BODY_NONE ||
+		(resp.body == HTTP_BODY_LENGTH && resp.content_length == 0);
+	response_head(s, empty);
 	if (h->h1cur != s)
 		return false;
-	if (resp.body == HTTP_BODY_NONE) {
+	if (empty) {
 		h1_finish(h, s, true);
 		return false;
 	}
@@ -1736,17 +1856,19 @@ static int c_frame_send(nghttp2_session *session, const nghttp2_frame *frame, vo
 {
 	struct h2 *h = user;
 
+	(void)session;
 	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
 		record_error(h, false, nghttp2_http2_strerror(frame->goaway.error_code));
-	/* a refused stream's answer is out: whatever the client still
-	 * sends of it is not wanted */
+	/* a refused stream's answer is out: the rest of its request is
+	 * drained, within a bound (drain_bound) */
 	if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
 	    (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
 		struct h2_stream *s = client_stream(h, frame->hd.stream_id);
 
-		if (s && s->answered && !s->req_end)
-			(void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE,
-							frame->hd.stream_id, NGHTTP2_NO_ERROR);
+		if (s && s->answered) {
+			s->answer_out = true;
+			drain_bound(s);
+		}
 	}
 	return 0;
 }
@@ -1790,6 +1912,8 @@ static int u_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
 			return 0;
 		}
 		response_head(s, end);
+		if (end && s->discard)
+			response_end(s);
 		return 0;
 	}
 	if (end)

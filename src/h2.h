@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * h2.h - HTTP/2 inside an intercepted tunnel: both sides chose h2, and
+ * h2.h - HTTP/2 inside an intercepted tunnel: the client chose h2, and
  * every client stream is one exchange through the filter table (h2.c).
  *
  * Internal to the proxy (intercept.c starts it, conn.c steps and frees
@@ -25,6 +25,9 @@ struct conn;
 #define H2_RESET_RATE 33               /* ... resets a second from then on */
 #define H2_MAX_OUTBOUND_ACK 100        /* SETTINGS/PING acks queued */
 #define H2_MAX_SETTINGS 32             /* entries of one SETTINGS frame */
+/* a refused stream's body read and dropped after its answer, before a
+ * reset */
+#define H2_DRAIN_MAX ((uint64_t)256 * 1024)
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATION frames of a block */
 #define H2_GRPC_MAX_MESSAGE (4 * 1024 * 1024) /* a gRPC message held whole
 						 to be scrubbed (gRPC's

@@ -26,11 +26,11 @@
  *     CA in the key holder (which alone holds the CA key, and checks that
  *     the policy intercepts that host) and cached per worker, answers the
  *     ClientHello already read (OpenSSL reads it from a memory BIO, then
- *     from the socket); it is given h2 when the upstream chose h2, or
- *     when it offers h2 but not http/1.1 (gRPC): an h2 client has each
- *     stream one exchange (h2.c), relayed as h2 streams to an h2
- *     upstream or one HTTP/1.1 exchange after another to an HTTP/1.1
- *     upstream; else HTTP/1.1 on both;
+ *     from the socket); it is given h2 whenever it offers it, whatever
+ *     the upstream chose: an h2 client has each stream one exchange
+ *     (h2.c), relayed as h2 streams to an h2 upstream or one HTTP/1.1
+ *     exchange after another to an HTTP/1.1 upstream; else HTTP/1.1 on
+ *     both (an HTTP/1.1 client is not relayed to an h2-only upstream);
  *  3. if the upstream did not verify, the client, now speaking TLS with
  *     the proxy, gets a 502 naming the reason (proxy.error, rule
  *     upstream.tls) and the connection ends: never a fallback to
@@ -454,11 +454,10 @@ static void client_begin(struct conn *c)
 		fail_close(c, "tls.leaf", err);
 		return;
 	}
-	/* h2 to the client when the upstream chose h2, or when the client
-	 * offers no http/1.1 (h2-only: gRPC; h2.c translates to an HTTP/1.1
-	 * upstream); never when the answer is our 502 (HTTP/1.1) */
-	if (!c->ic->upstream_error &&
-	    (c->ic->upstream_h2 || !alpn_offered(c, TLS_ALPN_HTTP11)))
+	/* h2 to a client that offers it, whatever the upstream chose (h2.c
+	 * relays stream to stream, or one HTTP/1.1 exchange after another);
+	 * never when the answer is our 502 (HTTP/1.1) */
+	if (!c->ic->upstream_error)
 		tls_server_offer_h2(ssl);
 	make_tls(&c->client, ssl);
 	c->ic->hello = BIO_new(BIO_s_mem());

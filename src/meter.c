@@ -9,7 +9,9 @@
  *
  * 1. Which requests are metered (meter_classify). The provider's metered
  *    paths are compared exactly, query dropped, POST only. GET and HEAD
- *    pass; every other request is "unmetered": it may cost money (batches,
+ *    pass, except under a path where a read opens a billed session
+ *    (costly_reads: the Realtime WebSocket, told by its path however the
+ *    upgrade travels); every other request is "unmetered": it may cost money (batches,
  *    realtime, images, audio) and the caller refuses it under a cap unless
  *    the policy's spend.pass lists its path (meter_pass_match, plain
  *    spellings only). A spelling that a lenient server could read as a
@@ -327,6 +329,38 @@ static bool ascii_caseeq(const char *a, size_t alen, const char *b)
 	return true;
 }
 
+/* Paths where even a read costs money: a GET there opens a session the
+ * provider bills (the Realtime API's WebSocket). Classified by the path,
+ * whatever carries the upgrade (an HTTP/1.1 Upgrade header, RFC 8441's
+ * extended CONNECT over h2, or nothing: an h2 client drops Upgrade), and
+ * compared in the lenient spelling, whole segments. */
+static const struct {
+	enum meter_api api;
+	const char *prefix;
+} costly_reads[] = {
+	{ METER_API_OPENAI, "/v1/realtime" },
+};
+
+static bool costly_read(enum meter_api api, const char *path, size_t plen)
+{
+	char *lenient = NULL;
+	bool hit = false;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(costly_reads) && !hit; i++) {
+		size_t n = strlen(costly_reads[i].prefix);
+
+		if (costly_reads[i].api != api)
+			continue;
+		if (!lenient)
+			lenient = lenient_path(path, plen);
+		hit = strncmp(lenient, costly_reads[i].prefix, n) == 0 &&
+		      (lenient[n] == '\0' || lenient[n] == '/');
+	}
+	free(lenient);
+	return hit;
+}
+
 enum meter_route meter_classify(enum meter_api api, const char *method,
 				size_t method_len, const char *target,
 				size_t target_len, enum meter_endpoint *ep)
@@ -363,7 +397,8 @@ enum meter_route meter_classify(enum meter_api api, const char *method,
 	 * price is unmetered (the caller refuses it under a cap). */
 	if ((method_len == 3 && memcmp(method, "GET", 3) == 0) ||
 	    (method_len == 4 && memcmp(method, "HEAD", 4) == 0))
-		route = METER_ROUTE_PASS;
+		route = costly_read(api, path, plen) ? METER_ROUTE_UNMETERED
+						     : METER_ROUTE_PASS;
 	else
 		route = METER_ROUTE_UNMETERED;
 

@@ -99,8 +99,11 @@ enum meter_route {
 				 "/v1/%6dessages", method "post"): refuse
 				 with 400, rule "spend.path" */
 	METER_ROUTE_UNMETERED, /* any other request but GET and HEAD (and a
-				  GET that asks to upgrade, e.g. to a
-				  WebSocket): it may cost money and the meter
+				  GET or HEAD under a path where a read opens
+				  a billed session: openai's /v1/realtime,
+				  the Realtime WebSocket; the caller also
+				  counts any request that asks to upgrade):
+				  it may cost money and the meter
 				  cannot price it. Under a cap it is refused
 				  (403, rule "spend.unmetered") unless its
 				  path is one of spend.pass

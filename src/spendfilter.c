@@ -5,7 +5,8 @@
  *
  * A request to a host of spend.providers is classified by its method and
  * path (meter.c): reads (GET, HEAD) pass; anything else the meter cannot
- * price, and any request asking to Upgrade (the Realtime WebSocket), is
+ * price, any request asking to Upgrade, and the Realtime WebSocket's path
+ * whatever the method (meter.c: told by its path, since h2 drops Upgrade), is
  * refused while a cap can be in force (403, spend.unmetered) unless
  * spend.pass lists its path; a disguised spelling of a metered endpoint
  * is refused (400, spend.path); a metered one is held:

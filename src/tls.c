@@ -9,9 +9,10 @@
  *
  *  - both: TLS 1.2 and 1.3 only; ALPN http/1.1, and h2 per connection:
  *    the upstream is offered h2 only when the client's ClientHello
- *    offered it, and the client is given h2 only when the upstream chose
- *    it (h2.c relays stream to stream); every other connection is
- *    HTTP/1.1 on both sides. No renegotiation (a renegotiated session
+ *    offered it, and the client is given h2 whenever it offers it and
+ *    the upstream verified, whatever the upstream chose (h2.c relays
+ *    stream to stream, or to an HTTP/1.1 upstream); a client without h2
+ *    is HTTP/1.1 on both sides. No renegotiation (a renegotiated session
  *    could change what was checked), no compression.
  *  - sandbox side (server): the leaf of the CONNECT host, from the key
  *    holder, set per connection; a client offering ALPN without http/1.1
@@ -160,7 +161,7 @@ static bool alpn_listed(const unsigned char *in, unsigned int inlen, const char 
 }
 
 /* ALPN on the sandbox's side: h2 when the connection may speak it (its
- * upstream chose h2) and the client offers it, else http/1.1 if offered,
+ * upstream verified) and the client offers it, else http/1.1 if offered,
  * else a fatal alert. @in is the client's list, length-prefixed names. */
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 		       const unsigned char *in, unsigned int inlen, void *arg)

@@ -44,118 +44,15 @@ TOK=$VALUE pl_start_proxy_ok --ca-out "$T/session-ca.pem" --placeholders "$T/ph.
 PH=$(sed -n 's/^SERVICE_TOKEN=//p' "$T/ph.env")
 SCA="$T/session-ca.pem"
 
-# h2o.py: a python3-h2 client offering ALPN h2 alone (stock h2 clients
-# such as httpx also offer http/1.1 through a proxy), through a CONNECT
-# tunnel. One request: h2o METHOD URL [--data FILE | --stream FILE]
-# [HEADER...] ($CODE, $VER, $T/h, $T/b); or "many PH": a first stream,
-# then 20 at once, two with the placeholder in :path.
-cat > "$T/h2o.py" <<'PY'
-import socket, ssl, sys, urllib.parse
-import h2.config, h2.connection, h2.events
-proxy, ca, t = sys.argv[1:4]
-def connect():
-    host, port = proxy.rsplit(":", 1)
-    raw = socket.create_connection((host, int(port)), timeout=20)
-    raw.sendall(b"CONNECT api.airlock.test:443 HTTP/1.1\r\nHost: api.airlock.test:443\r\n\r\n")
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        buf += raw.recv(1)
-    ctx = ssl.create_default_context(cafile=ca)
-    ctx.set_alpn_protocols(["h2"])
-    s = ctx.wrap_socket(raw, server_hostname="api.airlock.test")
-    assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
-    c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
-    c.initiate_connection()
-    s.sendall(c.data_to_send())
-    return s, c
-def pump(s, c, st):
-    d = s.recv(65536)
-    if not d:  # the connection ended: every stream with it
-        for v in st.values():
-            v["done"] = True
-        return
-    for ev in c.receive_data(d):
-        sid = getattr(ev, "stream_id", None)
-        if isinstance(ev, h2.events.ResponseReceived):
-            st[sid]["head"] = [(k.decode(), v.decode()) for k, v in ev.headers]
-        elif isinstance(ev, h2.events.DataReceived):
-            st[sid]["body"] += ev.data
-            c.acknowledge_received_data(ev.flow_controlled_length, sid)
-        elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
-            st[sid]["done"] = True
-    try:
-        s.sendall(c.data_to_send())
-    except OSError:
-        pass
-def request(s, c, st, method, url, headers, body=None, length=True):
-    u = urllib.parse.urlsplit(url)
-    auth = dict((k.lower(), v) for k, v in headers).get("host", u.netloc)
-    hs = [(":method", method), (":scheme", "https"), (":authority", auth),
-          (":path", u.path + ("?" + u.query if u.query else ""))]
-    hs += [(k.lower(), v) for k, v in headers if k.lower() != "host"]
-    if body is not None and length:
-        hs.append(("content-length", str(len(body))))
-    sid = c.get_next_available_stream_id()
-    st[sid] = {"head": None, "body": b"", "done": False}
-    c.send_headers(sid, hs, end_stream=body is None)
-    s.sendall(c.data_to_send())
-    while body:
-        n = min(len(body), c.local_flow_control_window(sid), c.max_outbound_frame_size)
-        if n <= 0:
-            pump(s, c, st)
-            continue
-        c.send_data(sid, body[:n])
-        body = body[n:]
-        s.sendall(c.data_to_send())
-    if body is not None:
-        c.end_stream(sid)
-        s.sendall(c.data_to_send())
-    return sid
-if sys.argv[4] == "many":
-    ph = sys.argv[5]
-    s, c = connect()
-    st = {}
-    first = request(s, c, st, "GET", "https://api.airlock.test/echo?w=1", [("x-api-key", ph)])
-    while not st[first]["done"]:
-        pump(s, c, st)
-    urls = ["https://api.airlock.test/echo?i=%d" % i for i in range(20)]
-    urls[5] = "https://api.airlock.test/echo?bad=" + ph
-    urls[13] = "https://api.airlock.test/echo?bad2=" + ph
-    ids = [request(s, c, st, "GET", u, [("x-api-key", ph)]) for u in urls]
-    while not all(st[i]["done"] for i in ids):
-        pump(s, c, st)
-    for u, i in zip(urls, ids):
-        text = st[i]["body"].decode("utf-8", "replace")
-        status = dict(st[i]["head"] or []).get(":status")
-        print("HTTP/2", status, "bad" in u, ph in text, "tok_" in text)
-    sys.exit(0)
-method, url, rest = sys.argv[4], sys.argv[5], sys.argv[6:]
-headers, body, length = [], None, True
-while rest:
-    a = rest.pop(0)
-    if a in ("--data", "--stream"):
-        body, length = open(rest.pop(0), "rb").read(), a == "--data"
-    else:
-        k, _, v = a.partition(":")
-        headers.append((k.strip(), v.strip()))
-s, c = connect()
-st = {}
-sid = request(s, c, st, method, url, headers, body, length)
-while not st[sid]["done"]:
-    pump(s, c, st)
-head = st[sid]["head"] or []
-with open(t + "/h", "w") as f:
-    f.write("HTTP/2 %s\n" % dict(head).get(":status"))
-    for k, v in head:
-        if not k.startswith(":"):
-            f.write("%s: %s\n" % (k, v))
-open(t + "/b", "wb").write(st[sid]["body"])
-print(dict(head).get(":status"), 2)
-PY
+# h2o: tests/helpers/h2client.py, a python3-h2 client offering ALPN h2
+# alone, through a CONNECT tunnel. One request: h2o METHOD URL
+# [--data FILE | --stream FILE] [HEADER...] ($CODE, $VER, $T/h, $T/b); or
+# "many PH": a first stream, then 20 at once, two with the placeholder
+# in :path.
 h2o() {
 	: > "$T/h"
 	: > "$T/b"
-	_o=$($PY "$T/h2o.py" "$PROXY" "$SCA" "$T" "$@" 2>"$T/curl.err")
+	_o=$($PY "$AIRLOCK_SRC/tests/helpers/h2client.py" "$PROXY" "$SCA" "$T" "$@" 2>"$T/curl.err")
 	CODE=${_o% *}
 	VER=${_o#* }
 }
@@ -187,6 +84,19 @@ is "$CODE $VER $(grep -c "$PH" "$T/b") $(grep -c "$VALUE" "$T/b")" "200 2 2 0" \
 h2o HEAD https://api.airlock.test/echo "x-api-key: $PH"
 is "$CODE $VER $(grep -c '^echo ' "$T/b")" "200 2 0" "HEAD: the head only"
 like "$(jf "$(net_last line~/echo)" line)" '^HEAD /echo HTTP/1.1$' "... asked upstream as HEAD"
+h2o GET https://api.airlock.test/bytes/0 "x-api-key: $PH"
+is "$CODE $VER $(wc -c < "$T/b" | tr -d ' ') $(grep -c x-h2client-reset "$T/h")" "200 2 0 0" \
+	"an empty body by its length (Content-Length: 0) ends with its head (not left waiting, then reset)"
+
+# a refused stream whose client sends its body only after the answer
+# (curl 7.88 fails a stream reset under its upload): drained, it ends
+# cleanly; past H2_DRAIN_MAX (256 KiB) it is reset with NO_ERROR
+late() { $PY "$AIRLOCK_SRC/tests/helpers/h2client.py" "$PROXY" "$SCA" "$T" late "$@" 2>&1; }
+is "$(late "https://api.airlock.test/echo?late=$PH" 1000 "x-api-key: $PH")" "403 ended" \
+	"a refused stream's body sent after its answer is drained: the request ends cleanly, no reset"
+is "$(late "https://api.airlock.test/echo?late2=$PH" 400000 "x-api-key: $PH")" "403 reset:0" \
+	"... past 256 KiB of it the stream is reset (NO_ERROR)"
+is "$(net_count "line~late")" 0 "... and neither reached the upstream"
 
 # request bodies: by length, and without one (chunked upstream)
 head -c 300000 /dev/zero | tr '\0' 'x' > "$T/big"
@@ -231,7 +141,7 @@ is "$(net_count line~/echo)" "$n0" "... neither refused stream reached the upstr
 # many concurrent streams on one h2 connection (after a first one): each
 # goes up in turn on the HTTP/1.1 connection; two are refused, the others
 # go on
-$PY "$T/h2o.py" "$PROXY" "$SCA" "$T" many "$PH" > "$T/httpx.out" 2>&1
+$PY "$AIRLOCK_SRC/tests/helpers/h2client.py" "$PROXY" "$SCA" "$T" many "$PH" > "$T/httpx.out" 2>&1
 is "$(grep -c '^HTTP/2 200 False True False$' "$T/httpx.out")" 18 \
 	"an h2-only client: 18 concurrent streams answered over h2, scrubbed" || diag_file "$T/httpx.out"
 is "$(grep -c '^HTTP/2 403 True' "$T/httpx.out")" 2 "... the 2 with the placeholder in :path refused"

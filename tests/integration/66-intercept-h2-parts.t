@@ -120,43 +120,16 @@ like "$(grep -i '^x-echo:' "$T/h" | head -1)" "Bearer $PH" "... and so does its 
 ok $? "... the value is in none of the heads"
 
 # --- request trailers ----------------------------------------------------------------
-# h2trail PATH NAME VALUE: a request with a body and one trailer, from a
-# python3-h2 client through a CONNECT tunnel; prints the status and rule
+# h2trail PATH NAME VALUE: a request with a body and one trailer, from
+# tests/helpers/h2client.py (python3-h2, ALPN h2 alone) through a CONNECT
+# tunnel; prints the status and rule
+printf 'body bytes' > "$T/trail-body"
 h2trail() {
-	$PY - "$PROXY" "$SCA" "$1" "$2" "$3" 2>&1 <<'PY'
-import socket, ssl, sys
-import h2.config, h2.connection, h2.events
-proxy, ca, path, name, value = sys.argv[1:6]
-host, port = proxy.rsplit(":", 1)
-raw = socket.create_connection((host, int(port)), timeout=10)
-raw.sendall(b"CONNECT h2.airlock.test:443 HTTP/1.1\r\nHost: h2.airlock.test:443\r\n\r\n")
-buf = b""
-while b"\r\n\r\n" not in buf:
-    buf += raw.recv(1)
-ctx = ssl.create_default_context(cafile=ca)
-ctx.set_alpn_protocols(["h2"])
-s = ctx.wrap_socket(raw, server_hostname="h2.airlock.test")
-c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
-c.initiate_connection()
-c.send_headers(1, [(":method", "POST"), (":scheme", "https"), (":authority", "h2.airlock.test"),
-                   (":path", path), ("te", "trailers")])
-c.send_data(1, b"body bytes")
-c.send_headers(1, [(name, value)], end_stream=True)
-s.sendall(c.data_to_send())
-status, rule, done = None, "-", False
-while not done:
-    d = s.recv(65536)
-    if not d:
-        break
-    for ev in c.receive_data(d):
-        if isinstance(ev, h2.events.ResponseReceived):
-            hs = dict((k.decode(), v.decode()) for k, v in ev.headers)
-            status, rule = hs[":status"], hs.get("x-airlock-rule", "-")
-        elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
-            done = True
-    s.sendall(c.data_to_send())
-print(status, rule)
-PY
+	_o=$($PY "$AIRLOCK_SRC/tests/helpers/h2client.py" "$PROXY" "$SCA" "$T" POST \
+		"https://h2.airlock.test$1" --stream "$T/trail-body" --trailer "$2: $3" \
+		"te: trailers" 2>&1)
+	_r=$(sed -n 's/^x-airlock-rule: //p' "$T/h")
+	echo "${_o% *} ${_r:--}"
 }
 out=$(h2trail /echo-trailer x-api-key "$PH")
 is "$out" "200 -" "a request trailer that carries the placeholder where its secret is bound"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # HTTP/2 inside interception (docs/PROXY.md, SPEC 5.3), through the
-# standalone proxy: ALPN per connection (h2 on both sides, HTTP/1.1 on
-# both for a client that also offers http/1.1 to an HTTP/1.1-only upstream,
-# 66-intercept-h2-h1up.t for an h2-only one); every stream one exchange
+# standalone proxy: ALPN per connection (h2 to every client that offers
+# it, whatever the upstream chose: h2 on both sides, or h2 to the client
+# and HTTP/1.1 to an HTTP/1.1-only upstream, 66-intercept-h2-h1up.t for
+# that path in detail); every stream one exchange
 # through the filters: substitution in HPACK-decoded headers, the
 # placeholder refused in :path, :authority equal to the intercepted host,
 # the value scrubbed from headers, DATA and trailers; a refused stream
@@ -92,11 +93,15 @@ r=$(grep '"type":"egress.allow"' "$EV" | grep '"intercepted":true' | grep h2.air
 is "$(jf "$r" subject.protocol)" h2 "egress.allow names the protocol chosen"
 
 h2c https://api.airlock.test/v1/h1 -H "Authorization: Bearer $PH"
-is "$CODE $VER" "200 1.1" "curl --http2 (offering http/1.1 too) to an HTTP/1.1-only upstream: HTTP/1.1 on both sides"
-like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... substituted as before"
+is "$CODE $VER" "200 2" "curl --http2 (offering http/1.1 too) to an HTTP/1.1-only upstream: h2 all the same"
+like "$(net_last line~/v1/h1)" "\"Authorization\", \"Bearer $VALUE\"" "... substituted as before (HTTP/1.1 upstream)"
+wait_grep "$EV" '"upstream_protocol":"http/1.1"'
+r=$(grep '"type":"egress.allow"' "$EV" | grep '"upstream_protocol":"http/1.1"' | tail -1)
+is "$(jf "$r" subject.protocol) $(jf "$r" subject.upstream_protocol)" "h2 http/1.1" \
+	"... egress.allow names each side's protocol"
 
 h2c https://h2.airlock.test/len -H "x-api-key: $PH" --http1.1
-is "$CODE" "502" "a client that offers only http/1.1 to an h2-only upstream: 502 (HTTP/1.1 cannot be relayed to it)"
+is "$CODE" "502" "a client that offers only http/1.1 to an h2-only upstream: 502 (HTTP/1.1 is not relayed to it)"
 h2c https://h2.airlock.test/stream?n=4 -H "Authorization: Bearer $PH"
 is "$CODE $(grep -c "^chunk .* Bearer $PH\$" "$T/b")" "200 4" "a streamed answer (chunks 100 ms apart) relayed and scrubbed"
 

@@ -227,6 +227,16 @@ static void test_classify(void)
 		{ O, "POST", "/v1/chat//completions", R, METER_ENDPOINT_NONE },
 		{ O, "POST", "/v1/Responses", R, METER_ENDPOINT_NONE },
 		{ O, "POST", "/x/../v1/completions", R, METER_ENDPOINT_NONE },
+		/* the Realtime WebSocket: a GET, by its path, however the
+		 * upgrade travels (h2 drops Upgrade) */
+		{ O, "GET", "/v1/realtime", U, METER_ENDPOINT_NONE },
+		{ O, "GET", "/v1/realtime?model=gpt-realtime", U, METER_ENDPOINT_NONE },
+		{ O, "HEAD", "/v1/realtime/x", U, METER_ENDPOINT_NONE },
+		{ O, "GET", "//V1/Realtime/", U, METER_ENDPOINT_NONE },
+		{ O, "GET", "/v1/%72ealtime", U, METER_ENDPOINT_NONE },
+		{ O, "CONNECT", "/v1/realtime", U, METER_ENDPOINT_NONE },
+		{ O, "GET", "/v1/realtimex", P, METER_ENDPOINT_NONE },
+		{ A, "GET", "/v1/realtime", P, METER_ENDPOINT_NONE },
 #undef A
 #undef O
 #undef M
