@@ -603,7 +603,6 @@ static void cache_write(const char *key, const struct doctor_caps *caps)
 {
 	char tmp[64], sum[RECEIPT_SHA256_HEX_LEN + 1], *body;
 	int dirfd, fd;
-	bool ok;
 
 	dirfd = cache_dir_open(caps_all_required(caps));
 	if (dirfd < 0)
@@ -618,7 +617,7 @@ static void cache_write(const char *key, const struct doctor_caps *caps)
 	(void)unlinkat(dirfd, tmp, 0);
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0) {
-		ok = fchmod(fd, 0600) == 0 && util_write_all(fd, body, strlen(body)) == 0 &&
+		bool ok = fchmod(fd, 0600) == 0 && util_write_all(fd, body, strlen(body)) == 0 &&
 		     util_write_all(fd, "sum ", 4) == 0 &&
 		     util_write_all(fd, sum, RECEIPT_SHA256_HEX_LEN) == 0 &&
 		     util_write_all(fd, "\n", 1) == 0;
