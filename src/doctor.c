@@ -516,6 +516,33 @@ static bool caps_all_required(const struct doctor_caps *c)
 	       c->utsns && c->seccomp;
 }
 
+/* Parses "caps U N P M I T S L\n" (the seven required capabilities, 0 or
+ * 1, and the Landlock ABI) into @u and @landlock. */
+static bool parse_caps(const char *p, int u[7], int *landlock)
+{
+	int i;
+
+	if (strncmp(p, "caps ", 5) != 0)
+		return false;
+	p += 5;
+	for (i = 0; i < 8; i++) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (end == p || errno != 0 || v < 0 || v > (i < 7 ? 1 : 1000) ||
+		    *end != (i < 7 ? ' ' : '\n'))
+			return false;
+		if (i < 7)
+			u[i] = (int)v;
+		else
+			*landlock = (int)v;
+		p = end + 1;
+	}
+	return true;
+}
+
 /* Reads the cached answer for @key into @caps. True only for a regular
  * file in the cache's directory owned by this effective user, mode 0600,
  * one link, whose text is exactly what cache_write() writes for @key
@@ -557,19 +584,15 @@ static bool cache_read(const char *key, struct doctor_caps *caps)
 	if (strlen(text) != got)
 		goto out;
 	p = text;
-	if (strncmp(p, CACHE_MAGIC, strlen(CACHE_MAGIC)))
+	if (strncmp(p, CACHE_MAGIC, strlen(CACHE_MAGIC)) != 0)
 		goto out;
 	p += strlen(CACHE_MAGIC);
-	if (strncmp(p, key, klen))
+	if (strncmp(p, key, klen) != 0)
 		goto out;
 	p += klen;
 	memset(&c, 0, sizeof(c));
-	if (sscanf(p, "caps %d %d %d %d %d %d %d %d\n", &u[0], &u[1], &u[2], &u[3],
-		   &u[4], &u[5], &u[6], &c.landlock) != 8 || c.landlock < 0 || c.landlock > 1000)
+	if (!parse_caps(p, u, &c.landlock))
 		goto out;
-	for (int i = 0; i < 7; i++)
-		if (u[i] != 0 && u[i] != 1)
-			goto out;
 	c.userns = u[0];
 	c.netns = u[1];
 	c.pidns = u[2];
@@ -581,12 +604,12 @@ static bool cache_read(const char *key, struct doctor_caps *caps)
 		goto out;
 	/* Byte for byte what would be written: no other spelling passes. */
 	body = cache_body(key, &c);
-	if (!body || strncmp(text, body, strlen(body)))
+	if (!body || strncmp(text, body, strlen(body)) != 0)
 		goto out;
 	p = text + strlen(body);
 	receipt_sha256_hex(body, strlen(body), sum);
-	if (strncmp(p, "sum ", 4) || strncmp(p + 4, sum, RECEIPT_SHA256_HEX_LEN) ||
-	    strcmp(p + 4 + RECEIPT_SHA256_HEX_LEN, "\n"))
+	if (strncmp(p, "sum ", 4) != 0 || strncmp(p + 4, sum, RECEIPT_SHA256_HEX_LEN) != 0 ||
+	    strcmp(p + 4 + RECEIPT_SHA256_HEX_LEN, "\n") != 0)
 		goto out;
 	*caps = c;
 	hit = true;
