@@ -1008,7 +1008,7 @@ int cmd_run(int argc, char **argv)
 	parse_opts(argc, argv, &o);
 	/* The capability probe runs in a child while the policy loads. */
 	if (!o.have_mode || o.mode != POLICY_MODE_OFF || o.events)
-		doctor_probe_begin();
+		doctor_probe_begin(true);
 	p = load_policy(&o);
 	publish_merge_args(&p, o.publish, o.npublish);
 	/* Transparent mode's probe (nftables) only when the policy wants it. */

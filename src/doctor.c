@@ -39,6 +39,30 @@
  * CPU), so a run that does not use transparent mode does not pay for
  * it. It counts for enforce mode only when the caller's policy asks for
  * it (need_transparent).
+ *
+ * Caching: the probe's answer holds as long as the things it depends on
+ * do, so `airlock run` (doctor_probe_begin(true)) takes an answer cached
+ * earlier in the same boot instead of probing again: one file, "probe",
+ * in /run/airlock for root ($XDG_RUNTIME_DIR/airlock for other users,
+ * AIRLOCK_PROBE_CACHE_DIR when set). The answer is cached under a key
+ * (cache_key_make): the boot (/proc/sys/kernel/random/boot_id), this
+ * binary (device, inode, size, modification and change times), the real
+ * and effective ids, the caller's user, mount, PID and cgroup
+ * namespaces, its seccomp, no_new_privs and capability sets, its LSM
+ * label and the sysctls that limit namespaces and seccomp. It fails
+ * closed: the file is used only when it is a regular file with one link,
+ * owned by the effective user, mode 0600, in a directory of that user
+ * that nobody else may write, and its text is byte for byte what this
+ * code writes for the current key, ending in the SHA-256 of the rest;
+ * and only when its answer is that enforce mode can run (a negative
+ * answer is never cached, so a host that lacks something is probed
+ * every time, and says what). Anything else is ignored and the host
+ * probed, and that probe replaces the file (or removes it when enforce
+ * cannot run). `airlock doctor` never reads the cache: it probes, and
+ * refreshes or removes the cache with what it found. The transparent
+ * mode's probe is not cached. The sandbox itself still creates its
+ * namespaces and loads its filter at every start, and fails if the
+ * kernel refuses: the cache spares the probe, never the checks.
  */
 #include "doctor.h"
 
@@ -48,6 +72,7 @@
 #include <linux/landlock.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -58,11 +83,13 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "receipt_line.h"
 #include "sandbox_filter.h"
 #include "transparent.h"
 #include "util.h"
@@ -285,19 +312,370 @@ static void probe_in_namespaces(int fd)
 	_exit(util_write_all(fd, &c, sizeof(c)) == 0 ? 0 : 1);
 }
 
-/* A probe under way (doctor_probe_begin), or none: pid -1. */
+/* The probe's answer, cached per boot (see "Caching" above). */
+#define CACHE_FILE "probe"
+#define CACHE_MAGIC "airlock probe cache 1\n"
+#define CACHE_MAX 8192
+
+/* The cache's directory: AIRLOCK_PROBE_CACHE_DIR, else /run/airlock for
+ * root and $XDG_RUNTIME_DIR/airlock for others; false: none. */
+static bool cache_dir_path(char *out, size_t len)
+{
+	const char *env = getenv("AIRLOCK_PROBE_CACHE_DIR");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (env && *env)
+		n = snprintf(out, len, "%s", env);
+	else if (geteuid() == 0)
+		n = snprintf(out, len, "/run/airlock");
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(out, len, "%s/airlock", xdg);
+	else
+		return false;
+	return n > 0 && (size_t)n < len;
+}
+
+/* The cache's directory, opened: not a symbolic link, owned by this
+ * effective user, writable by nobody else. -1 when there is none such. */
+static int cache_dir_open(bool create)
+{
+	char dir[4096];
+	struct stat st;
+	int fd;
+
+	if (!cache_dir_path(dir, sizeof(dir)))
+		return -1;
+	if (create)
+		(void)mkdir(dir, 0700);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+struct keybuf {
+	char s[CACHE_MAX];
+	size_t n;
+	bool full;
+};
+
+static void key_add(struct keybuf *k, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void key_add(struct keybuf *k, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (k->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(k->s + k->n, sizeof(k->s) - k->n, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(k->s) - k->n)
+		k->full = true;
+	else
+		k->n += (size_t)n;
+}
+
+/* Appends " " and the start of small file @path, its final newline
+ * dropped and other blanks made '_'; " -" when it cannot be read. */
+static void key_add_file(struct keybuf *k, const char *path)
+{
+	char buf[512];
+	ssize_t r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0) {
+		key_add(k, " -");
+		return;
+	}
+	do
+		r = read(fd, buf, sizeof(buf) - 1);
+	while (r < 0 && errno == EINTR);
+	close(fd);
+	if (r < 0) {
+		key_add(k, " -");
+		return;
+	}
+	while (r > 0 && buf[r - 1] == '\n')
+		r--;
+	buf[r] = 0;
+	for (ssize_t i = 0; i < r; i++)
+		if (buf[i] == '\n' || buf[i] == ' ' || buf[i] == '\t' || buf[i] == 0)
+			buf[i] = '_';
+	key_add(k, " %s", r ? buf : "_");
+}
+
+/* What the probe's answer depends on, as text: the boot, this binary,
+ * who runs it and in which namespaces, under which seccomp filters and
+ * capabilities and LSM label, and the sysctls that limit namespaces and
+ * seccomp. A cached answer holds only under the same key. NULL when a
+ * part that must be known cannot be read (then nothing is cached). */
+static char *cache_key_make(void)
+{
+	static const char *const ns[] = { "user", "mnt", "pid", "cgroup" };
+	static const char *const sysctls[] = {
+		"/proc/sys/user/max_user_namespaces",
+		"/proc/sys/user/max_mnt_namespaces",
+		"/proc/sys/user/max_net_namespaces",
+		"/proc/sys/user/max_pid_namespaces",
+		"/proc/sys/user/max_ipc_namespaces",
+		"/proc/sys/user/max_uts_namespaces",
+		"/proc/sys/kernel/unprivileged_userns_clone",
+		"/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+		"/proc/sys/kernel/seccomp/actions_avail",
+		"/proc/sys/kernel/unprivileged_bpf_disabled",
+	};
+	struct keybuf *k = util_xmalloc(sizeof(*k));
+	char boot[64], *status, *line, *save = NULL;
+	struct stat st;
+	size_t i;
+	int fd;
+	ssize_t r;
+
+	k->n = 0;
+	k->full = false;
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	r = fd < 0 ? -1 : read(fd, boot, sizeof(boot) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (r < 32 || stat("/proc/self/exe", &st) < 0)
+		goto fail;
+	boot[r] = 0;
+	boot[strcspn(boot, "\n")] = 0;
+	key_add(k, "boot %s\n", boot);
+	key_add(k, "exe %llu %llu %lld %lld.%09ld %lld.%09ld\n",
+		(unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+		(long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+		(long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+	key_add(k, "ids %u %u %u %u\n", (unsigned)getuid(), (unsigned)geteuid(),
+		(unsigned)getgid(), (unsigned)getegid());
+	key_add(k, "ns");
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", ns[i]);
+		if (stat(path, &st) < 0)
+			goto fail;
+		key_add(k, " %llu:%llu", (unsigned long long)st.st_dev,
+			(unsigned long long)st.st_ino);
+	}
+	key_add(k, "\nstatus");
+	status = util_read_file("/proc/self/status", 1 << 16, NULL);
+	if (!status)
+		goto fail;
+	for (line = strtok_r(status, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, "Seccomp", 7) || !strncmp(line, "NoNewPrivs:", 11) ||
+		    !strncmp(line, "Cap", 3)) {
+			for (char *c = line; *c; c++)
+				if (*c == ' ' || *c == '\t')
+					*c = '_';
+			key_add(k, " %s", line);
+		}
+	free(status);
+	key_add(k, "\nlsm");
+	key_add_file(k, "/proc/self/attr/current");
+	key_add(k, "\nsysctl");
+	for (i = 0; i < ARRAY_SIZE(sysctls); i++)
+		key_add_file(k, sysctls[i]);
+	key_add(k, "\n");
+	if (k->full)
+		goto fail;
+	{
+		char *s = util_xstrndup(k->s, k->n);
+
+		free(k);
+		return s;
+	}
+fail:
+	free(k);
+	return NULL;
+}
+
+/* The cache file's text for @key and @caps, without its "sum" line. */
+static char *cache_body(const char *key, const struct doctor_caps *c)
+{
+	char *s = NULL;
+
+	if (asprintf(&s, CACHE_MAGIC "%scaps %d %d %d %d %d %d %d %d\n", key, c->userns,
+		     c->netns, c->pidns, c->mountns, c->ipcns, c->utsns, c->seccomp,
+		     c->landlock) < 0)
+		return NULL;
+	return s;
+}
+
+static bool caps_all_required(const struct doctor_caps *c)
+{
+	return c->userns && c->netns && c->pidns && c->mountns && c->ipcns &&
+	       c->utsns && c->seccomp;
+}
+
+/* Parses "caps U N P M I T S L\n" (the seven required capabilities, 0 or
+ * 1, and the Landlock ABI) into @u and @landlock. */
+static bool parse_caps(const char *p, int u[7], int *landlock)
+{
+	int i;
+
+	if (strncmp(p, "caps ", 5) != 0)
+		return false;
+	p += 5;
+	for (i = 0; i < 8; i++) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (end == p || errno != 0 || v < 0 || v > (i < 7 ? 1 : 1000) ||
+		    *end != (i < 7 ? ' ' : '\n'))
+			return false;
+		if (i < 7)
+			u[i] = (int)v;
+		else
+			*landlock = (int)v;
+		p = end + 1;
+	}
+	return true;
+}
+
+/* Reads the cached answer for @key into @caps. True only for a regular
+ * file in the cache's directory owned by this effective user, mode 0600,
+ * one link, whose text is exactly what cache_write() writes for @key
+ * (magic, key, caps, the SHA-256 of all that) and whose answer is that
+ * enforce mode can run: anything else is not a cache hit, and the host
+ * is probed. */
+static bool cache_read(const char *key, struct doctor_caps *caps)
+{
+	char text[CACHE_MAX + 1], sum[RECEIPT_SHA256_HEX_LEN + 1], *body = NULL;
+	struct doctor_caps c;
+	int u[7], dirfd, fd;
+	size_t got = 0, klen = strlen(key);
+	bool hit = false;
+	struct stat st;
+	const char *p;
+	ssize_t r;
+
+	dirfd = cache_dir_open(false);
+	if (dirfd < 0)
+		return false;
+	fd = openat(dirfd, CACHE_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dirfd);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 07777) != 0600 || st.st_nlink != 1 || st.st_size > CACHE_MAX)
+		goto out;
+	while (got < CACHE_MAX) {
+		r = read(fd, text + got, CACHE_MAX - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	text[got] = 0;
+	if (strlen(text) != got)
+		goto out;
+	p = text;
+	if (strncmp(p, CACHE_MAGIC, strlen(CACHE_MAGIC)) != 0)
+		goto out;
+	p += strlen(CACHE_MAGIC);
+	if (strncmp(p, key, klen) != 0)
+		goto out;
+	p += klen;
+	memset(&c, 0, sizeof(c));
+	if (!parse_caps(p, u, &c.landlock))
+		goto out;
+	c.userns = u[0];
+	c.netns = u[1];
+	c.pidns = u[2];
+	c.mountns = u[3];
+	c.ipcns = u[4];
+	c.utsns = u[5];
+	c.seccomp = u[6];
+	if (!caps_all_required(&c))
+		goto out;
+	/* Byte for byte what would be written: no other spelling passes. */
+	body = cache_body(key, &c);
+	if (!body || strncmp(text, body, strlen(body)) != 0)
+		goto out;
+	p = text + strlen(body);
+	receipt_sha256_hex(body, strlen(body), sum);
+	if (strncmp(p, "sum ", 4) != 0 || strncmp(p + 4, sum, RECEIPT_SHA256_HEX_LEN) != 0 ||
+	    strcmp(p + 4 + RECEIPT_SHA256_HEX_LEN, "\n") != 0)
+		goto out;
+	*caps = c;
+	hit = true;
+out:
+	free(body);
+	close(fd);
+	return hit;
+}
+
+/* Replaces the cached answer with @caps, probed under @key, when enforce
+ * mode can run with it; removes it otherwise. Best effort: a cache that
+ * cannot be written only means the next start probes again. */
+static void cache_write(const char *key, const struct doctor_caps *caps)
+{
+	char tmp[64], sum[RECEIPT_SHA256_HEX_LEN + 1], *body;
+	int dirfd, fd;
+
+	dirfd = cache_dir_open(caps_all_required(caps));
+	if (dirfd < 0)
+		return;
+	if (!caps_all_required(caps) || !key || !(body = cache_body(key, caps))) {
+		(void)unlinkat(dirfd, CACHE_FILE, 0);
+		close(dirfd);
+		return;
+	}
+	receipt_sha256_hex(body, strlen(body), sum);
+	snprintf(tmp, sizeof(tmp), CACHE_FILE ".%d.tmp", (int)getpid());
+	(void)unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		bool ok = fchmod(fd, 0600) == 0 && util_write_all(fd, body, strlen(body)) == 0 &&
+		     util_write_all(fd, "sum ", 4) == 0 &&
+		     util_write_all(fd, sum, RECEIPT_SHA256_HEX_LEN) == 0 &&
+		     util_write_all(fd, "\n", 1) == 0;
+		ok = close(fd) == 0 && ok;
+		if (!ok || renameat(dirfd, tmp, dirfd, CACHE_FILE) < 0)
+			(void)unlinkat(dirfd, tmp, 0);
+	}
+	free(body);
+	close(dirfd);
+}
+
+/* A probe under way (doctor_probe_begin), or none: pid -1. @key is what
+ * its answer is cached under (NULL: not cached); @hit says the answer
+ * came from the cache, in @cached, and no child runs. */
 static struct {
 	pid_t pid;
 	int fd;
-} pending = { -1, -1 };
+	char *key;
+	bool hit;
+	struct doctor_caps cached;
+} pending = { -1, -1, NULL, false, { 0 } };
 
-void doctor_probe_begin(void)
+void doctor_probe_begin(bool use_cache)
 {
 	int fds[2];
 	pid_t pid;
 
-	if (pending.pid > 0)
+	if (pending.pid > 0 || pending.hit)
 		return;
+	free(pending.key);
+	pending.key = cache_key_make();
+	if (use_cache && pending.key && cache_read(pending.key, &pending.cached)) {
+		pending.hit = true;
+		return;
+	}
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return;
 	pid = fork();
@@ -380,6 +758,7 @@ void doctor_probe_cancel(void)
 		kill(pending_transparent, SIGKILL);
 		(void)transparent_collect();
 	}
+	pending.hit = false;
 	if (pending.pid < 0)
 		return;
 	kill(pending.pid, SIGKILL);
@@ -396,7 +775,13 @@ void doctor_probe(struct doctor_caps *caps)
 	int status;
 
 	memset(caps, 0, sizeof(*caps));
-	doctor_probe_begin();
+	doctor_probe_begin(true);
+	if (pending.hit) {
+		*caps = pending.cached;
+		pending.hit = false;
+		caps->transparent = transparent_collect() && caps->netns;
+		return;
+	}
 	if (pending.pid < 0) {
 		(void)transparent_collect();
 		return;
@@ -411,6 +796,8 @@ void doctor_probe(struct doctor_caps *caps)
 	close(pending.fd);
 	pending.pid = -1;
 	pending.fd = -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		cache_write(pending.key, caps);
 	caps->transparent = transparent_collect() && caps->netns;
 }
 
@@ -518,6 +905,9 @@ int cmd_doctor(int argc, char **argv)
 		return 2;
 	}
 	doctor_transparent_begin();
+	/* Never from the cache: doctor exercises the host, and refreshes
+	 * the cache (or removes it) with what it found. */
+	doctor_probe_begin(false);
 	doctor_probe(&caps);
 	ready = doctor_enforce_ready(&caps);
 	o = doctor_caps_json(&caps);

@@ -29,8 +29,13 @@ struct doctor_caps {
 /* Starts the probe in a child (cloned into the sandbox's namespaces), so
  * that it runs while the caller goes on; doctor_probe() collects it. Call
  * it while the process has a single thread (the child does not go through
- * fork()'s handlers). Without it, doctor_probe() runs the probe itself. */
-void doctor_probe_begin(void);
+ * fork()'s handlers). Without it, doctor_probe() runs the probe itself,
+ * as doctor_probe_begin(true). With @use_cache, an answer cached earlier
+ * in this boot for this binary, user, namespaces and limits is taken
+ * instead (no child); without, the host is probed. Either way a probe
+ * that runs replaces the cache with its answer (or removes it when
+ * enforce mode cannot run). */
+void doctor_probe_begin(bool use_cache);
 
 /* Starts the transparent mode's probe (loads nftables rules in a fresh
  * network namespace: costly), which doctor_probe() then collects into

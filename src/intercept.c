@@ -371,6 +371,11 @@ void intercept_connected(struct conn *c)
 	SSL *ssl;
 
 	c->ic = util_xcalloc(1, sizeof(*c->ic));
+	/* The system store, loaded on the first upstream handshake. */
+	if (tls_client_trust_system(c->p->intercept->client) < 0) {
+		fail_close(c, "upstream.tls", "cannot load the system's trust store");
+		return;
+	}
 	ssl = SSL_new(c->p->intercept->client);
 	if (!ssl) {
 		ERR_clear_error();

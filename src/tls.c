@@ -26,6 +26,16 @@
  *    caller answers 502 with tls_handshake_error()'s line and sends
  *    nothing of the request, and there is no fallback to a tunnel.
  *
+ * A worker makes its upstream context with tls_client_ctx_new_deferred():
+ * the system store (OpenSSL's default file, parsed whole: every
+ * certificate's key goes through OpenSSL 3's decoders, tens of
+ * milliseconds of CPU) is loaded by tls_client_trust_system() before the
+ * first upstream handshake, not at the worker's start, which most
+ * sessions' workers then never pay (a session that intercepts nothing,
+ * or ends at once). egress.upstream_ca is still loaded at once, so that
+ * a bad file is reported at start as before. The worker's Landlock rules
+ * let it read the store's paths once confined (worker.c).
+ *
  * Mustn't: verify with a callback that overrides OpenSSL's verdict; accept
  * an upstream that selected a protocol other than http/1.1.
  */
@@ -232,15 +242,43 @@ int tls_server_use_cert(SSL *ssl, const struct tls_cert *c, char *err, size_t er
 	return 0;
 }
 
-SSL_CTX *tls_client_ctx_new(const char *upstream_ca, char *err, size_t errlen)
+/* A client context whose system store is still to be loaded
+ * (tls_client_ctx_new_deferred) carries this mark until it is. */
+static int deferred_index = -1;
+static pthread_once_t deferred_once = PTHREAD_ONCE_INIT;
+static int deferred_mark;
+
+static void deferred_index_init(void)
+{
+	deferred_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+int tls_client_trust_system(SSL_CTX *ctx)
+{
+	if (deferred_index < 0 || SSL_CTX_get_ex_data(ctx, deferred_index) != &deferred_mark)
+		return 0;
+	if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		ERR_clear_error();
+		return -1;
+	}
+	(void)SSL_CTX_set_ex_data(ctx, deferred_index, NULL);
+	return 0;
+}
+
+static SSL_CTX *client_ctx_new(const char *upstream_ca, bool defer_system, char *err,
+			       size_t errlen)
 {
 	static const unsigned char alpn[] = "\x08" TLS_ALPN_HTTP11;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
+	if (defer_system)
+		(void)pthread_once(&deferred_once, deferred_index_init);
 	if (!ctx || !common_settings(ctx) ||
 	    /* returns 0 on success */
 	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 ||
-	    SSL_CTX_set_default_verify_paths(ctx) != 1) {
+	    (defer_system ? deferred_index < 0 ||
+				    SSL_CTX_set_ex_data(ctx, deferred_index, &deferred_mark) != 1
+			  : SSL_CTX_set_default_verify_paths(ctx) != 1)) {
 		ssl_error(err, errlen, "TLS client context");
 		goto fail;
 	}
@@ -261,6 +299,16 @@ SSL_CTX *tls_client_ctx_new(const char *upstream_ca, char *err, size_t errlen)
 fail:
 	SSL_CTX_free(ctx);
 	return NULL;
+}
+
+SSL_CTX *tls_client_ctx_new(const char *upstream_ca, char *err, size_t errlen)
+{
+	return client_ctx_new(upstream_ca, false, err, errlen);
+}
+
+SSL_CTX *tls_client_ctx_new_deferred(const char *upstream_ca, char *err, size_t errlen)
+{
+	return client_ctx_new(upstream_ca, true, err, errlen);
 }
 
 int tls_client_prepare(SSL *ssl, const char *host, char *err, size_t errlen)

@@ -72,6 +72,17 @@ int tls_server_use_cert(SSL *ssl, const struct tls_cert *c, char *err,
  * loaded. */
 SSL_CTX *tls_client_ctx_new(const char *upstream_ca, char *err, size_t errlen);
 
+/* The same, but the system store is loaded only by
+ * tls_client_trust_system(), which must be called before the first
+ * handshake (until then only @upstream_ca is trusted). */
+SSL_CTX *tls_client_ctx_new_deferred(const char *upstream_ca, char *err,
+				     size_t errlen);
+
+/* Loads the system store into a context from tls_client_ctx_new_deferred()
+ * if it is not yet loaded; nothing for other contexts. Returns 0, or -1
+ * when OpenSSL fails to (the handshake must then not be tried). */
+int tls_client_trust_system(SSL_CTX *ctx);
+
 /* Prepares an upstream @ssl for @host (a normalised name or IP literal,
  * IPv6 without brackets): SNI for a name (never for an address, which
  * SNI cannot carry), and the name or address the certificate must match

@@ -70,6 +70,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/x509.h>
+
 #include "child.h"
 #include "confine.h"
 #include "dnsstub.h"
@@ -593,24 +595,63 @@ static bool wait_go(struct wctx *x)
 /* The paths a worker reads after its filter: the fixed ones, where
  * resolv.conf really lives when it is a link out of /etc (resolvers
  * rewrite it there), and the policy's upstream CA file. */
-static size_t read_paths(const struct policy *p, const char **out, char **dir)
+/* Up to this many directories of SSL_CERT_DIR (a ':' list) stay readable. */
+#define TRUST_DIRS_MAX 4
+/* The paths read_paths() may add and the caller frees: /etc/resolv.conf's
+ * directory, the trust store's file and directories. */
+#define READ_PATHS_OWNED (2 + TRUST_DIRS_MAX)
+
+/* Adds @path, resolved (Landlock checks the file a link leads to), to
+ * @out and @own when it exists. */
+static void add_real(const char *path, const char **out, size_t *n, char **own,
+		     size_t *nown)
+{
+	char *real = path && *path ? realpath(path, NULL) : NULL;
+
+	if (!real)
+		return;
+	out[(*n)++] = real;
+	own[(*nown)++] = real;
+}
+
+/* The system trust store as OpenSSL will look for it (its default file and
+ * directories, or SSL_CERT_FILE and SSL_CERT_DIR): the upstream context
+ * loads it on the first handshake, once confined (tls.c). */
+static void trust_paths(const char **out, size_t *n, char **own, size_t *nown)
+{
+	const char *file = getenv(X509_get_default_cert_file_env());
+	const char *dirs = getenv(X509_get_default_cert_dir_env());
+	char *copy, *d, *save = NULL;
+	int k = 0;
+
+	add_real(file ? file : X509_get_default_cert_file(), out, n, own, nown);
+	copy = util_xstrdup(dirs ? dirs : X509_get_default_cert_dir());
+	for (d = strtok_r(copy, ":", &save); d && k < TRUST_DIRS_MAX;
+	     d = strtok_r(NULL, ":", &save), k++)
+		add_real(d, out, n, own, nown);
+	free(copy);
+}
+
+static size_t read_paths(const struct policy *p, const char **out, char **own,
+			 size_t *nown)
 {
 	size_t n = 0, i;
 	char *real, *slash;
 
 	for (i = 0; i < ARRAY_SIZE(worker_reads); i++)
 		out[n++] = worker_reads[i];
-	*dir = NULL;
+	*nown = 0;
 	real = realpath("/etc/resolv.conf", NULL);
 	if (real && (slash = strrchr(real, '/')) && slash != real) {
 		*slash = '\0';
 		if (strcmp(real, "/etc") != 0) {
-			*dir = real;
+			own[(*nown)++] = real;
 			out[n++] = real;
 			real = NULL;
 		}
 	}
 	free(real);
+	trust_paths(out, &n, own, nown);
 	if (p->upstream_ca)
 		out[n++] = p->upstream_ca;
 	return n;
@@ -642,12 +683,14 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 			     cfg->listen_fd, ctl, kfd,
 			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
 			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
-	const char *paths[ARRAY_SIZE(worker_reads) + 2];
+	const char *paths[ARRAY_SIZE(worker_reads) + READ_PATHS_OWNED + 1];
+	char *owned[READ_PATHS_OWNED];
+	size_t nowned, k;
 	struct proxy_opts po;
 	struct intercept_opts io;
 	struct filter_reg reg[FILTER_MAX];
 	struct wctx x;
-	char err[512], who[64], *dir;
+	char err[512], who[64];
 	sigset_t set;
 	size_t i;
 	int sfd, rc;
@@ -706,7 +749,11 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		io.server = tls_server_ctx_new(err, sizeof(err));
 		if (!io.server)
 			child_fatal("%s", err);
-		io.client = tls_client_ctx_new(cfg->policy->upstream_ca, err, sizeof(err));
+		/* The system store is read on the first upstream handshake,
+		 * once confined (worker_reads lets it): most of a worker's
+		 * start otherwise. */
+		io.client = tls_client_ctx_new_deferred(cfg->policy->upstream_ca, err,
+							sizeof(err));
 		if (!io.client)
 			child_fatal("%s", err);
 		io.leaf = kfd >= 0 ? worker_leaf : NULL;
@@ -722,10 +769,12 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		if (x.made[i] && filter_table[i]->start &&
 		    filter_table[i]->start(x.made[i], x.px) < 0)
 			child_fatal("the %s filter cannot start", filter_table[i]->name);
-	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
-			 err, sizeof(err)) < 0)
+	if (confine_self(CONFINE_WORKER, paths,
+			 read_paths(cfg->policy, paths, owned, &nowned), err,
+			 sizeof(err)) < 0)
 		child_fatal("%s", err);
-	free(dir);
+	for (k = 0; k < nowned; k++)
+		free(owned[k]);
 	msg_start(&x.out, MSG_WORKER_READY);
 	if (msg_send(ctl, &x.out, -1, 0) < 0)
 		_exit(EXIT_AIRLOCK_FAILURE);

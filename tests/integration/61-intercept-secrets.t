@@ -163,6 +163,20 @@ like "$(grep '^HTTP/1.1 5' "$WS/untrusted.out")" '502' "an untrusted upstream ce
 like "$(cat "$WS/untrusted.out")" 'certificate verify failed' "... naming the reason"
 is "$(net_count line~/v1/untrusted)" 0 "... and nothing was sent"
 
+# The system store counts too: here SSL_CERT_FILE, a file outside
+# OpenSSL's default paths, in airlock's environment. A worker loads the
+# store on its first upstream handshake, once confined: its Landlock
+# rules must let it read that file.
+rm -f "$EV"
+cp "$CA" "$T/system-ca.pem"
+export SSL_CERT_FILE="$T/system-ca.pem"
+run enforce '
+curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "X-Api-Key: $API_KEY" https://api.airlock.test/v1/system > "$0/system.code" 2>&1
+exit 0'
+unset SSL_CERT_FILE
+is "$(cat "$WS/system.code")" 200 "an upstream trusted only by the system store (SSL_CERT_FILE): 200"
+is "$(net_count line~/v1/system)" 1 "... and the request reached it"
+
 # shadow: a would-be block is forwarded with the placeholder, never the value
 rm -f "$EV"
 write_policy shadow "\"$CA\""
