@@ -1274,6 +1274,22 @@ int keeper_link_flush(struct keeper_link *l)
 	return rc;
 }
 
+int keeper_link_turn(struct keeper_link *l, int *wait_ms)
+{
+	uint64_t now;
+
+	*wait_ms = -1;
+	if (!l->nbatch)
+		return 0;
+	if (!l->hold_ms)
+		return keeper_link_flush(l);
+	now = util_now_ms();
+	if (now - l->batch_t0 >= l->hold_ms)
+		return keeper_link_flush(l);
+	*wait_ms = (int)(l->batch_t0 + l->hold_ms - now);
+	return 0;
+}
+
 int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		  enum receipt_decision d, enum receipt_point point,
 		  const char *rule, json_t *subject, const char *reason,
@@ -1289,8 +1305,10 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 	if (l->batching && !want_seq) {
 		/* One message for the records of a turn of the worker's
 		 * loop: the key holder's cost is per message. */
-		if (!l->nbatch)
+		if (!l->nbatch) {
 			msg_start(&l->batch, MSG_RECORD_BATCH);
+			l->batch_t0 = l->hold_ms ? util_now_ms() : 0;
+		}
 		put_record(&l->batch, 0, type, d, point, rule, subject, reason);
 		l->nbatch++;
 		if (l->nbatch >= KEEPER_BATCH_RECORDS || l->batch.len >= KEEPER_BATCH_BYTES)
