@@ -54,6 +54,7 @@
 
 #include <jansson.h>
 
+#include "confine.h"
 #include "events.h"
 #include "export.h"
 #include "merkle.h"
@@ -624,9 +625,24 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 	char *buf = util_xmalloc(FEED_MSG_MAX);
 	pthread_t t = 0, w = 0;
 	bool eof = false;
+	char err[512];
 
 	(void)prctl(PR_SET_NAME, "airlock-feed", 0, 0, 0);
 	signal(SIGPIPE, SIG_IGN);
+	/* The collector's and the witness's addresses now: once confined,
+	 * this process opens no file (the resolver's included). A name that
+	 * does not resolve now is said; its sends fail, and what they lose
+	 * is recorded as receipt.gap. */
+	if (f->spec && util_tcp_pin(f->u.host, f->u.port, err, sizeof(err)) < 0)
+		util_warn("--events %s: %s", f->spec, err);
+	if (f->wurl && witness_url_pin(f->wurl, err, sizeof(err)) < 0)
+		util_warn("--witness %s: %s", f->wurl, err);
+	/* before its threads: the filter and Landlock are the calling
+	 * thread's, which the threads it starts inherit */
+	if (confine_self(CONFINE_FEED, NULL, 0, err, sizeof(err)) < 0) {
+		util_warn("airlock-feed: %s", err);
+		_exit(EXIT_FAILURE);
+	}
 	if ((f->spec && pthread_create(&t, NULL, sender, f) != 0) ||
 	    (f->wurl && pthread_create(&w, NULL, cosigner, f) != 0)) {
 		util_warn("airlock-feed: cannot start a thread");
