@@ -553,8 +553,9 @@ static bool cosign_once(struct feed *f)
 }
 
 /* The cosigner thread: the witness cosigns the checkpoints as they come
- * (at most one request each FEED_WITNESS_EVERY_MS), and the last one
- * when the key holder asks, answered on the channel. */
+ * (at most one request each FEED_WITNESS_EVERY_MS), each cosignature
+ * going to the key holder for the stream (MSG_WITNESS_COSIGNED), and the
+ * last one when the key holder asks, answered on the channel. */
 static void *cosigner(void *arg)
 {
 	struct feed *f = arg;
@@ -582,7 +583,14 @@ static void *cosigner(void *arg)
 			break;
 		if (f->cp_size > f->cosigned && now >= next) {
 			next = now + FEED_WITNESS_EVERY_MS;
-			(void)cosign_once(f);
+			if (cosign_once(f)) {
+				/* into the stream, as receipt.cosignature */
+				msg_start(&m, MSG_WITNESS_COSIGNED);
+				msg_put_u64(&m, f->cosigned);
+				msg_put_cstr(&m, f->cosig);
+				(void)msg_send(f->chan, &m, -1, MSG_DONTWAIT);
+				msg_free(&m);
+			}
 			continue;
 		}
 		pthread_mutex_unlock(&f->mu);

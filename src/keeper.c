@@ -586,6 +586,51 @@ static enum handled on_feed_gap(struct kstate *ks, struct chan *c,
 	return HANDLED_OK;
 }
 
+/* The witness cosigned the checkpoint of @size lines as the session
+ * went: a receipt.cosignature line carries its cosignature, for verify
+ * --witness to check against that checkpoint. The feed is believed for
+ * nothing: verify checks the line. */
+static enum handled on_witness_cosigned(struct kstate *ks, struct chan *c,
+					struct msg_reader *r, int fd)
+{
+	const char *lines, *sp;
+	char name[256] = "", reason[320];
+	json_t *subject, *arr;
+	size_t len;
+	uint64_t size;
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &size);
+	msg_get_str(r, 16384, &lines, &len);
+	if (!msg_end(r) || !ks->started || size == 0 || size > INT64_MAX || len == 0)
+		return HANDLED_BAD;
+	/* the first line's name: "— NAME BASE64\n" */
+	if (strncmp(lines, "\xe2\x80\x94 ", 4) == 0 && (sp = strchr(lines + 4, ' ')) &&
+	    (size_t)(sp - lines - 4) < sizeof(name))
+		snprintf(name, sizeof(name), "%.*s", (int)(sp - lines - 4), lines + 4);
+	arr = json_array();
+	ASSERT(arr);
+	for (const char *p = lines; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+
+		json_array_append_new(arr, json_stringn(p, n));
+		p += n;
+	}
+	subject = json_pack("{s:I, s:s, s:o}", "size", (json_int_t)size, "witness",
+			    receipt_utf8_valid(name) ? name : "", "cosignatures", arr);
+	ASSERT(subject);
+	snprintf(reason, sizeof(reason), "the witness cosigned the checkpoint of the "
+		 "first %llu lines", (unsigned long long)size);
+	if (receipt_append(ks->w, RECEIPT_COSIGNATURE_TYPE, RECEIPT_INFO,
+			   RECEIPT_POINT_SUPERVISOR, "witness", subject, reason) < 0 &&
+	    receipt_error(ks->w))
+		write_failed(ks);
+	json_decref(subject);
+	return HANDLED_OK;
+}
+
 static enum handled on_add_channel(struct kstate *ks, struct chan *c,
 				   struct msg_reader *r, int fd)
 {
@@ -743,6 +788,7 @@ static const struct {
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
 	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
 	{ MSG_FEED_GAP, PEER_BIT(KEEPER_PEER_FEED), on_feed_gap },
+	{ MSG_WITNESS_COSIGNED, PEER_BIT(KEEPER_PEER_FEED), on_witness_cosigned },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor

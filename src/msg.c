@@ -91,6 +91,7 @@ static const char *const type_names[] = {
 	[MSG_PUBLISH_NS] = "publish-ns",
 	[MSG_PUBLISH_AUTH] = "publish-auth",
 	[MSG_PUBLISH_SERVING] = "publish-serving",
+	[MSG_WITNESS_COSIGNED] = "witness-cosigned",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

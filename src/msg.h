@@ -134,6 +134,10 @@ enum msg_type {
 				 namespaces */
 	MSG_PUBLISH_SERVING,  /* relay -> supervisor: no fields: in the
 				 sandbox's network, confined, serving */
+	MSG_WITNESS_COSIGNED, /* feed -> key holder: u64 size, str
+				 cosignature lines: the witness cosigned the
+				 checkpoint of that size as the session went;
+				 record receipt.cosignature */
 	MSG_TYPE_COUNT
 };
 

@@ -420,6 +420,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_PUBLISH_NS:
 	case MSG_PUBLISH_AUTH:
 	case MSG_PUBLISH_SERVING:
+	case MSG_WITNESS_COSIGNED:
 	case MSG_WITNESS_NOTE:
 	case MSG_FEED_GAP:
 	case MSG_WITNESS_COSIG:
@@ -696,10 +697,13 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		po.intercept = &io;
 	}
 	po.nfilters = build_filters(cfg, &x, ledger_fd, &spend, reg);
-	/* Records wait for the key holder across turns, for a bounded time,
-	 * except with a spend ledger: it records a call's budget.charge on a
-	 * channel of its own, which must not overtake the call's lines. */
-	x.link.hold_ms = spend ? 0 : util_test_ms("record_hold", WORKER_RECORD_HOLD_MS);
+	/* With receipts.sign "checkpoint" (whose lines the key holder keeps
+	 * a few ms anyway), records wait for the key holder across turns,
+	 * for a bounded time; not with a spend ledger: it records a call's
+	 * budget.charge on a channel of its own, which must not overtake the
+	 * call's lines. */
+	x.link.hold_ms = spend || !cfg->policy->receipts_checkpoint
+				 ? 0 : util_test_ms("record_hold", WORKER_RECORD_HOLD_MS);
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
