@@ -209,14 +209,14 @@ void feed_queue_gap(struct feed_queue *fq, int64_t from, int64_t to, const char 
 
 void feed_queue_take(struct feed_queue *fq, int64_t seq, const char *line, size_t n)
 {
-	char why[160];
-
 	if (seq > fq->next_seq)
 		feed_queue_gap(fq, fq->next_seq, seq - 1,
 			       "the key holder's channel to the feed was full");
 	if (seq >= fq->next_seq)
 		fq->next_seq = seq + 1;
 	if (fq->n == fq->cap || fq->bytes + n > FEED_QUEUE_BYTES) {
+		char why[160];
+
 		snprintf(why, sizeof(why), "the feed's queue (%zu lines) was "
 			 "full: the collector was down or slow", fq->cap);
 		feed_queue_gap(fq, seq, seq, why);

@@ -60,9 +60,11 @@
  * worker never waits for a signature it does not need.
  *
  * Batches. A worker's link gathers the records that want no seq into one
- * MSG_RECORD_BATCH, sent once a turn of its event loop (and before any
- * other request of that link, so a channel's order holds): the key
- * holder's cost was per message (a recvmsg, a wake-up). A batch's framing
+ * MSG_RECORD_BATCH, sent once a turn of its event loop, or in checkpoint
+ * mode once its first record has waited hold_ms across turns
+ * (keeper_link_turn()), and before any other request of that link, so a
+ * channel's order holds: the key holder's cost was per message (a
+ * recvmsg, a wake-up). A batch's framing
  * is checked whole before any of it is written; its records are then
  * checked and written one by one as single requests are, and the first
  * refused one drops the channel. A subject that is already the JSON the
