@@ -17,6 +17,9 @@
  * read-only (libraries read their configuration lazily), exit.
  * Should (worker): create TCP and UDP sockets over IPv4 and IPv6, connect,
  * accept on the listening socket it was given, splice through pipes.
+ * Should (feed, the live feed's process): the same clients as a worker
+ * (TCP to the collector and the witness, whose addresses it resolved
+ * before its filter), start threads of its own; and open no file at all.
  *
  * Mustn't: execve/execveat (the filter is the only thing between a
  * hijacked worker and a shell); open a file for writing, create, truncate,
@@ -51,6 +54,7 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <linux/prctl.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +79,7 @@ static const char *const profile_names[] = {
 	[CONFINE_WORKER] = "worker",
 	[CONFINE_LEDGER] = "ledger",
 	[CONFINE_SUPERVISOR] = "supervisor",
+	[CONFINE_FEED] = "feed",
 };
 static_assert(ARRAY_SIZE(profile_names) == CONFINE_PROFILE_COUNT,
 	      "profile_names matches enum confine_profile");
@@ -130,6 +135,13 @@ static const char *const supervisor_calls[] = {
 	"rt_sigtimedwait", "rt_sigpending", "setitimer", "alarm",
 };
 
+/* The live feed: its clients of the collector and the witness (sockets
+ * are checked below), its threads' set-up. */
+static const char *const feed_calls[] = {
+	"connect", "setsockopt", "getsockopt", "getsockname", "getpeername",
+	"shutdown", "set_robust_list", "rseq",
+};
+
 /* Adds @name with @n argument comparisons; a name unknown here is no
  * error. */
 static int allow(scmp_filter_ctx ctx, const char *name, unsigned n,
@@ -180,6 +192,17 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 		 * for writing. */
 		r |= allow(ctx, "openat", 0, NULL);
 		r |= allow(ctx, "open", 0, NULL);
+	} else if (p == CONFINE_FEED) {
+		/* No file at all; threads only: a clone that makes no
+		 * thread (a fork) is refused, and clone3, whose flags are in
+		 * memory, says ENOSYS so that libc uses clone. */
+		const struct scmp_arg_cmp thread = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD,
+							   CLONE_THREAD);
+		int nr = seccomp_syscall_resolve_name("clone3");
+
+		r |= allow(ctx, "clone", 1, &thread);
+		if (nr != __NR_SCMP_ERROR)
+			r |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
 	} else {
 		r |= allow(ctx, "openat", 1, &openat_ro);
 		r |= allow(ctx, "open", 1, &open_ro);
@@ -216,7 +239,7 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 			}
 		}
 	}
-	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR) {
+	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR || p == CONFINE_FEED) {
 		for (i = 0; i < ARRAY_SIZE(families); i++) {
 			for (size_t j = 0; j < ARRAY_SIZE(types); j++) {
 				/* The type without SOCK_NONBLOCK and
@@ -345,6 +368,8 @@ static int load_filter(enum confine_profile p, char *err, size_t errlen)
 		r |= allow_list(ctx, ledger_calls, ARRAY_SIZE(ledger_calls));
 	if (p == CONFINE_SUPERVISOR)
 		r |= allow_list(ctx, supervisor_calls, ARRAY_SIZE(supervisor_calls));
+	if (p == CONFINE_FEED)
+		r |= allow_list(ctx, feed_calls, ARRAY_SIZE(feed_calls));
 	r |= allow_checked(ctx, p);
 	if (r == 0)
 		r = seccomp_load(ctx);

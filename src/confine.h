@@ -24,6 +24,12 @@ enum confine_profile {
 	 * GitHub App token's refresh); no fork, clone or exec, no ptrace, no
 	 * new namespace, no mount, no file opened for writing. */
 	CONFINE_SUPERVISOR,
+	/* The live feed (feed.c): the keeper's calls, but no file opened at
+	 * all, plus TCP and UDP clients over IP (the collector, the witness:
+	 * socket, connect, socket options) and threads of its own (clone
+	 * with CLONE_THREAD only; clone3 fails with ENOSYS, so libc falls
+	 * back to clone); no accept, listen, bind, exec or fork. */
+	CONFINE_FEED,
 	CONFINE_PROFILE_COUNT
 };
 

@@ -54,6 +54,7 @@
 
 #include <jansson.h>
 
+#include "confine.h"
 #include "events.h"
 #include "export.h"
 #include "merkle.h"
@@ -68,13 +69,11 @@
 
 #define FEED_BATCH 256              /* records of one POST, at most */
 #define FEED_BATCH_BYTES ((size_t)4 << 20)
-#define FEED_QUEUE_BYTES ((size_t)64 << 20)
 #define FEED_BACKOFF_MIN 100        /* ms */
 #define FEED_BACKOFF_MAX 2000
 #define FEED_TIMEOUT_S 3            /* connect, send, and the answer */
 #define FEED_DRAIN_MS 3000
 #define FEED_CHANNEL_BUF ((int)8 << 20)
-#define FEED_GAPS 16                /* ranges waiting to be reported */
 /* one message of the channel: a batch of the writer (64 KiB) and a line */
 #define FEED_MSG_MAX ((size_t)2 << 20)
 
@@ -159,31 +158,16 @@ bad_port:
 
 /* --- the feed process -------------------------------------------------------- */
 
-struct rec {
-	int64_t seq;
-	char *line;                /* without its newline */
-	size_t len;
-};
-
-struct gap {
-	int64_t from, to;
-	char why[160];
-};
-
 struct feed {
 	struct feed_url u;
 	const char *spec, *events;
 	int chan;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	/* the queue: a ring of @cap records; the reader appends, the sender
-	 * removes from the head once a batch is delivered (the records of a
-	 * batch in flight stay where they are: only the sender frees them) */
-	struct rec *q;
-	size_t head, n, cap, bytes;
-	int64_t next_seq;          /* the seq the next line should have */
-	struct gap gaps[FEED_GAPS];
-	size_t ngaps;
+	/* the queue (under mu): the reader appends, the sender removes from
+	 * the head once a batch is delivered (the records of a batch in
+	 * flight stay where they are: only the sender frees them) */
+	struct feed_queue fq;
 	bool closing;              /* the stream is over */
 	uint64_t drain_until;
 	struct export_session es;  /* the sender's */
@@ -200,22 +184,71 @@ struct feed {
 	bool final;                /* the key holder asks for the last one */
 };
 
-/* Notes seqs @from..@to as lost (under mu). Adjacent ranges of the same
- * cause merge; the last range absorbs what does not fit. */
-static void gap_add(struct feed *f, int64_t from, int64_t to, const char *why)
+void feed_queue_init(struct feed_queue *fq, size_t cap)
 {
-	struct gap *g = f->ngaps ? &f->gaps[f->ngaps - 1] : NULL;
+	memset(fq, 0, sizeof(*fq));
+	fq->cap = cap;
+	fq->q = util_xcalloc(cap, sizeof(*fq->q));
+}
 
-	if (g && (g->to + 1 == from || f->ngaps == FEED_GAPS) &&
-	    (strcmp(g->why, why) == 0 || f->ngaps == FEED_GAPS)) {
+void feed_queue_gap(struct feed_queue *fq, int64_t from, int64_t to, const char *why)
+{
+	struct feed_gap *g = fq->ngaps ? &fq->gaps[fq->ngaps - 1] : NULL;
+
+	if (g && (g->to + 1 == from || fq->ngaps == FEED_GAPS) &&
+	    (strcmp(g->why, why) == 0 || fq->ngaps == FEED_GAPS)) {
 		if (to > g->to)
 			g->to = to;
 		return;
 	}
-	g = &f->gaps[f->ngaps++];
+	g = &fq->gaps[fq->ngaps++];
 	g->from = from;
 	g->to = to;
 	snprintf(g->why, sizeof(g->why), "%s", why);
+}
+
+void feed_queue_take(struct feed_queue *fq, int64_t seq, const char *line, size_t n)
+{
+	if (seq > fq->next_seq)
+		feed_queue_gap(fq, fq->next_seq, seq - 1,
+			       "the key holder's channel to the feed was full");
+	if (seq >= fq->next_seq)
+		fq->next_seq = seq + 1;
+	if (fq->n == fq->cap || fq->bytes + n > FEED_QUEUE_BYTES) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "the feed's queue (%zu lines) was "
+			 "full: the collector was down or slow", fq->cap);
+		feed_queue_gap(fq, seq, seq, why);
+	} else {
+		struct feed_rec *r = &fq->q[(fq->head + fq->n) % fq->cap];
+
+		r->seq = seq;
+		r->line = util_xstrndup(line, n);
+		r->len = n;
+		fq->n++;
+		fq->bytes += n;
+	}
+}
+
+void feed_queue_drop(struct feed_queue *fq, size_t k)
+{
+	while (k-- > 0 && fq->n) {
+		struct feed_rec *r = &fq->q[fq->head];
+
+		fq->bytes -= r->len;
+		free(r->line);
+		r->line = NULL;
+		fq->head = (fq->head + 1) % fq->cap;
+		fq->n--;
+	}
+}
+
+void feed_queue_free(struct feed_queue *fq)
+{
+	feed_queue_drop(fq, fq->n);
+	free(fq->q);
+	fq->q = NULL;
 }
 
 /* The seq of a line the writer wrote: {"v":1,"seq":N,... */
@@ -261,8 +294,6 @@ static void witness_take(struct feed *f, int64_t seq, const char *line, size_t n
 /* The reader: the lines of one message of the channel into the queue. */
 static void take_lines(struct feed *f, const char *buf, size_t len)
 {
-	char why[160];
-
 	pthread_mutex_lock(&f->mu);
 	while (len) {
 		const char *nl = memchr(buf, '\n', len);
@@ -271,26 +302,8 @@ static void take_lines(struct feed *f, const char *buf, size_t len)
 
 		if (seq >= 0 && f->wurl)
 			witness_take(f, seq, buf, n);
-		if (seq >= 0 && f->spec) {
-			if (seq > f->next_seq)
-				gap_add(f, f->next_seq, seq - 1,
-					"the key holder's channel to the feed was full");
-			if (seq >= f->next_seq)
-				f->next_seq = seq + 1;
-			if (f->n == f->cap || f->bytes + n > FEED_QUEUE_BYTES) {
-				snprintf(why, sizeof(why), "the feed's queue (%zu lines) was "
-					 "full: the collector was down or slow", f->cap);
-				gap_add(f, seq, seq, why);
-			} else {
-				struct rec *r = &f->q[(f->head + f->n) % f->cap];
-
-				r->seq = seq;
-				r->line = util_xstrndup(buf, n);
-				r->len = n;
-				f->n++;
-				f->bytes += n;
-			}
-		}
+		if (seq >= 0 && f->spec)
+			feed_queue_take(&f->fq, seq, buf, n);
 		buf += n + (nl ? 1 : 0);
 		len -= n + (nl ? 1 : 0);
 	}
@@ -305,14 +318,14 @@ static void report_gaps(struct feed *f)
 	struct msg m = { 0 };
 
 	for (;;) {
-		struct gap g;
+		struct feed_gap g;
 
 		pthread_mutex_lock(&f->mu);
-		if (!f->ngaps || f->n == f->cap) {
+		if (!f->fq.ngaps || f->fq.n == f->fq.cap) {
 			pthread_mutex_unlock(&f->mu);
 			break;
 		}
-		g = f->gaps[0];
+		g = f->fq.gaps[0];
 		pthread_mutex_unlock(&f->mu);
 		msg_start(&m, MSG_FEED_GAP);
 		msg_put_u64(&m, (uint64_t)g.from);
@@ -321,8 +334,8 @@ static void report_gaps(struct feed *f)
 		if (msg_send(f->chan, &m, -1, MSG_DONTWAIT) < 0)
 			break; /* the next round */
 		pthread_mutex_lock(&f->mu);
-		memmove(&f->gaps[0], &f->gaps[1], (f->ngaps - 1) * sizeof(f->gaps[0]));
-		f->ngaps--;
+		memmove(&f->fq.gaps[0], &f->fq.gaps[1], (f->fq.ngaps - 1) * sizeof(f->fq.gaps[0]));
+		f->fq.ngaps--;
 		pthread_mutex_unlock(&f->mu);
 	}
 	msg_free(&m);
@@ -342,7 +355,7 @@ static json_t *str_i64(int64_t v)
 }
 
 /* The OTLP log records of one line (appended to @out). */
-static void records_of(struct feed *f, const struct rec *r, json_t *out, char *session,
+static void records_of(struct feed *f, const struct feed_rec *r, json_t *out, char *session,
 		       size_t slen, uint64_t now_ns)
 {
 	struct events_line ln;
@@ -391,7 +404,7 @@ static char *batch_body(struct feed *f, size_t k, size_t *len)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	for (i = 0; i < k; i++)
-		records_of(f, &f->q[(f->head + i) % f->cap], recs, session, sizeof(session),
+		records_of(f, &f->fq.q[(f->fq.head + i) % f->fq.cap], recs, session, sizeof(session),
 			   (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 	req = json_pack("{s:[{s:{s:[{s:s, s:{s:s}}, {s:s, s:{s:s}}]},"
 			" s:[{s:{s:s, s:s}, s:o}]}]}",
@@ -454,20 +467,20 @@ static void *sender(void *arg)
 	char err[1024], why[320];
 
 	for (;;) {
-		size_t k, i, bytes = 0;
+		size_t k, bytes = 0;
 		char *body;
 		size_t blen;
 		int status;
 
 		pthread_mutex_lock(&f->mu);
-		while (!f->n && !f->closing)
+		while (!f->fq.n && !f->closing)
 			pthread_cond_wait(&f->cv, &f->mu);
-		if (!f->n || (f->closing && util_now_ms() >= f->drain_until)) {
+		if (!f->fq.n || (f->closing && util_now_ms() >= f->drain_until)) {
 			pthread_mutex_unlock(&f->mu);
 			break;
 		}
-		for (k = 0; k < f->n && k < FEED_BATCH && bytes < FEED_BATCH_BYTES; k++)
-			bytes += f->q[(f->head + k) % f->cap].len;
+		for (k = 0; k < f->fq.n && k < FEED_BATCH && bytes < FEED_BATCH_BYTES; k++)
+			bytes += f->fq.q[(f->fq.head + k) % f->fq.cap].len;
 		pthread_mutex_unlock(&f->mu);
 
 		body = batch_body(f, k, &blen);
@@ -499,19 +512,11 @@ static void *sender(void *arg)
 		pthread_mutex_lock(&f->mu);
 		if (status < 200 || status > 299) {
 			snprintf(why, sizeof(why), "the collector refused a batch with %d", status);
-			gap_add(f, f->q[f->head].seq, f->q[(f->head + k - 1) % f->cap].seq, why);
+			feed_queue_gap(&f->fq, f->fq.q[f->fq.head].seq, f->fq.q[(f->fq.head + k - 1) % f->fq.cap].seq, why);
 		} else {
 			f->delivered += k;
 		}
-		for (i = 0; i < k; i++) {
-			struct rec *r = &f->q[f->head];
-
-			f->bytes -= r->len;
-			free(r->line);
-			r->line = NULL;
-			f->head = (f->head + 1) % f->cap;
-			f->n--;
-		}
+		feed_queue_drop(&f->fq, k);
 		pthread_mutex_unlock(&f->mu);
 	}
 	return NULL;
@@ -552,8 +557,9 @@ static bool cosign_once(struct feed *f)
 }
 
 /* The cosigner thread: the witness cosigns the checkpoints as they come
- * (at most one request each FEED_WITNESS_EVERY_MS), and the last one
- * when the key holder asks, answered on the channel. */
+ * (at most one request each FEED_WITNESS_EVERY_MS), each cosignature
+ * going to the key holder for the stream (MSG_WITNESS_COSIGNED), and the
+ * last one when the key holder asks, answered on the channel. */
 static void *cosigner(void *arg)
 {
 	struct feed *f = arg;
@@ -581,7 +587,14 @@ static void *cosigner(void *arg)
 			break;
 		if (f->cp_size > f->cosigned && now >= next) {
 			next = now + FEED_WITNESS_EVERY_MS;
-			(void)cosign_once(f);
+			if (cosign_once(f)) {
+				/* into the stream, as receipt.cosignature */
+				msg_start(&m, MSG_WITNESS_COSIGNED);
+				msg_put_u64(&m, f->cosigned);
+				msg_put_cstr(&m, f->cosig);
+				(void)msg_send(f->chan, &m, -1, MSG_DONTWAIT);
+				msg_free(&m);
+			}
 			continue;
 		}
 		pthread_mutex_unlock(&f->mu);
@@ -599,14 +612,14 @@ static void say_lost(struct feed *f)
 	int64_t from = -1, to = -1;
 	size_t i;
 
-	for (i = 0; i < f->ngaps; i++) {
-		if (from < 0 || f->gaps[i].from < from)
-			from = f->gaps[i].from;
-		if (f->gaps[i].to > to)
-			to = f->gaps[i].to;
+	for (i = 0; i < f->fq.ngaps; i++) {
+		if (from < 0 || f->fq.gaps[i].from < from)
+			from = f->fq.gaps[i].from;
+		if (f->fq.gaps[i].to > to)
+			to = f->fq.gaps[i].to;
 	}
-	for (i = 0; i < f->n; i++) {
-		int64_t s = f->q[(f->head + i) % f->cap].seq;
+	for (i = 0; i < f->fq.n; i++) {
+		int64_t s = f->fq.q[(f->fq.head + i) % f->fq.cap].seq;
 
 		if (from < 0 || s < from)
 			from = s;
@@ -624,9 +637,24 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 	char *buf = util_xmalloc(FEED_MSG_MAX);
 	pthread_t t = 0, w = 0;
 	bool eof = false;
+	char err[512];
 
 	(void)prctl(PR_SET_NAME, "airlock-feed", 0, 0, 0);
 	signal(SIGPIPE, SIG_IGN);
+	/* The collector's and the witness's addresses now: once confined,
+	 * this process opens no file (the resolver's included). A name that
+	 * does not resolve now is said; its sends fail, and what they lose
+	 * is recorded as receipt.gap. */
+	if (f->spec && util_tcp_pin(f->u.host, f->u.port, err, sizeof(err)) < 0)
+		util_warn("--events %s: %s", f->spec, err);
+	if (f->wurl && witness_url_pin(f->wurl, err, sizeof(err)) < 0)
+		util_warn("--witness %s: %s", f->wurl, err);
+	/* before its threads: the filter and Landlock are the calling
+	 * thread's, which the threads it starts inherit */
+	if (confine_self(CONFINE_FEED, NULL, 0, err, sizeof(err)) < 0) {
+		util_warn("airlock-feed: %s", err);
+		_exit(EXIT_FAILURE);
+	}
 	if ((f->spec && pthread_create(&t, NULL, sender, f) != 0) ||
 	    (f->wurl && pthread_create(&w, NULL, cosigner, f) != 0)) {
 		util_warn("airlock-feed: cannot start a thread");
@@ -636,7 +664,7 @@ __attribute__((noreturn)) static void feed_main(struct feed *f)
 		struct pollfd p = { f->chan, POLLIN, 0 };
 
 		/* a range waiting for room is looked at again soon */
-		if (poll(&p, 1, f->ngaps ? 100 : -1) < 0 && errno != EINTR)
+		if (poll(&p, 1, f->fq.ngaps ? 100 : -1) < 0 && errno != EINTR)
 			break;
 		for (;;) {
 			ssize_t n = recv(f->chan, buf, FEED_MSG_MAX, MSG_DONTWAIT);
@@ -729,8 +757,7 @@ int feed_start(const struct feed_config *cfg, char *err, size_t errlen)
 		f->wurl = cfg->witness_url;
 		f->wkey = cfg->witness_key;
 		merkle_store_init(&f->tree);
-		f->cap = cfg->queue ? cfg->queue : FEED_QUEUE_DEFAULT;
-		f->q = util_xcalloc(f->cap, sizeof(*f->q));
+		feed_queue_init(&f->fq, cfg->queue ? cfg->queue : FEED_QUEUE_DEFAULT);
 		pthread_mutex_init(&f->mu, NULL);
 		pthread_cond_init(&f->cv, NULL);
 		feed_main(f);

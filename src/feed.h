@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/evp.h>
 
@@ -52,5 +53,45 @@ struct feed_config {
 int feed_start(const struct feed_config *cfg, char *err, size_t errlen);
 
 #define FEED_WITNESS_EVERY_MS 1000
+
+/* --- the feed's bounded queue (the reader's side; its unit test's) --- */
+
+#define FEED_QUEUE_BYTES ((size_t)64 << 20)
+#define FEED_GAPS 16                /* lost ranges waiting to be reported */
+
+struct feed_rec {
+	int64_t seq;
+	char *line;                /* without its newline */
+	size_t len;
+};
+
+struct feed_gap {
+	int64_t from, to;          /* seqs lost */
+	char why[160];
+};
+
+/* A ring of @cap lines in seq order, and the ranges of seqs it lost. */
+struct feed_queue {
+	struct feed_rec *q;
+	size_t head, n, cap, bytes;
+	int64_t next_seq;          /* the seq the next line should have */
+	struct feed_gap gaps[FEED_GAPS];
+	size_t ngaps;
+};
+
+void feed_queue_init(struct feed_queue *fq, size_t cap);
+
+/* Line @seq (@n bytes, copied) into the queue: a jump in seq is a gap
+ * (the key holder's channel lost those lines), and a line that finds the
+ * queue full (@cap lines, or FEED_QUEUE_BYTES) is one too. */
+void feed_queue_take(struct feed_queue *fq, int64_t seq, const char *line, size_t n);
+
+/* Notes seqs @from..@to as lost: adjacent ranges of the same cause merge;
+ * once FEED_GAPS ranges wait, the last absorbs what does not fit. */
+void feed_queue_gap(struct feed_queue *fq, int64_t from, int64_t to, const char *why);
+
+/* Removes the @k oldest lines (delivered, or given up). */
+void feed_queue_drop(struct feed_queue *fq, size_t k);
+void feed_queue_free(struct feed_queue *fq);
 
 #endif /* AIRLOCK_FEED_H */

@@ -60,9 +60,11 @@
  * worker never waits for a signature it does not need.
  *
  * Batches. A worker's link gathers the records that want no seq into one
- * MSG_RECORD_BATCH, sent once a turn of its event loop (and before any
- * other request of that link, so a channel's order holds): the key
- * holder's cost was per message (a recvmsg, a wake-up). A batch's framing
+ * MSG_RECORD_BATCH, sent once a turn of its event loop, or in checkpoint
+ * mode once its first record has waited hold_ms across turns
+ * (keeper_link_turn()), and before any other request of that link, so a
+ * channel's order holds: the key holder's cost was per message (a
+ * recvmsg, a wake-up). A batch's framing
  * is checked whole before any of it is written; its records are then
  * checked and written one by one as single requests are, and the first
  * refused one drops the channel. A subject that is already the JSON the
@@ -586,6 +588,51 @@ static enum handled on_feed_gap(struct kstate *ks, struct chan *c,
 	return HANDLED_OK;
 }
 
+/* The witness cosigned the checkpoint of @size lines as the session
+ * went: a receipt.cosignature line carries its cosignature, for verify
+ * --witness to check against that checkpoint. The feed is believed for
+ * nothing: verify checks the line. */
+static enum handled on_witness_cosigned(struct kstate *ks, struct chan *c,
+					struct msg_reader *r, int fd)
+{
+	const char *lines, *sp;
+	char name[256] = "", reason[320];
+	json_t *subject, *arr;
+	size_t len;
+	uint64_t size;
+
+	(void)c;
+	(void)fd;
+	msg_get_u64(r, &size);
+	msg_get_str(r, 16384, &lines, &len);
+	if (!msg_end(r) || !ks->started || size == 0 || size > INT64_MAX || len == 0)
+		return HANDLED_BAD;
+	/* the first line's name: "— NAME BASE64\n" */
+	if (strncmp(lines, "\xe2\x80\x94 ", 4) == 0 && (sp = strchr(lines + 4, ' ')) &&
+	    (size_t)(sp - lines - 4) < sizeof(name))
+		snprintf(name, sizeof(name), "%.*s", (int)(sp - lines - 4), lines + 4);
+	arr = json_array();
+	ASSERT(arr);
+	for (const char *p = lines; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+
+		json_array_append_new(arr, json_stringn(p, n));
+		p += n;
+	}
+	subject = json_pack("{s:I, s:s, s:o}", "size", (json_int_t)size, "witness",
+			    receipt_utf8_valid(name) ? name : "", "cosignatures", arr);
+	ASSERT(subject);
+	snprintf(reason, sizeof(reason), "the witness cosigned the checkpoint of the "
+		 "first %llu lines", (unsigned long long)size);
+	if (receipt_append(ks->w, RECEIPT_COSIGNATURE_TYPE, RECEIPT_INFO,
+			   RECEIPT_POINT_SUPERVISOR, "witness", subject, reason) < 0 &&
+	    receipt_error(ks->w))
+		write_failed(ks);
+	json_decref(subject);
+	return HANDLED_OK;
+}
+
 static enum handled on_add_channel(struct kstate *ks, struct chan *c,
 				   struct msg_reader *r, int fd)
 {
@@ -743,6 +790,7 @@ static const struct {
 	{ MSG_CA_CERT, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_ca_cert },
 	{ MSG_SPEND_USD, PEER_BIT(KEEPER_PEER_SUPERVISOR), on_spend_usd },
 	{ MSG_FEED_GAP, PEER_BIT(KEEPER_PEER_FEED), on_feed_gap },
+	{ MSG_WITNESS_COSIGNED, PEER_BIT(KEEPER_PEER_FEED), on_witness_cosigned },
 };
 
 /* Handles one message of @c: @n bytes in ks->in, maybe with descriptor
@@ -1274,6 +1322,22 @@ int keeper_link_flush(struct keeper_link *l)
 	return rc;
 }
 
+int keeper_link_turn(struct keeper_link *l, int *wait_ms)
+{
+	uint64_t now;
+
+	*wait_ms = -1;
+	if (!l->nbatch)
+		return 0;
+	if (!l->hold_ms)
+		return keeper_link_flush(l);
+	now = util_now_ms();
+	if (now - l->batch_t0 >= l->hold_ms)
+		return keeper_link_flush(l);
+	*wait_ms = (int)(l->batch_t0 + l->hold_ms - now);
+	return 0;
+}
+
 int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 		  enum receipt_decision d, enum receipt_point point,
 		  const char *rule, json_t *subject, const char *reason,
@@ -1289,8 +1353,10 @@ int keeper_record(struct keeper_link *l, bool want_seq, const char *type,
 	if (l->batching && !want_seq) {
 		/* One message for the records of a turn of the worker's
 		 * loop: the key holder's cost is per message. */
-		if (!l->nbatch)
+		if (!l->nbatch) {
 			msg_start(&l->batch, MSG_RECORD_BATCH);
+			l->batch_t0 = l->hold_ms ? util_now_ms() : 0;
+		}
 		put_record(&l->batch, 0, type, d, point, rule, subject, reason);
 		l->nbatch++;
 		if (l->nbatch >= KEEPER_BATCH_RECORDS || l->batch.len >= KEEPER_BATCH_BYTES)

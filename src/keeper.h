@@ -60,6 +60,10 @@ struct keeper_link {
 				      keeper_link_flush() (a worker's loop) */
 	struct msg batch;          /* MSG_RECORD_BATCH being filled */
 	unsigned int nbatch;       /* records in it */
+	unsigned int hold_ms;      /* with batching: how long a batch may wait
+				      across turns (keeper_link_turn()); 0:
+				      sent every turn */
+	uint64_t batch_t0;         /* monotonic ms of the batch's first record */
 	uint8_t *in;               /* MSG_MAX bytes for answers, made on first use */
 	char fatal[256];           /* the key holder's last words (MSG_FATAL), or "" */
 };
@@ -155,6 +159,14 @@ int keeper_ca_cert(struct keeper *k, char **pem, char *err, size_t errlen);
  * worker calls it once a turn of its loop, before it waits; every other
  * request on @l sends them first, so requests keep their order. */
 int keeper_link_flush(struct keeper_link *l);
+
+/* A worker's turn of its loop, before it waits: sends the batch once it
+ * has waited @l->hold_ms since its first record (at once with hold_ms
+ * 0), else leaves it and stores in *@wait_ms the milliseconds until it
+ * is due (-1: nothing waits). Returns 0 or -errno. Holding a batch
+ * across turns makes one message of the records of several turns: the
+ * key holder's cost is per message. */
+int keeper_link_turn(struct keeper_link *l, int *wait_ms);
 
 /* Sends what waits in @l's batch, frees its buffers and closes it. */
 void keeper_link_close(struct keeper_link *l);

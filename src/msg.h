@@ -77,7 +77,12 @@
 					       feed lost; record receipt.gap (the \
 					       other way the feed's channel \
 					       carries the stream's bytes, whole \
-					       lines, unframed) */
+					       lines, unframed) */ \
+	T(WITNESS_COSIGNED, "witness-cosigned") /* the feed ->: u64 size, str \
+					       cosignature lines: the witness \
+					       cosigned the checkpoint of that \
+					       size as the session went; record \
+					       receipt.cosignature */
 
 /* witness (run --witness): key holder <-> feed process (feed.h), at the
  * end */

@@ -802,8 +802,12 @@ int proxy_run(struct proxy *p)
 			if (t >= 0 && t < timeout)
 				timeout = t;
 		}
-		if (p->o.record_flush)
-			p->o.record_flush(p->o.record_arg);
+		if (p->o.record_flush) {
+			int t = p->o.record_flush(p->o.record_arg);
+
+			if (t >= 0 && t < timeout)
+				timeout = t;
+		}
 		n = epoll_wait(p->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
 		if (n < 0) {
 			if (errno == EINTR)

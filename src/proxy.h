@@ -52,9 +52,11 @@ struct proxy_opts {
 					it keep using it after a reload */
 	proxy_record_fn record;
 	void *record_arg;
-	void (*record_flush)(void *record_arg); /* NULL, or sends the records
-					of this turn of the loop: runs
-					before each wait */
+	int (*record_flush)(void *record_arg); /* NULL, or sends the records
+					held so far when they are due: runs
+					before each wait, and returns the
+					ms until it must run again (-1:
+					nothing held) */
 	int signal_fd;               /* a signalfd to watch, or -1 */
 	proxy_signal_fn on_signal;
 	void *signal_arg;

@@ -141,6 +141,9 @@ enum receipt_sign {
 };
 
 #define RECEIPT_CHECKPOINT_TYPE "receipt.checkpoint"
+/* run --witness: a witness's cosignature of an earlier checkpoint, as the
+ * session went (subject: size, witness, cosignatures) */
+#define RECEIPT_COSIGNATURE_TYPE "receipt.cosignature"
 
 /* Before the first append: the signing mode. Checkpoint mode needs a
  * session id that is a note key name (no spaces, no '+'); -1 otherwise. */

@@ -76,6 +76,11 @@ struct verifier {
 	uint8_t witness_raw[32];        /* a cosignature by this key */
 	char *cp_body;                  /* the last checkpoint's body */
 	size_t cp_line;                 /* and its line */
+	struct {                        /* every checkpoint of the stream, */
+		uint64_t size;          /* for its receipt.cosignature lines */
+		char *body;
+	} *cps;
+	size_t ncps, cps_cap;
 };
 
 static EVP_PKEY *verify_witness; /* receipt_verify_set_witness() */
@@ -100,6 +105,8 @@ fail(struct verifier *v, const char *fmt, ...)
 
 static void stream_reset(struct verifier *v)
 {
+	while (v->ncps)
+		free(v->cps[--v->ncps].body);
 	v->in_stream = false;
 	EVP_PKEY_free(v->key);
 	v->key = NULL;
@@ -152,6 +159,7 @@ static void verifier_finish(struct verifier *v)
 	stream_reset(v);
 	free(v->msg);
 	free(v->cp_body);
+	free(v->cps);
 }
 
 /* A seq 0 session.start opens a stream: its key, session and policy bind
@@ -389,6 +397,12 @@ static bool check_checkpoint(struct verifier *v, json_t *subject, int64_t seq)
 		free(v->cp_body);
 		v->cp_body = util_xstrdup(c.body);
 		v->cp_line = v->lineno;
+		if (v->ncps == v->cps_cap) {
+			v->cps_cap = v->cps_cap ? 2 * v->cps_cap : 16;
+			v->cps = util_xrealloc(v->cps, v->cps_cap * sizeof(*v->cps));
+		}
+		v->cps[v->ncps].size = c.size;
+		v->cps[v->ncps++].body = util_xstrdup(c.body);
 	}
 	free(b64);
 	free(origin);
@@ -396,18 +410,14 @@ static bool check_checkpoint(struct verifier *v, json_t *subject, int64_t seq)
 	return ok;
 }
 
-/* --witness: session.end's "cosignatures" hold a C2SP cosignature/v1 by
- * the witness key on the checkpoint of the line just before it. */
-static bool check_cosignature(struct verifier *v, json_t *subject)
+/* Does @arr (cosignature lines) hold a C2SP cosignature/v1 by the
+ * --witness key over checkpoint @body? */
+static bool cosigned(const struct verifier *v, const char *body, json_t *arr)
 {
-	json_t *arr = json_object_get(subject, "cosignatures"), *el;
 	struct tlog_checkpoint c;
-	bool ok = false;
+	json_t *el;
 	size_t i;
 
-	if (!v->cp_body || v->cp_line + 1 != v->lineno)
-		return fail(v, "--witness: the line before session.end is not a "
-			    "receipt.checkpoint to be cosigned");
 	json_array_foreach(arr, i, el) {
 		const char *s = json_string_value(el), *sp;
 		char name[256];
@@ -418,16 +428,50 @@ static bool check_cosignature(struct verifier *v, json_t *subject)
 		memcpy(name, s + 4, (size_t)(sp - s - 4));
 		name[sp - s - 4] = '\0';
 		memset(&c, 0, sizeof(c));
-		c.body = v->cp_body;
-		c.body_len = strlen(v->cp_body);
+		c.body = (char *)body;
+		c.body_len = strlen(body);
 		c.sigs = (char *)s;
-		ok = tlog_cosig_verify(&c, name, v->witness_raw, NULL);
-		if (ok)
-			break;
+		if (tlog_cosig_verify(&c, name, v->witness_raw, NULL))
+			return true;
 	}
-	if (!ok)
+	return false;
+}
+
+/* --witness: session.end's "cosignatures" hold a C2SP cosignature/v1 by
+ * the witness key on the checkpoint of the line just before it. */
+static bool check_cosignature(struct verifier *v, json_t *subject)
+{
+	if (!v->cp_body || v->cp_line + 1 != v->lineno)
+		return fail(v, "--witness: the line before session.end is not a "
+			    "receipt.checkpoint to be cosigned");
+	if (!cosigned(v, v->cp_body, json_object_get(subject, "cosignatures")))
 		return fail(v, "session.end has no cosignature by the --witness key on "
 			    "the checkpoint before it");
+	return true;
+}
+
+/* A receipt.cosignature line (a cosignature the witness gave as the
+ * session went) names a checkpoint before it by its size; with --witness
+ * its cosignature must verify over that checkpoint. */
+static bool check_cosignature_line(struct verifier *v, json_t *subject)
+{
+	json_t *size = json_object_get(subject, "size");
+	size_t i;
+
+	if (!json_is_integer(size) || json_integer_value(size) <= 0 ||
+	    !json_is_array(json_object_get(subject, "cosignatures")))
+		return fail(v, "receipt.cosignature subject lacks its size or cosignatures");
+	for (i = v->ncps; i-- > 0;)
+		if (v->cps[i].size == (uint64_t)json_integer_value(size))
+			break;
+	if (i == SIZE_MAX)
+		return fail(v, "receipt.cosignature of size %lld names no receipt.checkpoint "
+			    "before it", (long long)json_integer_value(size));
+	if (v->have_witness &&
+	    !cosigned(v, v->cps[i].body, json_object_get(subject, "cosignatures")))
+		return fail(v, "receipt.cosignature of size %lld is not a cosignature by the "
+			    "--witness key of that checkpoint",
+			    (long long)json_integer_value(size));
 	return true;
 }
 
@@ -499,6 +543,9 @@ static bool verify_line(struct verifier *v, const char *line, size_t len)
 	}
 	if (strcmp(type, RECEIPT_CHECKPOINT_TYPE) == 0 &&
 	    !check_checkpoint(v, val[RECEIPT_MEMBER_SUBJECT], seq))
+		goto out;
+	if (strcmp(type, RECEIPT_COSIGNATURE_TYPE) == 0 &&
+	    !check_cosignature_line(v, val[RECEIPT_MEMBER_SUBJECT]))
 		goto out;
 	/* A signature covers its line and, through prev, every line before. */
 	if (msg_len)

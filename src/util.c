@@ -381,20 +381,68 @@ void util_stdio_unfill(void)
 			close(fd);
 }
 
-int util_tcp_connect(const char *host, const char *port, int timeout_s, char *err,
-		     size_t errlen)
+/* util_tcp_pin()'s addresses: never freed (they live as long as the
+ * process that pinned them). */
+static struct {
+	char *host, *port;
+	struct addrinfo *ai;
+} tcp_pins[UTIL_TCP_PINS];
+static size_t ntcp_pins;
+
+static int tcp_resolve(const char *host, const char *port, struct addrinfo **ai,
+		       char *err, size_t errlen)
 {
-	struct addrinfo hints, *ai = NULL, *a;
-	struct timeval tv = { timeout_s, 0 };
-	int fd = -1, r;
+	struct addrinfo hints;
+	int r;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
-	r = getaddrinfo(host, port, &hints, &ai);
+	r = getaddrinfo(host, port, &hints, ai);
 	if (r != 0) {
 		snprintf(err, errlen, "%s: %s", host, gai_strerror(r));
 		return -1;
 	}
+	return 0;
+}
+
+static struct addrinfo *tcp_pinned(const char *host, const char *port)
+{
+	size_t i;
+
+	for (i = 0; i < ntcp_pins; i++)
+		if (strcmp(tcp_pins[i].host, host) == 0 && strcmp(tcp_pins[i].port, port) == 0)
+			return tcp_pins[i].ai;
+	return NULL;
+}
+
+int util_tcp_pin(const char *host, const char *port, char *err, size_t errlen)
+{
+	struct addrinfo *ai = NULL;
+
+	if (tcp_pinned(host, port))
+		return 0;
+	if (ntcp_pins == UTIL_TCP_PINS) {
+		snprintf(err, errlen, "%s: more than %d addresses pinned", host, UTIL_TCP_PINS);
+		return -1;
+	}
+	if (tcp_resolve(host, port, &ai, err, errlen) < 0)
+		return -1;
+	tcp_pins[ntcp_pins].host = util_xstrdup(host);
+	tcp_pins[ntcp_pins].port = util_xstrdup(port);
+	tcp_pins[ntcp_pins].ai = ai;
+	ntcp_pins++;
+	return 0;
+}
+
+int util_tcp_connect(const char *host, const char *port, int timeout_s, char *err,
+		     size_t errlen)
+{
+	struct addrinfo *pinned = tcp_pinned(host, port), *ai = pinned, *a;
+	struct timeval tv = { timeout_s, 0 };
+	int fd = -1;
+
+	if (!ai && tcp_resolve(host, port, &ai, err, errlen) < 0)
+		return -1;
 	for (a = ai; a; a = a->ai_next) {
 		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
 		if (fd < 0)
@@ -407,6 +455,7 @@ int util_tcp_connect(const char *host, const char *port, int timeout_s, char *er
 		close(fd);
 		fd = -1;
 	}
-	freeaddrinfo(ai);
+	if (!pinned)
+		freeaddrinfo(ai);
 	return fd;
 }

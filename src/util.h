@@ -91,11 +91,20 @@ int util_exec_status(int err);
  * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2), in an emptied @set. */
 void util_session_sigset(sigset_t *set);
 
-/* A TCP connection to @host (a name or an address) and @port, whose
- * connect, sends and receives time out after @timeout_s seconds. Returns
+/* A TCP connection to @host (a name or an address; pinned, see
+ * util_tcp_pin(), or resolved now) and @port, whose connect, sends and
+ * receives time out after @timeout_s seconds. Returns
  * the socket (close-on-exec), or -1 with a reason in @err. */
 int util_tcp_connect(const char *host, const char *port, int timeout_s, char *err,
 		     size_t errlen);
+
+/* Resolves @host and @port now and keeps the addresses: util_tcp_connect()
+ * to the same host and port then uses them without resolving again (for
+ * a process whose filter will not let it read the resolver's files). At
+ * most UTIL_TCP_PINS pins a process. Returns 0, or -1 with a reason in
+ * @err. */
+#define UTIL_TCP_PINS 4
+int util_tcp_pin(const char *host, const char *port, char *err, size_t errlen);
 
 /* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
 uint64_t util_now_ms(void);

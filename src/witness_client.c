@@ -55,33 +55,57 @@ char *witness_cosign(const char *url, EVP_PKEY *pub, const char *note, char *err
 	return witness_cosign_from(url, pub, 0, NULL, 0, note, NULL, err, errlen);
 }
 
-char *witness_cosign_from(const char *url, EVP_PKEY *pub, uint64_t old,
-			  const merkle_hash *proof, size_t nproof, const char *note,
-			  uint64_t *has, char *err, size_t errlen)
+/* http://HOST[:PORT][/PATH] into its host, port (80 when not given) and
+ * path (without trailing slashes). */
+static bool split_url(const char *url, char host[256], char port[8], char path[512],
+		      char *err, size_t errlen)
 {
-	char host[256], port[8] = "80", *req = NULL, *resp = NULL, *out = NULL;
-	const char *h = url + 7, *slash = strchr(h, '/'), *colon, *body, *p;
-	size_t hlen = slash ? (size_t)(slash - h) : strlen(h), have = 0, cap = 65536;
-	char path[512], why[128], *prefix;
-	struct tlog_checkpoint c;
-	uint8_t raw[32];
-	int fd, status;
-	ssize_t n;
+	const char *h = url + 7, *slash = strchr(h, '/'), *colon;
+	size_t hlen = slash ? (size_t)(slash - h) : strlen(h);
 
 	colon = memchr(h, ':', hlen);
-	if (hlen == 0 || hlen >= sizeof(host) || (colon && (size_t)(h + hlen - colon - 1) >= sizeof(port))) {
+	if (hlen == 0 || hlen >= 256 || (colon && (size_t)(h + hlen - colon - 1) >= 8)) {
 		snprintf(err, errlen, "%s: bad URL", url);
-		return NULL;
+		return false;
 	}
 	memcpy(host, h, colon ? (size_t)(colon - h) : hlen);
 	host[colon ? (size_t)(colon - h) : hlen] = '\0';
 	if (colon) {
 		memcpy(port, colon + 1, (size_t)(h + hlen - colon - 1));
 		port[h + hlen - colon - 1] = '\0';
+	} else {
+		snprintf(port, 8, "80");
 	}
-	snprintf(path, sizeof(path), "%s", slash ? slash : "");
+	snprintf(path, 512, "%s", slash ? slash : "");
 	while (path[0] && path[strlen(path) - 1] == '/')
 		path[strlen(path) - 1] = '\0';
+	return true;
+}
+
+int witness_url_pin(const char *url, char *err, size_t errlen)
+{
+	char host[256], port[8], path[512];
+
+	if (!split_url(url, host, port, path, err, errlen))
+		return -1;
+	return util_tcp_pin(host, port, err, errlen);
+}
+
+char *witness_cosign_from(const char *url, EVP_PKEY *pub, uint64_t old,
+			  const merkle_hash *proof, size_t nproof, const char *note,
+			  uint64_t *has, char *err, size_t errlen)
+{
+	char host[256], port[8], *req = NULL, *resp = NULL, *out = NULL;
+	const char *body, *p;
+	size_t have = 0, cap = 65536;
+	char path[512], why[128], *prefix;
+	struct tlog_checkpoint c;
+	uint8_t raw[32];
+	int fd, status;
+	ssize_t n;
+
+	if (!split_url(url, host, port, path, err, errlen))
+		return NULL;
 	fd = util_tcp_connect(host, port, 10, err, errlen);
 	if (fd < 0)
 		return NULL;

@@ -30,4 +30,8 @@ char *witness_cosign_from(const char *url, EVP_PKEY *pub, uint64_t old,
 			  const merkle_hash *proof, size_t nproof, const char *note,
 			  uint64_t *has, char *err, size_t errlen);
 
+/* Resolves the witness's host now for the requests to come
+ * (util_tcp_pin()): 0, or -1 with a reason in @err. */
+int witness_url_pin(const char *url, char *err, size_t errlen);
+
 #endif /* AIRLOCK_WITNESS_CLIENT_H */

@@ -127,6 +127,11 @@ unsigned int worker_parse_count(const char *cmd, const char *text)
 
 /* --- inside a worker -------------------------------------------------------- */
 
+/* The longest a record that no one waits for stays in a worker before it
+ * goes to the key holder (a block, a would_block and every other request
+ * to the key holder send it at once). */
+#define WORKER_RECORD_HOLD_MS 3
+
 struct wctx {
 	struct proxy *px;
 	struct keeper_link link;   /* fd -1 without a stream */
@@ -163,16 +168,18 @@ static int64_t worker_record(void *arg, const char *type, enum receipt_decision 
 	return seq;
 }
 
-/* Before the loop waits: the records of this turn go to the key holder,
- * one message for all of them. */
-static void worker_record_flush(void *arg)
+/* Before the loop waits: the records held go to the key holder, one
+ * message for all of them, once the first has waited WORKER_RECORD_HOLD_MS
+ * (keeper_link_turn()). Returns the ms until they are due (-1: none). */
+static int worker_record_turn(void *arg)
 {
 	struct wctx *x = arg;
-	int r = keeper_link_flush(&x->link);
+	int wait_ms, r = keeper_link_turn(&x->link, &wait_ms);
 
 	if (r < 0)
 		child_fatal("cannot record a receipt: the key holder's channel "
 			     "failed (%s)", strerror(-r));
+	return wait_ms;
 }
 
 /* The worker stops: the records it holds still go, if they can. */
@@ -732,7 +739,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	po.policy = cfg->policy;
 	po.record = kfd >= 0 ? worker_record : NULL;
 	po.record_arg = &x;
-	po.record_flush = kfd >= 0 ? worker_record_flush : NULL;
+	po.record_flush = kfd >= 0 ? worker_record_turn : NULL;
 	po.signal_fd = sfd;
 	po.on_signal = worker_signal;
 	po.signal_arg = &x;
@@ -761,6 +768,14 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		po.intercept = &io;
 	}
 	po.nfilters = build_filters(cfg->policy, &x, reg);
+	/* With receipts.sign "checkpoint" (whose lines the key holder keeps
+	 * a few ms anyway), records wait for the key holder across turns,
+	 * for a bounded time; not where spend is metered: the ledger records
+	 * a call's budget.charge on a channel of its own, which must not
+	 * overtake the call's lines. */
+	x.link.hold_ms = cfg->policy->nspend_providers > 0 ||
+				 !cfg->policy->receipts_checkpoint
+				 ? 0 : util_test_ms("record_hold", WORKER_RECORD_HOLD_MS);
 	po.filters = reg;
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
@@ -782,7 +797,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		_exit(0);
 	rc = proxy_run(x.px);
 	if (kfd >= 0)
-		worker_record_flush(&x);
+		worker_fatal_flush(&x);
 	/* Not proxy_free(): exiting closes every connection, and freeing
 	 * the tables first only costs the session's end time. */
 	_exit(rc < 0 ? EXIT_AIRLOCK_FAILURE : 0);

@@ -178,8 +178,9 @@ is "$?" 0 "while it verifies without --witness"
 is "$?" 1 "a stream without cosignatures fails verify --witness"
 # --- cosigned as the session goes, not only at its end ---
 # The agent waits for the witness to hold a mid-session checkpoint of its
-# session (state.json) before it exits: without cosigning as the session
-# goes, that never happens and the agent gives up.
+# session (state.json), and for that cosignature to be in the stream (a
+# receipt.cosignature line), before it exits: without cosigning as the
+# session goes, that never happens and the agent gives up.
 cat >ws/agent.sh <<'SH'
 i=0
 while [ $i -lt 300 ]; do
@@ -199,6 +200,14 @@ for _ in range(300):
     except (OSError, ValueError):
         pass
     time.sleep(0.05)
+for _ in range(300):
+    try:
+        if any(json.loads(l)["type"] == "receipt.cosignature" for l in open("live.jsonl")):
+            open("live.cosig", "w").write("")
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.05)
 PY
 watcher=$!
 cat >live.json <<'JSON'
@@ -212,6 +221,8 @@ runpid=$!
 wait "$watcher"
 [ -s live.size ] && kill -0 "$runpid" 2>/dev/null
 ok $? "the witness cosigned a checkpoint of the session while it ran"
+[ -e live.cosig ] && kill -0 "$runpid" 2>/dev/null
+ok $? "and its cosignature is in the stream while the session runs (receipt.cosignature)"
 touch ws/live.go
 wait "$runpid"
 is "$?" 0 "the session ends normally"
@@ -227,6 +238,39 @@ assert json.load(open("state.json"))["airlock/run-live"]["size"] == sizes[-1] >=
 assert L[-2]["type"] == "receipt.checkpoint" and L[-1]["subject"]["cosignatures"]
 PY
 ok $? "the mid-session cosignature was of a checkpoint of the stream; the witness holds the last"
+python3 - live.jsonl <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+cps = {l["subject"]["size"]: i for i, l in enumerate(L) if l["type"] == "receipt.checkpoint"}
+cs = [(i, l) for i, l in enumerate(L) if l["type"] == "receipt.cosignature"]
+assert cs
+for i, l in cs:
+    s = l["subject"]
+    assert s["witness"] == "witness.test/w1" and s["size"] in cps and cps[s["size"]] < i, l
+    assert s["cosignatures"][0].startswith("\u2014 witness.test/w1 "), l
+# the checkpoint the first one cosigns, for the forger below
+open("live.note", "w").write(L[cps[cs[0][1]["subject"]["size"]]]["subject"]["note"])
+open("live.at", "w").write(str(cs[0][0]))
+PY
+ok $? "each receipt.cosignature names the witness and cosigns a checkpoint before it"
+# a cosignature by another key in its place: verify --witness checks each
+"$AIRLOCK_HELPERS/tlog_tool" cosign other.pem witness.test/w1 1700000000 <live.note |
+	tail -n 1 >other.cosig
+python3 - live.jsonl "$(cat live.at)" <<'PY'
+import json, sys
+L = open(sys.argv[1], "rb").read().split(b"\n")
+i = int(sys.argv[2])
+d = json.loads(L[i])
+old = json.dumps(d["subject"]["cosignatures"][0], ensure_ascii=False)[1:-1].encode()
+new = json.dumps(open("other.cosig").read().rstrip("\n") + "\n", ensure_ascii=False)[1:-1].encode()
+assert old in L[i]
+L[i] = L[i].replace(old, new)
+open("live-forged.jsonl", "wb").write(b"\n".join(L))
+PY
+out=$("$AIRLOCK" verify --witness w.pub live-forged.jsonl)
+is "$?" 1 "a receipt.cosignature by another key fails verify --witness"
+like "$out" "receipt.cosignature of size [0-9]+ is not a cosignature by the --witness key" \
+	"and says which line and why"
 
 kill "$wpid"; wait "$wpid"
 "$AIRLOCK" run --policy cp.json --mode shadow --signing-key k.pem --session run-down \

@@ -377,4 +377,40 @@ like "$(cat "$T/proxy.err")" 'the key holder was killed by signal 9' "proxy: say
 "$AIRLOCK" verify --pubkey "$T/k.pub" "$EV" > "$T/verify.out" 2>&1
 like "$?:$(cat "$T/verify.out")" '^1:.*truncated' "proxy: verify says the stream is truncated"
 
+# --- the live feed: airlock-feed, the key holder's child, is confined too -------
+
+# (no collector listens: the feed retries, and the session does not wait)
+policy shadow false
+rm -f "$WS/ready" "$WS/go"
+API_KEY=$VALUE timeout 400 "$AIRLOCK" run --policy "$POLICY" --workspace "$WS" --events "$T/feed.jsonl" \
+	--events "otlp+http://127.0.0.1:9/v1/logs" --signing-key "$T/k.pem" -- sh -c '
+touch ready
+i=0
+while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
+' > "$T/feed.out" 2> "$T/feed.err" < /dev/null &
+TPID=$!
+wait_for "$WS/ready"
+ok $? "feed: the agent runs"
+SUP=$(pgrep -P "$TPID" -x airlock)
+KEEPER=$(pgrep -P "$SUP" -x airlock-keeper)
+FEEDP=$(pgrep -P "$KEEPER" -x airlock-feed)
+like "$FEEDP" '^[0-9]+$' "feed: the key holder has one child, airlock-feed"
+is "$(dumpable "$FEEDP")" 0 "feed: it is not dumpable"
+is "$(field "$FEEDP" Seccomp) $(field "$FEEDP" NoNewPrivs) $(field "$FEEDP" CapEff)" \
+	"2 1 0000000000000000" "feed: its own seccomp filter, no_new_privs, no capabilities"
+is "$(timeout 120 gdb -nx -q -batch -p "$FEEDP" -ex 'set debuginfod enabled off' \
+	-ex 'print (int)open("/etc/hostname", 0)' -ex 'print *(int *)__errno_location()' \
+	-ex 'print (int)execve("/bin/sh", (char **)0, (char **)0)' \
+	-ex 'print *(int *)__errno_location()' \
+	-ex 'print (int)fork()' -ex 'print *(int *)__errno_location()' \
+	-ex 'print (int)getppid()' 2>/dev/null | sed -n 's/^\$[0-9]* = //p' | tr '\n' ' ')" \
+	"-1 1 -1 1 -1 1 $KEEPER " \
+	"feed: in it, open (even read-only), execve and fork fail (EPERM); getppid works"
+is "$(scan "$FEEDP")" "$FEEDP:0:0:0" "feed: it holds neither the key nor the secret value"
+touch "$WS/go"
+wait "$TPID"
+is "$?" 0 "feed: the session ends with the agent's status"
+"$AIRLOCK" verify --pubkey "$T/k.pub" "$T/feed.jsonl" > "$T/verify.out" 2>&1
+is "$?" 0 "feed: its local stream verifies"
+
 done_testing

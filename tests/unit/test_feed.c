@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_feed.c - the live feed's destination: otlp+http://HOST[:PORT][/PATH]
  * parsed into host, port and path (defaults 4318 and /v1/logs, IPv6 in
- * brackets), and every malformed form refused with a reason; and
- * events_line_parse(), which the feed uses to read one line alone.
+ * brackets), and every malformed form refused with a reason;
+ * events_line_parse(), which the feed uses to read one line alone; and
+ * the feed's bounded queue: lines kept in seq order, what comes while it
+ * is full and what the channel skipped counted as lost ranges (the
+ * receipt.gap lines), never more ranges than it has room for.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,9 +88,69 @@ static void test_line_alone(void)
 	       "a line that is not an object gives NULL");
 }
 
+static void take(struct feed_queue *fq, int64_t seq)
+{
+	char line[32];
+
+	snprintf(line, sizeof(line), "{\"v\":1,\"seq\":%lld}", (long long)seq);
+	feed_queue_take(fq, seq, line, strlen(line));
+}
+
+/* The seqs queued, oldest first, as "a,b,c". */
+static const char *queued(const struct feed_queue *fq)
+{
+	static char out[256];
+	size_t i, off = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < fq->n && off < sizeof(out) - 24; i++)
+		off += (size_t)snprintf(out + off, sizeof(out) - off, "%s%lld", i ? "," : "",
+					(long long)fq->q[(fq->head + i) % fq->cap].seq);
+	return out;
+}
+
+static void test_queue(void)
+{
+	struct feed_queue fq;
+	int64_t s;
+
+	feed_queue_init(&fq, 4);
+	for (s = 0; s < 4; s++)
+		take(&fq, s);
+	tap_is_str(queued(&fq), "0,1,2,3", "four lines fill a queue of four, in order");
+	tap_ok(fq.ngaps == 0, "nothing lost yet");
+	take(&fq, 4);
+	take(&fq, 5);
+	tap_is_str(queued(&fq), "0,1,2,3", "a full queue keeps what it has");
+	tap_ok(fq.ngaps == 1 && fq.gaps[0].from == 4 && fq.gaps[0].to == 5,
+	       "the two lines that found it full are one lost range, 4 to 5");
+	tap_ok(strstr(fq.gaps[0].why, "queue (4 lines) was full") != NULL,
+	       "which says why (%s)", fq.gaps[0].why);
+	feed_queue_drop(&fq, 2);
+	take(&fq, 6);
+	take(&fq, 9);
+	tap_is_str(queued(&fq), "2,3,6,9", "once two are delivered, the next lines queue, in order");
+	tap_ok(fq.ngaps == 2 && fq.gaps[1].from == 7 && fq.gaps[1].to == 8 &&
+	       strstr(fq.gaps[1].why, "channel") != NULL,
+	       "a jump in seq (7, 8 never came) is a range of its own, of another cause");
+	tap_ok(fq.next_seq == 10, "the next seq expected is 10");
+	feed_queue_drop(&fq, 4);
+	tap_ok(fq.n == 0 && fq.bytes == 0, "all delivered: empty, no bytes held");
+	/* many separate losses: never more than FEED_GAPS ranges, the last
+	 * absorbing the rest, so no seq is forgotten */
+	for (s = 0; s < 3 * FEED_GAPS; s++)
+		take(&fq, 12 + 2 * s);
+	tap_ok(fq.ngaps == FEED_GAPS, "at most %d ranges wait (%zu)", FEED_GAPS, fq.ngaps);
+	tap_ok(fq.gaps[FEED_GAPS - 1].to == 12 + 2 * (3 * FEED_GAPS - 1),
+	       "the last range reaches the last seq lost (%lld)",
+	       (long long)fq.gaps[FEED_GAPS - 1].to);
+	feed_queue_free(&fq);
+}
+
 int main(void)
 {
 	test_urls();
 	test_line_alone();
+	test_queue();
 	return tap_done();
 }
