@@ -24,6 +24,7 @@
  * goes with it and CONN_LINGER waits briefly for the client's FIN, so
  * that closing with unread bytes does not reset the answer away.
  */
+#include "answer.h"
 #include "conn.h"
 #include "h2.h"
 
@@ -363,7 +364,7 @@ void conn_expire(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 bool conn_can_answer(const struct conn *c)

@@ -241,7 +241,7 @@ int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *typ
 /* The rules for c->target:c->port (not in mode off), then the address
  * checks on the literal or on every DNS answer; on success c->addr is set
  * and the tunnel or the exchange continues (tunnel_addressed,
- * exchange_addressed). Any deny goes through verdict_apply(). */
+ * exchange_addressed). Any deny goes through answer_apply(). */
 void upstream_decide(struct conn *c);
 /* Opens the connection to c->addr:c->port and enters CONN_CONNECTING;
  * on failure applies the verdict (502, or close inside a tunnel). */

@@ -51,6 +51,7 @@
  * pass an intercepted tunnel through, send a byte of the request to an
  * upstream that did not verify.
  */
+#include "answer.h"
 #include "conn.h"
 #include "intercept.h"
 
@@ -335,7 +336,7 @@ static void fail_close(struct conn *c, const char *rule, const char *why)
 
 	verdict_set(&v, VERDICT_FAIL, 0, rule, why);
 	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni, "intercepted", 1);
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 /* The waiting a TLS call asked for, as epoll interest on @upstream's side. */
@@ -488,13 +489,13 @@ static void established(struct conn *c)
 		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
 				    "intercepted", 1);
 		intercept_free(c);
-		(void)verdict_apply(c, &v);
+		(void)answer_apply(c, &v);
 		return;
 	}
 	upstream_h2 = c->ic->upstream_h2;
 	intercept_free(c);
 	h2 = tls_alpn_is_h2(c->client.ssl);
-	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
+	answer_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
 					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1",
 					  "upstream_protocol", upstream_h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;

@@ -46,6 +46,7 @@
  * side that hangs up still gets the bytes it is owed, then the tunnel
  * ends.
  */
+#include "answer.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -192,7 +193,7 @@ static void first_flight_deny(struct conn *c, const char *rule,
 	verdict_set(&v, VERDICT_DENY, 0, rule, reason);
 	v.extra = extra;
 	/* the client already has its 200: a deny closes the tunnel */
-	if (verdict_apply(c, &v))
+	if (answer_apply(c, &v))
 		flight_done(c);
 }
 
@@ -297,7 +298,7 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 				 * it said, then the end. Nothing of the client
 				 * went upstream. */
 				c->tls = 0;
-				verdict_record_allow(c, tls_extra(c));
+				answer_record_allow(c, tls_extra(c));
 				upstream_gone(c);
 				return;
 			}
@@ -394,7 +395,7 @@ void tunnel_connected(struct conn *c)
 	/* The first flight, unchanged. */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);
-	verdict_record_allow(c, tls_extra(c));
+	answer_record_allow(c, tls_extra(c));
 	conn_enter(c, CONN_TUNNEL);
 	tunnel_step(c, false, 0);
 }
@@ -492,7 +493,7 @@ static bool watch_second_hello(struct conn *c)
 		v.extra = json_pack("{s:s?, s:b}", "sni",
 				    r == CLIENTHELLO_OK && ch.has_sni ? ch.sni : NULL,
 				    "hello_retry", 1);
-		return verdict_apply(c, &v);
+		return answer_apply(c, &v);
 	}
 bad:
 	{
@@ -500,7 +501,7 @@ bad:
 
 		verdict_set(&v, VERDICT_DENY, 0, "egress.sni_mismatch",
 			    "no second TLS ClientHello after a HelloRetryRequest");
-		return verdict_apply(c, &v);
+		return answer_apply(c, &v);
 	}
 }
 
@@ -527,7 +528,7 @@ static bool line_check(struct conn *c)
 		verdict_set(&v, VERDICT_DENY, 0, "egress.protocol",
 			    "an HTTP request line completed after the first-flight pause");
 		v.extra = json_pack("{s:b}", "tls", 0);
-		if (!verdict_apply(c, &v))
+		if (!answer_apply(c, &v))
 			return false;
 	}
 	if (h != HTTP_INCOMPLETE) {
