@@ -317,7 +317,7 @@ void intercept_free(struct conn *c)
 
 bool intercept_wanted(const struct conn *c)
 {
-	return c->p->intercept && c->tls == 1 &&
+	return c->p->intercept && tunnel_sni(c) &&
 	       intercept_host_wanted(c->policy, &c->target, c->port);
 }
 
@@ -335,7 +335,7 @@ static void fail_close(struct conn *c, const char *rule, const char *why)
 	struct verdict v;
 
 	verdict_set(&v, VERDICT_FAIL, 0, rule, why);
-	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni, "intercepted", 1);
+	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", tunnel_sni(c), "intercepted", 1);
 	(void)answer_apply(c, &v);
 }
 
@@ -486,7 +486,7 @@ static void established(struct conn *c)
 		verdict_setf(&v, VERDICT_FAIL, 502, "upstream.tls",
 			     "the upstream's certificate does not verify: %s",
 			     c->ic->upstream_error);
-		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
+		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", tunnel_sni(c),
 				    "intercepted", 1);
 		intercept_free(c);
 		(void)answer_apply(c, &v);
@@ -495,7 +495,7 @@ static void established(struct conn *c)
 	upstream_h2 = c->ic->upstream_h2;
 	intercept_free(c);
 	h2 = tls_alpn_is_h2(c->client.ssl);
-	answer_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
+	answer_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", tunnel_sni(c),
 					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1",
 					  "upstream_protocol", upstream_h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;

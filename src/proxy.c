@@ -606,7 +606,7 @@ static void expire(struct proxy *p, uint64_t now)
 
 		if (c && c->state != CONN_CLOSED && c->deadline && c->deadline <= now)
 			conn_expire(c);
-		else if (c && c->early && c->deadline && (!p->soon || c->deadline < p->soon))
+		else if (c && tunnel_early(c) && c->deadline && (!p->soon || c->deadline < p->soon))
 			p->soon = c->deadline; /* a first flight's short pause */
 	}
 }

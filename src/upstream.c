@@ -186,7 +186,7 @@ static void connect_failed(struct conn *c, int err)
 	/* A tunnel's client already has its 200: close, never write an
 	 * answer into the tunnel. On ports other than 80 and 443 the 200
 	 * waits for the connection (tunnel.c): a 502 can still be said. */
-	verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502, "upstream.connect",
+	verdict_set(&v, VERDICT_FAIL, c->tunnel && !tunnel_early(c) ? 0 : 502, "upstream.connect",
 		    strerror(err));
 	(void)answer_apply(c, &v);
 }
