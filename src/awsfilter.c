@@ -58,7 +58,7 @@ struct awsfilter {
 	const struct policy *p;
 	struct aws_secret *s;
 	size_t n;
-	proxy_record_fn record;
+	receipt_record_fn record;
 	void *record_arg;
 };
 
@@ -107,7 +107,7 @@ static void hold(struct af_state *st, struct filter_request *rq, bool hold)
 }
 
 struct awsfilter *awsfilter_new(const struct broker *b, const struct policy *p,
-				proxy_record_fn record, void *record_arg)
+				receipt_record_fn record, void *record_arg)
 {
 	struct awsfilter *f;
 	size_t i;

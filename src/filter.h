@@ -208,6 +208,22 @@ struct filter_ref {
 	uint32_t index, gen, seq;
 };
 
+/* The loop a filter that pends lives in, as calls (the proxy's:
+ * proxy_filter_loop()), so that a filter needs nothing of the proxy's
+ * own modules. Each has the meaning of the proxy_* call of its name
+ * (proxy.h); @ctx is the loop's. */
+struct filter_loop {
+	void *ctx;
+	/* proxy_resume(): resumes the exchange @ref names; 0 or -ESTALE */
+	int (*resume)(void *ctx, const struct filter_ref *ref, int r, struct verdict *v);
+	/* proxy_watch(): @fn runs when @fd is ready, until unwatch */
+	int (*watch)(void *ctx, int fd, uint32_t events,
+		     void (*fn)(void *arg, int fd, uint32_t events), void *arg);
+	void (*unwatch)(void *ctx, int fd);
+	/* proxy_set_tick(): @fn runs on every turn of the loop */
+	void (*set_tick)(void *ctx, int (*fn)(void *arg, uint64_t now_ms), void *arg);
+};
+
 struct filter_stats {
 	unsigned int status;     /* the final status relayed (0: none) */
 	uint64_t bytes_up;       /* request body bytes forwarded */

@@ -499,6 +499,35 @@ int proxy_resume(struct proxy *p, const struct filter_ref *ref, int r,
 	return exchange_resume(c, ref->seq, (enum filter_result)r, v);
 }
 
+static int loop_resume(void *ctx, const struct filter_ref *ref, int r, struct verdict *v)
+{
+	return proxy_resume(ctx, ref, r, v);
+}
+
+static int loop_watch(void *ctx, int fd, uint32_t events, proxy_watch_fn fn, void *arg)
+{
+	return proxy_watch(ctx, fd, events, fn, arg);
+}
+
+static void loop_unwatch(void *ctx, int fd)
+{
+	proxy_unwatch(ctx, fd);
+}
+
+static void loop_set_tick(void *ctx, proxy_tick_fn fn, void *arg)
+{
+	proxy_set_tick(ctx, fn, arg);
+}
+
+void proxy_filter_loop(struct proxy *p, struct filter_loop *loop)
+{
+	loop->ctx = p;
+	loop->resume = loop_resume;
+	loop->watch = loop_watch;
+	loop->unwatch = loop_unwatch;
+	loop->set_tick = loop_set_tick;
+}
+
 /* --- accept -------------------------------------------------------------------- */
 
 static void listen_arm(struct proxy *p, bool on)

@@ -16,11 +16,8 @@
 #include "policy.h"
 #include "receipt.h"
 
-/* Writes one receipt; returns its seq, or -1 when there is no stream. */
-typedef int64_t (*proxy_record_fn)(void *arg, const char *type,
-				   enum receipt_decision d,
-				   enum receipt_point point, const char *rule,
-				   json_t *subject, const char *reason);
+/* Writes one receipt (receipt.h). */
+typedef receipt_record_fn proxy_record_fn;
 
 /* Called for every signal read from the signal fd; returns false to stop
  * the loop (see proxy_stop for draining). */
@@ -148,5 +145,10 @@ void proxy_unwatch(struct proxy *p, int fd);
  * shortens the loop's wait. One tick per proxy; NULL removes it. */
 typedef int (*proxy_tick_fn)(void *arg, uint64_t now_ms);
 void proxy_set_tick(struct proxy *p, proxy_tick_fn fn, void *arg);
+
+/* The four calls above as a struct filter_loop (filter.h) on @p, for a
+ * filter that must not depend on the proxy's modules. */
+struct filter_loop;
+void proxy_filter_loop(struct proxy *p, struct filter_loop *loop);
 
 #endif /* AIRLOCK_PROXY_H */

@@ -693,8 +693,13 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		child_fatal("%s", err);
-	if (spend && spendfilter_start(spend, x.px) < 0)
-		child_fatal("cannot watch the spend ledger's channel");
+	if (spend) {
+		struct filter_loop loop;
+
+		proxy_filter_loop(x.px, &loop);
+		if (spendfilter_start(spend, &loop) < 0)
+			child_fatal("cannot watch the spend ledger's channel");
+	}
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
 			 err, sizeof(err)) < 0)
 		child_fatal("%s", err);
