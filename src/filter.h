@@ -295,7 +295,7 @@ struct filter_ops {
 				uint16_t port, bool any_port);
 };
 
-/* The filters, in the order the exchange runs them (src/filter.c): the
+/* The filters, in the order the exchange runs them (filter_table.c): the
  * one list that intercept.c reads to know which tunnels to open and
  * worker.c to build each worker's filters. */
 struct filter_def {
