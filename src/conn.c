@@ -157,8 +157,7 @@ void conn_touch(struct conn *c)
 		c->deadline = util_now_ms() + timer_ms(c, t);
 }
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
-		      bool transparent)
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
 {
 	struct conn *c;
 	uint32_t index;
@@ -194,10 +193,6 @@ struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
 		free(c);
 		return NULL;
 	}
-	if (transparent)
-		tlisten_begin(c);
-	else
-		exchange_begin(c, false);
 	return c;
 }
 
@@ -259,7 +254,7 @@ void conn_close(struct conn *c)
 	buf_free(&c->uin);
 	buf_free(&c->uout);
 	if (c->counted) {
-		proxy_client_release(p, &c->peer);
+		proxy_shared_release(p->shared, p->worker, &c->peer);
 		c->counted = false;
 	}
 	c->state = CONN_CLOSED;

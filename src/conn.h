@@ -147,7 +147,8 @@ struct proxy {
 	uint32_t next_gen;           /* generations only ever increase */
 	bool stopping;
 	uint64_t stop_deadline;
-	int (*pool)[2];              /* empty pipes tunnels borrow */
+	int (*pool)[2];              /* empty pipes tunnels borrow
+					(tunnel.c; drained by proxy_free) */
 	size_t npool, pool_max;
 	struct proxy_shared *shared;
 	bool own_shared;
@@ -169,10 +170,11 @@ struct proxy {
 
 /* --- conn.c ------------------------------------------------------------ */
 
-/* A connection on @fd from @peer: an HTTP exchange with the proxy, or
- * with @transparent one redirected to it (tlisten_begin). */
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
-		      bool transparent);
+/* A connection on @fd from @peer, watched, in CONN_HEAD; its first step
+ * is the caller's (proxy.c): an HTTP exchange with the proxy
+ * (exchange_begin), or one redirected to it (tlisten_begin). NULL: no
+ * slot (@fd stays the caller's). */
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer);
 void conn_enter(struct conn *c, enum conn_state s);
 /* Bytes moved: the state's idle timer starts again. */
 void conn_touch(struct conn *c);
@@ -306,13 +308,5 @@ int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,
 /* The response has started (its head is queued) and is not complete:
  * no answer can be written any more. */
 bool exchange_response_open(const struct conn *c);
-
-/* --- proxy.c --------------------------------------------------------------- */
-
-int proxy_pipe_get(struct proxy *p, int fds[2]);
-/* Returns an empty pipe to the pool, or closes it. */
-void proxy_pipe_put(struct proxy *p, int fds[2], bool empty);
-/* Releases the client's slot of the per-client count. */
-void proxy_client_release(struct proxy *p, const struct addr *peer);
 
 #endif /* AIRLOCK_CONN_H */

@@ -97,6 +97,19 @@ void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker);
 /* The limits in force: connections in all workers, and per client. */
 unsigned int proxy_shared_max_conns(const struct proxy_shared *s);
 unsigned int proxy_shared_client_limit(const struct proxy_shared *s);
+unsigned int proxy_shared_workers(const struct proxy_shared *s);
+
+/* A connection from @peer in @worker (proxy.c, on accept): takes a slot
+ * of the connection limit and of @peer's share. ADMIT_CLIENT_FIRST:
+ * refused for its share, the first time since @peer was last under it
+ * (recorded, once). */
+struct addr;
+enum proxy_admit { ADMIT_OK, ADMIT_FULL, ADMIT_CLIENT, ADMIT_CLIENT_FIRST };
+enum proxy_admit proxy_shared_acquire(struct proxy_shared *s, unsigned int worker,
+				      const struct addr *peer);
+/* Its connection closed (conn.c): gives the slots back. */
+void proxy_shared_release(struct proxy_shared *s, unsigned int worker,
+			  const struct addr *peer);
 
 void proxy_shared_free(struct proxy_shared *s);
 

@@ -63,6 +63,7 @@
 
 #define SPLICE_MAX (1 << 20) /* bytes moved by one splice() call */
 #define RELAY_HIGH ((size_t)64 * 1024) /* buffered relay: stop reading */
+#define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
 
 enum watch_phase {
 	WATCH_SERVER_HELLO, /* reading the server's first handshake bytes */
@@ -75,6 +76,36 @@ struct tls_watch {
 	enum watch_phase phase;
 	struct serverhello_watch sh;
 };
+
+/* A tunnel borrows one pipe per direction only while bytes are in flight,
+ * so an idle tunnel holds its two sockets and nothing else. */
+static int pipe_get(struct proxy *p, int fds[2])
+{
+	if (p->npool > 0) {
+		p->npool--;
+		fds[0] = p->pool[p->npool][0];
+		fds[1] = p->pool[p->npool][1];
+		return 0;
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -errno;
+	(void)fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE);
+	return 0;
+}
+
+/* Returns an empty pipe to the pool, or closes it. */
+static void pipe_put(struct proxy *p, int fds[2], bool empty)
+{
+	if (empty && p->npool < p->pool_max) {
+		p->pool[p->npool][0] = fds[0];
+		p->pool[p->npool][1] = fds[1];
+		p->npool++;
+	} else {
+		close(fds[0]);
+		close(fds[1]);
+	}
+	fds[0] = fds[1] = -1;
+}
 
 /* One direction of a spliced tunnel. */
 struct half {
@@ -134,7 +165,7 @@ static void release_half(struct proxy *p, struct half *h)
 {
 	if (h->pipe[0] < 0)
 		return;
-	proxy_pipe_put(p, h->pipe, h->pending == 0);
+	pipe_put(p, h->pipe, h->pending == 0);
 	h->pipe[0] = h->pipe[1] = -1;
 	h->pending = 0;
 }
@@ -785,7 +816,7 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		}
 		if (h->eof) {
 			if (h->pipe[0] >= 0)
-				proxy_pipe_put(p, h->pipe, true);
+				pipe_put(p, h->pipe, true);
 			if (!h->shut) {
 				if (!other->shut)
 					shutdown(dst, SHUT_WR);
@@ -796,10 +827,10 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		if (drained) {
 			/* idle: give the pipe back */
 			if (h->pipe[0] >= 0)
-				proxy_pipe_put(p, h->pipe, true);
+				pipe_put(p, h->pipe, true);
 			return moved;
 		}
-		if (h->pipe[0] < 0 && proxy_pipe_get(p, h->pipe) < 0)
+		if (h->pipe[0] < 0 && pipe_get(p, h->pipe) < 0)
 			return -1;
 		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
