@@ -169,6 +169,9 @@ integration: $(BIN) $(HELPER_BIN) $(TEST_BIN)/python3
 
 lint: | deps
 	@scripts/install-deps --lint
+	# the layering of docs/ARCHITECTURE.md: no value, decider or filter
+	# depends on the proxy core, no cycle across floors
+	scripts/include-graph --check
 	cppcheck -j$(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
 		--inline-suppr --std=c11 -D_GNU_SOURCE --include=.cppcheck-defs.h \
 		-I src src tests/unit tests/fuzz

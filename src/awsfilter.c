@@ -61,7 +61,7 @@ struct awsfilter {
 					configuration block: freed with it */
 	struct aws_secret *s;
 	size_t n;
-	proxy_record_fn record;
+	receipt_record_fn record;
 	void *record_arg;
 };
 
@@ -110,7 +110,7 @@ static void hold(struct af_state *st, struct filter_request *rq, bool hold)
 }
 
 struct awsfilter *awsfilter_new(const struct broker *b, const struct policy *p,
-				proxy_record_fn record, void *record_arg)
+				receipt_record_fn record, void *record_arg)
 {
 	struct awsfilter *f;
 	size_t i;

@@ -9,7 +9,7 @@
 #include "broker.h"
 #include "filter.h"
 #include "policy.h"
-#include "proxy.h"
+#include "receipt.h"
 
 /* The filter's operations: registered before the secrets filter, with the
  * argument awsfilter_new() returns. */
@@ -21,7 +21,7 @@ extern const struct filter_def awsfilter_def;
 /* The aws secrets of @b (borrowed: valid until awsfilter_free()), or NULL
  * when @b has none; receipts go to @record. */
 struct awsfilter *awsfilter_new(const struct broker *b, const struct policy *p,
-				proxy_record_fn record, void *record_arg);
+				receipt_record_fn record, void *record_arg);
 void awsfilter_free(struct awsfilter *f);
 
 #endif /* AIRLOCK_AWSFILTER_H */

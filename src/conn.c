@@ -24,6 +24,7 @@
  * goes with it and CONN_LINGER waits briefly for the client's FIN, so
  * that closing with unread bytes does not reset the answer away.
  */
+#include "answer.h"
 #include "conn.h"
 #include "h2.h"
 
@@ -125,25 +126,7 @@ static uint64_t timer_ms(const struct conn *c, enum conn_timer t)
 		 * idle kept-alive one waits idle_ms, and the head timeout
 		 * runs again from the next request's first byte. */
 		return c->requests == 0 || c->cin.len ? to->head_ms : to->idle_ms;
-	case TIMER_FIRST_FLIGHT:
-		/* The upstream already open (tunnel.c): idle while the
-		 * client is silent, the ambiguity pause once it has said
-		 * something that is neither TLS nor yet HTTP. */
-		if (c->early && endpoint_open(&c->upstream) && !tunnel_flight_tls(c)) {
-			uint64_t spent;
-
-			if (!c->cin.len)
-				return to->idle_ms;
-			/* a flight trickled byte by byte is still decided
-			 * within the first-flight timeout of its first */
-			spent = c->flight_start ? util_now_ms() - c->flight_start : 0;
-			if (spent >= to->first_flight_ms)
-				return 1;
-			return to->first_flight_ms - spent < to->ambiguous_ms
-				       ? to->first_flight_ms - spent
-				       : to->ambiguous_ms;
-		}
-		return to->first_flight_ms;
+	case TIMER_FIRST_FLIGHT: return tunnel_first_flight_ms(c);
 	case TIMER_CONNECT: return to->connect_ms;
 	case TIMER_IDLE: return to->idle_ms;
 	case TIMER_FILTER: return to->head_ms;
@@ -174,8 +157,7 @@ void conn_touch(struct conn *c)
 		c->deadline = util_now_ms() + timer_ms(c, t);
 }
 
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
-		      bool transparent)
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer)
 {
 	struct conn *c;
 	uint32_t index;
@@ -197,9 +179,6 @@ struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
 	c->gen = p->next_gen;
 	endpoint_set_fd(&c->client, fd);
 	endpoint_init(&c->upstream);
-	c->c2u.pipe[0] = c->c2u.pipe[1] = -1;
-	c->u2c.pipe[0] = c->u2c.pipe[1] = -1;
-	c->tls = -1;
 	c->peer = *peer;
 	c->state = CONN_HEAD;
 	p->conns[index] = c;
@@ -214,10 +193,6 @@ struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
 		free(c);
 		return NULL;
 	}
-	if (transparent)
-		tlisten_begin(c);
-	else
-		exchange_begin(c, false);
 	return c;
 }
 
@@ -249,15 +224,6 @@ void conn_unwatch(struct conn *c, bool upstream)
 	e->registered = ENDPOINT_UNREGISTERED;
 }
 
-static void release_half(struct proxy *p, struct half *h)
-{
-	if (h->pipe[0] < 0)
-		return;
-	proxy_pipe_put(p, h->pipe, h->pending == 0);
-	h->pipe[0] = h->pipe[1] = -1;
-	h->pending = 0;
-}
-
 void conn_drop_upstream(struct conn *c)
 {
 	/* close() removes it from the epoll set */
@@ -274,7 +240,7 @@ void conn_close(struct conn *c)
 		return;
 	if (c->x)
 		exchange_free(c, FILTER_OUTCOME_CLIENT_GONE);
-	tunnel_free(c);
+	tunnel_close(c);
 	h2_free(c);
 	if (c->upgraded) {
 		c->upgraded->free(c->upgraded);
@@ -283,14 +249,12 @@ void conn_close(struct conn *c)
 	intercept_free(c);
 	endpoint_close(&c->client);
 	endpoint_close(&c->upstream);
-	release_half(p, &c->c2u);
-	release_half(p, &c->u2c);
 	buf_free(&c->cin);
 	buf_free(&c->cout);
 	buf_free(&c->uin);
 	buf_free(&c->uout);
 	if (c->counted) {
-		proxy_client_release(p, &c->peer);
+		proxy_shared_release(p->shared, p->worker, &c->peer);
 		c->counted = false;
 	}
 	c->state = CONN_CLOSED;
@@ -351,7 +315,7 @@ void conn_expire(struct conn *c)
 				       : "the client sent nothing after CONNECT");
 		break;
 	case EXPIRE_CONNECT:
-		verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502,
+		verdict_set(&v, VERDICT_FAIL, c->tunnel && !tunnel_early(c) ? 0 : 502,
 			    "upstream.connect", "connection timed out");
 		break;
 	case EXPIRE_FILTER:
@@ -363,7 +327,7 @@ void conn_expire(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 bool conn_can_answer(const struct conn *c)
@@ -378,7 +342,7 @@ bool conn_can_answer(const struct conn *c)
 	if (c->tunnel)
 		return !c->transparent &&
 		       (c->state == CONN_HEAD || c->state == CONN_RESOLVE ||
-			(c->early && c->state == CONN_CONNECTING));
+			(tunnel_early(c) && c->state == CONN_CONNECTING));
 	return !exchange_response_open(c);
 }
 

@@ -2,8 +2,8 @@
  * conn.h - the proxy's connections: the state table, the internal state
  * of struct proxy, and the calls the proxy's modules make of each other.
  *
- * Internal to the proxy (proxy.c, conn.c, upstream.c, tunnel.c,
- * exchange.c, verdict.c); nothing outside includes it.
+ * Internal to the proxy (proxy.c, conn.c, answer.c, upstream.c, tunnel.c,
+ * tlisten.c, exchange.c, h2.c, intercept.c); nothing outside includes it.
  *
  * Contracts every module keeps:
  *  - A connection is closed only by conn_close(), which marks it
@@ -69,16 +69,13 @@ enum conn_state {
 
 const char *conn_state_to_string(enum conn_state s);
 
-/* One direction of a spliced tunnel. */
-struct half {
-	int pipe[2];     /* borrowed from the pool while bytes are in flight */
-	size_t pending;  /* bytes in the pipe */
-	bool eof;        /* the source finished */
-	bool shut;       /* the destination got our FIN */
-};
-
+/* Each phase's part of a connection is its own, opaque to the others:
+ * struct tunnel (tunnel.c), struct exchange (exchange.c), struct
+ * intercept_state (intercept.c), struct h2 (h2.c). What is left here is
+ * the connection's: its endpoints and buffers, the request it decides,
+ * its state and its timer. */
+struct tunnel;
 struct exchange;
-struct tls_watch;
 struct intercept_state;
 struct intercept_cache;
 struct h2;
@@ -113,25 +110,8 @@ struct conn {
 	const struct host_rule *rule;
 	char rule_id[VERDICT_RULE_MAX];
 	struct addr addr;     /* the one checked address connected to */
-	/* tunnel */
-	int8_t tls;           /* first flight: 1 TLS, 0 not, -1 not read */
-	char sni[HOSTNAME_MAX + 1];
-	bool spliced;         /* relaying with splice() */
-	bool early;           /* ports other than 80 and 443: the upstream
-				 is opened before the first flight is
-				 classified, and what it says first is
-				 relayed (tunnel.c) */
-	uint64_t flight_start;/* ms: the first byte of an early first
-				 flight (its pauses never outlast the
-				 first-flight timeout from there) */
-	struct buf *line;     /* an ambiguous first flight relayed as
-				 opaque that could still begin an HTTP
-				 request line: the first line so far,
-				 checked before each later client byte is
-				 forwarded (tunnel.c) */
-	struct half c2u, u2c;
-	struct half *draining;/* one side gone: the half it is still owed */
-	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
+	struct tunnel *t;      /* the tunnel's part (tunnel.c); NULL until
+				  the connection is one */
 	bool intercept;       /* TLS is terminated here (intercept.c) */
 	struct intercept_state *ic; /* the handshakes in progress */
 	struct filter_stream *upgraded; /* after a 101: what the upstream
@@ -167,7 +147,8 @@ struct proxy {
 	uint32_t next_gen;           /* generations only ever increase */
 	bool stopping;
 	uint64_t stop_deadline;
-	int (*pool)[2];              /* empty pipes tunnels borrow */
+	int (*pool)[2];              /* empty pipes tunnels borrow
+					(tunnel.c; drained by proxy_free) */
 	size_t npool, pool_max;
 	struct proxy_shared *shared;
 	bool own_shared;
@@ -189,10 +170,11 @@ struct proxy {
 
 /* --- conn.c ------------------------------------------------------------ */
 
-/* A connection on @fd from @peer: an HTTP exchange with the proxy, or
- * with @transparent one redirected to it (tlisten_begin). */
-struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer,
-		      bool transparent);
+/* A connection on @fd from @peer, watched, in CONN_HEAD; its first step
+ * is the caller's (proxy.c): an HTTP exchange with the proxy
+ * (exchange_begin), or one redirected to it (tlisten_begin). NULL: no
+ * slot (@fd stays the caller's). */
+struct conn *conn_new(struct proxy *p, int fd, const struct addr *peer);
 void conn_enter(struct conn *c, enum conn_state s);
 /* Bytes moved: the state's idle timer starts again. */
 void conn_touch(struct conn *c);
@@ -241,7 +223,7 @@ int64_t conn_record_at(struct conn *c, enum receipt_point point, const char *typ
 /* The rules for c->target:c->port (not in mode off), then the address
  * checks on the literal or on every DNS answer; on success c->addr is set
  * and the tunnel or the exchange continues (tunnel_addressed,
- * exchange_addressed). Any deny goes through verdict_apply(). */
+ * exchange_addressed). Any deny goes through answer_apply(). */
 void upstream_decide(struct conn *c);
 /* Opens the connection to c->addr:c->port and enters CONN_CONNECTING;
  * on failure applies the verdict (502, or close inside a tunnel). */
@@ -262,6 +244,16 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events);
  * on; cin/uin hold bytes already read past the heads. */
 void tunnel_from_exchange(struct conn *c);
 void tunnel_free(struct conn *c);
+/* Frees the tunnel's part (c->t) and returns its pipes (conn_close). */
+void tunnel_close(struct conn *c);
+/* A tunnel on a port where the server may speak first: its upstream is
+ * opened before the first flight is classified. */
+bool tunnel_early(const struct conn *c);
+/* The SNI of the tunnel's ClientHello; NULL when its first flight is not
+ * TLS (or not read yet). */
+const char *tunnel_sni(const struct conn *c);
+/* The first-flight timer (CONN_FIRST_FLIGHT), in ms from now. */
+uint64_t tunnel_first_flight_ms(const struct conn *c);
 /* The first-flight deadline passed: true when the tunnel handled it (an
  * ambiguous first flight relayed as opaque, an idle one closed), false
  * for the timeout.first-flight failure. */
@@ -316,13 +308,5 @@ int exchange_resume(struct conn *c, uint32_t seq, enum filter_result r,
 /* The response has started (its head is queued) and is not complete:
  * no answer can be written any more. */
 bool exchange_response_open(const struct conn *c);
-
-/* --- proxy.c --------------------------------------------------------------- */
-
-int proxy_pipe_get(struct proxy *p, int fds[2]);
-/* Returns an empty pipe to the pool, or closes it. */
-void proxy_pipe_put(struct proxy *p, int fds[2], bool empty);
-/* Releases the client's slot of the per-client count. */
-void proxy_client_release(struct proxy *p, const struct addr *peer);
 
 #endif /* AIRLOCK_CONN_H */

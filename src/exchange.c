@@ -65,6 +65,7 @@
  * forwarded closes both sides with a proxy.error receipt; an error before
  * any of the response is written is answered (400, 502).
  */
+#include "answer.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -218,7 +219,7 @@ static void fail(struct conn *c, int status, const char *rule, const char *reaso
 	if (c->x)
 		set_outcome(c->x, outcome);
 	verdict_set(&v, VERDICT_FAIL, status, rule, reason);
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 /* --- the request head ------------------------------------------------------- */
@@ -429,7 +430,7 @@ static void parse_head(struct conn *c)
 		v.extra = json_pack("{s:s, s:s?}", "request_method", x->method,
 				    "request_host", x->host.name[0] ? x->host.name : NULL);
 		set_outcome(x, FILTER_OUTCOME_REFUSED);
-		if (!verdict_apply(c, &v))
+		if (!answer_apply(c, &v))
 			return;
 		x->outcome_set = false;
 	}
@@ -462,7 +463,7 @@ static bool filter_verdict(struct conn *c, struct verdict *v)
 		return true;
 	}
 	set_outcome(c->x, FILTER_OUTCOME_REFUSED);
-	if (!verdict_apply(c, v))
+	if (!answer_apply(c, v))
 		return false;
 	c->x->outcome_set = false;
 	return true;
@@ -598,7 +599,7 @@ static void proceed(struct conn *c)
 		/* opened before the first flight was read (tunnel.c, ports
 		 * other than 80 and 443): the tunnel is recorded now */
 		if (!c->allow_recorded && !c->shadowed)
-			verdict_record_allow(c, json_pack("{s:b}", "tls", 0));
+			answer_record_allow(c, json_pack("{s:b}", "tls", 0));
 		send_head(c);
 		return;
 	}
@@ -620,9 +621,9 @@ void exchange_addressed(struct conn *c)
 void exchange_connected(struct conn *c)
 {
 	if (c->inner)
-		verdict_record_allow(c, json_pack("{s:b}", "tls", 0));
+		answer_record_allow(c, json_pack("{s:b}", "tls", 0));
 	else
-		verdict_record_allow(c, NULL);
+		answer_record_allow(c, NULL);
 	send_head(c);
 }
 
@@ -778,7 +779,7 @@ static void coding_fail(struct conn *c, const char *coding, const char *codings,
 	v.extra = json_pack("{s:s, s:s, s:s, s:s}", "request_method", x->method,
 			    "request_path", x->path, "coding", coding, "codings", codings);
 	set_outcome(x, x->resp_open ? FILTER_OUTCOME_CUT : FILTER_OUTCOME_UPSTREAM_ERROR);
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 /* The codings of the final response head (every Content-Encoding field

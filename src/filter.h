@@ -212,6 +212,22 @@ struct filter_ref {
 	uint32_t index, gen, seq;
 };
 
+/* The loop a filter that pends lives in, as calls (the proxy's:
+ * proxy_filter_loop()), so that a filter needs nothing of the proxy's
+ * own modules. Each has the meaning of the proxy_* call of its name
+ * (proxy.h); @ctx is the loop's. */
+struct filter_loop {
+	void *ctx;
+	/* proxy_resume(): resumes the exchange @ref names; 0 or -ESTALE */
+	int (*resume)(void *ctx, const struct filter_ref *ref, int r, struct verdict *v);
+	/* proxy_watch(): @fn runs when @fd is ready, until unwatch */
+	int (*watch)(void *ctx, int fd, uint32_t events,
+		     void (*fn)(void *arg, int fd, uint32_t events), void *arg);
+	void (*unwatch)(void *ctx, int fd);
+	/* proxy_set_tick(): @fn runs on every turn of the loop */
+	void (*set_tick)(void *ctx, int (*fn)(void *arg, uint64_t now_ms), void *arg);
+};
+
 struct filter_stats {
 	unsigned int status;     /* the final status relayed (0: none) */
 	uint64_t bytes_up;       /* request body bytes forwarded */
@@ -286,7 +302,8 @@ struct filter_ops {
 /* --- the filter table: one registration per filter ---------------------------
  *
  * A filter is registered once, as a struct filter_def in its own file,
- * named in filter_table (src/filter.c) in the order the exchange runs it.
+ * named in filter_table (src/filter_table.c) in the order the exchange
+ * runs it.
  * The table is all that worker.c and intercept.c know of the filters:
  *
  *  - the supervisor sends each worker, for each filter in the table's
@@ -303,7 +320,6 @@ struct filter_ops {
 
 struct msg;
 struct msg_reader;
-struct proxy;
 struct registry;
 struct broker;
 struct gitcred;
@@ -371,8 +387,9 @@ struct filter_def {
 	 * with one line in @err (the worker stops). NULL: none comes. */
 	int (*configure)(void *f, struct msg_reader *blk, int fd, char *err, size_t errlen);
 	/* Worker, once its proxy is made: starts what the filter watches in
-	 * the proxy's loop. Returns 0 or -errno. May be NULL. */
-	int (*start)(void *f, struct proxy *px);
+	 * the proxy's loop (proxy_filter_loop()). Returns 0 or -errno. May be
+	 * NULL. */
+	int (*start)(void *f, const struct filter_loop *loop);
 };
 
 /* The filters, in the order the exchange runs them. */

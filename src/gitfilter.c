@@ -62,7 +62,7 @@
 #include "util.h"
 
 struct gitfilter {
-	proxy_record_fn record;
+	receipt_record_fn record;
 	void *record_arg;
 	char *token;            /* wiped when replaced */
 	size_t token_len;
@@ -108,7 +108,7 @@ static void wipe_free(char *s, size_t n)
 	}
 }
 
-struct gitfilter *gitfilter_new(proxy_record_fn record, void *record_arg)
+struct gitfilter *gitfilter_new(receipt_record_fn record, void *record_arg)
 {
 	struct gitfilter *g = util_xcalloc(1, sizeof(*g));
 

@@ -29,13 +29,13 @@
 
 #include "filter.h"
 #include "gitrules.h"
-#include "proxy.h"
+#include "receipt.h"
 
 struct gitfilter;
 
 /* @record (NULL: none) writes the git.allow receipts; git.block ones go
  * through the exchange's verdicts. */
-struct gitfilter *gitfilter_new(proxy_record_fn record, void *record_arg);
+struct gitfilter *gitfilter_new(receipt_record_fn record, void *record_arg);
 
 /* Wipes the credential and frees @g (NULL is fine). */
 void gitfilter_free(struct gitfilter *g);

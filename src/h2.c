@@ -63,6 +63,7 @@
  * Mustn't: send a refused stream's bytes upstream, relay a response byte,
  * header or trailer that did not pass the filters.
  */
+#include "answer.h"
 #include "conn.h"
 #include "h2.h"
 
@@ -221,7 +222,7 @@ static void record_error(struct h2 *h, bool upstream, const char *why)
 		     why);
 	v.always = true;
 	v.extra = json_pack("{s:s}", "protocol", "h2");
-	(void)verdict_record(h->c, &v, &seq);
+	(void)answer_record(h->c, &v, &seq);
 }
 
 static void record_request(struct h2_stream *s)
@@ -446,7 +447,7 @@ static void answer(struct h2_stream *s, const struct verdict *v, int64_t seq)
 	detach_upstream(s, NGHTTP2_CANCEL);
 	buf_free(&s->down);
 	h->cur = s;
-	verdict_answer_text(h->c, v, seq, &s->down);
+	answer_text(h->c, v, seq, &s->down);
 	h->cur = NULL;
 	snprintf(status, sizeof(status), "%d", v->status);
 	if (seq >= 0)
@@ -479,7 +480,7 @@ static bool refuse(struct h2_stream *s, struct verdict *v)
 
 	set_outcome(s, FILTER_OUTCOME_REFUSED);
 	h->cur = s;
-	on = verdict_record(h->c, v, &seq);
+	on = answer_record(h->c, v, &seq);
 	h->cur = NULL;
 	if (on) {
 		s->outcome_set = false;

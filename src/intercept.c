@@ -51,6 +51,7 @@
  * pass an intercepted tunnel through, send a byte of the request to an
  * upstream that did not verify.
  */
+#include "answer.h"
 #include "conn.h"
 #include "intercept.h"
 
@@ -316,7 +317,7 @@ void intercept_free(struct conn *c)
 
 bool intercept_wanted(const struct conn *c)
 {
-	return c->p->intercept && c->tls == 1 &&
+	return c->p->intercept && tunnel_sni(c) &&
 	       intercept_host_wanted(c->policy, &c->target, c->port);
 }
 
@@ -334,8 +335,8 @@ static void fail_close(struct conn *c, const char *rule, const char *why)
 	struct verdict v;
 
 	verdict_set(&v, VERDICT_FAIL, 0, rule, why);
-	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni, "intercepted", 1);
-	(void)verdict_apply(c, &v);
+	v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", tunnel_sni(c), "intercepted", 1);
+	(void)answer_apply(c, &v);
 }
 
 /* The waiting a TLS call asked for, as epoll interest on @upstream's side. */
@@ -489,16 +490,16 @@ static void established(struct conn *c)
 		verdict_setf(&v, VERDICT_FAIL, 502, "upstream.tls",
 			     "the upstream's certificate does not verify: %s",
 			     c->ic->upstream_error);
-		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", c->sni,
+		v.extra = json_pack("{s:b, s:s, s:b}", "tls", 1, "sni", tunnel_sni(c),
 				    "intercepted", 1);
 		intercept_free(c);
-		(void)verdict_apply(c, &v);
+		(void)answer_apply(c, &v);
 		return;
 	}
 	upstream_h2 = c->ic->upstream_h2;
 	intercept_free(c);
 	h2 = tls_alpn_is_h2(c->client.ssl);
-	verdict_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", c->sni,
+	answer_record_allow(c, json_pack("{s:b, s:s, s:b, s:s, s:s}", "tls", 1, "sni", tunnel_sni(c),
 					  "intercepted", 1, "protocol", h2 ? "h2" : "http/1.1",
 					  "upstream_protocol", upstream_h2 ? "h2" : "http/1.1"));
 	c->tunnel = false;

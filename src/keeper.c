@@ -1134,30 +1134,12 @@ int keeper_start(const struct keeper_config *cfg, struct keeper *k, char *err,
 	return 0;
 }
 
-/* Reads a MSG_FATAL waiting on the supervisor's channel, if any. */
-static void pick_up_last_words(struct keeper *k)
-{
-	uint8_t *buf = util_xmalloc(MSG_MAX);
-	struct msg_reader r;
-	const char *reason;
-	ssize_t n;
-	int fd;
-
-	while ((n = msg_recv(k->link.fd, buf, MSG_MAX, &fd, MSG_DONTWAIT)) > 0) {
-		if (fd >= 0)
-			close(fd);
-		if (msg_reader_init(&r, MSG_CHAN_KEEPER, buf, (size_t)n) && r.type == MSG_FATAL &&
-		    msg_get_str(&r, sizeof(k->link.fatal) - 1, &reason, NULL) && msg_end(&r))
-			(void)util_strlcpy(k->link.fatal, reason, sizeof(k->link.fatal));
-	}
-	free(buf);
-}
-
 void keeper_reaped(struct keeper *k, int wstatus)
 {
 	k->pid = -1;
 	k->wstatus = wstatus;
-	pick_up_last_words(k);
+	/* A MSG_FATAL waiting on the supervisor's channel, if any. */
+	child_read_last_words(k->link.fd, k->link.fatal, sizeof(k->link.fatal));
 }
 
 void keeper_describe_exit(const struct keeper *k, char *out, size_t len)

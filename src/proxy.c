@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * proxy.c - the egress proxy's event loop: accept, timers, deferred close,
- * the pipe pool and the state the workers share.
+ * proxy.c - the egress proxy's event loop: accept, timers, deferred close.
+ * The state the workers share is proxy_shared.c's, the pipe pool's use
+ * tunnel.c's.
  *
  * DOC: Theory of Operation
  *
@@ -9,7 +10,7 @@
  * low 32 (passt's habit); one switch dispatches. A connection's life is
  * the state table of conn.c; its request goes through upstream.c (rules,
  * DNS, address checks, connect), then tunnel.c (CONNECT) or exchange.c
- * (HTTP); every decision is a struct verdict applied in verdict.c.
+ * (HTTP); every decision is a struct verdict applied in answer.c.
  * Connections closed during a batch of events are freed after it
  * (conn_reap), so no handler ever meets a freed connection.
  *
@@ -17,9 +18,10 @@
  * with EPOLLEXCLUSIVE, so a new connection wakes one worker, not all, and
  * a worker accepts at most ACCEPT_BATCH per wake-up so that the others
  * get their share. What must hold across workers lives in a struct
- * proxy_shared, created before the fork in MAP_SHARED memory: the number
- * of connections each client address holds (per worker, so that a worker
- * that dies can be forgotten) and so the limits:
+ * proxy_shared (proxy_shared.c), created before the fork in MAP_SHARED
+ * memory: the number of connections each client address holds (per
+ * worker, so that a worker that dies can be forgotten) and so the
+ * limits:
  *
  *  - the connection limit: --max-conns, and never more than the
  *    descriptors allow (two per connection, after a reserve);
@@ -46,13 +48,10 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,375 +61,8 @@
 #include "intercept.h"
 #include "util.h"
 
-#define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
 #define PIPE_POOL 64           /* empty pipes kept for reuse */
 #define ACCEPT_BATCH 64        /* accepts per wake-up: leave some to others */
-#define FD_RESERVE 32          /* descriptors kept for everything else */
-#define MAX_CONNS_DEFAULT 16384
-#define WORKERS_MAX 1024
-
-/* --- shared state ----------------------------------------------------------- */
-
-struct client_slot {
-	struct addr a;     /* family 0: empty */
-	uint32_t reported; /* a refusal was recorded since it was last under */
-};
-
-struct proxy_shared {
-	pthread_mutex_t lock;     /* process-shared, robust */
-	size_t map_len;
-	unsigned int workers;
-	unsigned int max_conns;
-	unsigned int client_limit;
-	uint32_t nslots;          /* a power of two */
-	uint64_t seed;
-	/* then: uint32_t live[workers]; struct client_slot slots[nslots];
-	 * uint32_t counts[nslots * workers] */
-};
-
-static uint32_t *shared_live(struct proxy_shared *s)
-{
-	return (uint32_t *)(s + 1);
-}
-
-static struct client_slot *shared_slots(struct proxy_shared *s)
-{
-	size_t off = sizeof(*s) + s->workers * sizeof(uint32_t);
-
-	off = (off + 15) & ~(size_t)15;
-	return (struct client_slot *)((char *)s + off);
-}
-
-static uint32_t *shared_counts(struct proxy_shared *s)
-{
-	return (uint32_t *)(shared_slots(s) + s->nslots);
-}
-
-static size_t shared_size(unsigned int workers, uint32_t nslots)
-{
-	size_t off = sizeof(struct proxy_shared) + workers * sizeof(uint32_t);
-
-	off = (off + 15) & ~(size_t)15;
-	return off + nslots * sizeof(struct client_slot) +
-	       (size_t)nslots * workers * sizeof(uint32_t);
-}
-
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	if (rl.rlim_max < 262144) {
-		struct rlimit want = { 262144, 262144 };
-
-		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
-			return;
-	}
-	rl.rlim_cur = rl.rlim_max;
-	(void)setrlimit(RLIMIT_NOFILE, &rl);
-}
-
-/* Connections one process's descriptors can carry: two each. */
-static unsigned int fd_conns(void)
-{
-	struct rlimit rl;
-	rlim_t n;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return MAX_CONNS_DEFAULT;
-	n = rl.rlim_cur > FD_RESERVE + 2 ? (rl.rlim_cur - FD_RESERVE) / 2 : 1;
-	return n > UINT32_MAX / 4 ? UINT32_MAX / 4 : (unsigned int)n;
-}
-
-struct proxy_shared *proxy_shared_new(unsigned int workers,
-				      unsigned int max_conns,
-				      unsigned int client_limit, char *err,
-				      size_t errlen)
-{
-	pthread_mutexattr_t ma;
-	struct proxy_shared *s;
-	unsigned int limit, per;
-	uint32_t nslots = 16;
-	size_t len;
-	void *m;
-
-	if (workers == 0 || workers > WORKERS_MAX) {
-		snprintf(err, errlen, "workers must be 1..%d", WORKERS_MAX);
-		return NULL;
-	}
-	raise_fd_limit();
-	limit = max_conns ? max_conns : MAX_CONNS_DEFAULT;
-	per = fd_conns();
-	if ((uint64_t)per * workers < limit)
-		limit = per * workers;
-	/* every distinct client holds at least one connection */
-	while (nslots < 2u * limit && nslots < (1u << 24))
-		nslots *= 2;
-	len = shared_size(workers, nslots);
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED) {
-		snprintf(err, errlen, "shared memory: %s", strerror(errno));
-		return NULL;
-	}
-	s = m;
-	s->map_len = len;
-	s->workers = workers;
-	s->max_conns = limit;
-	s->client_limit = client_limit ? client_limit : (limit / 4 ? limit / 4 : 1);
-	s->nslots = nslots;
-	util_random(&s->seed, sizeof(s->seed));
-	if (pthread_mutexattr_init(&ma) != 0 ||
-	    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED) != 0 ||
-	    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST) != 0 ||
-	    pthread_mutex_init(&s->lock, &ma) != 0) {
-		snprintf(err, errlen, "shared memory: cannot make a shared lock");
-		munmap(m, len);
-		return NULL;
-	}
-	pthread_mutexattr_destroy(&ma);
-	return s;
-}
-
-unsigned int proxy_shared_max_conns(const struct proxy_shared *s)
-{
-	return s->max_conns;
-}
-
-unsigned int proxy_shared_client_limit(const struct proxy_shared *s)
-{
-	return s->client_limit;
-}
-
-void proxy_shared_free(struct proxy_shared *s)
-{
-	if (!s)
-		return;
-	pthread_mutex_destroy(&s->lock);
-	munmap(s, s->map_len);
-}
-
-static void shared_lock(struct proxy_shared *s)
-{
-	/* A worker that died holding it leaves the table as it was between
-	 * two stores: usable; its own counts are forgotten by the parent. */
-	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD)
-		pthread_mutex_consistent(&s->lock);
-}
-
-static void shared_unlock(struct proxy_shared *s)
-{
-	pthread_mutex_unlock(&s->lock);
-}
-
-static uint32_t slot_hash(const struct proxy_shared *s, const struct addr *a)
-{
-	uint64_t h = s->seed ^ (uint64_t)a->family;
-	size_t i;
-
-	for (i = 0; i < sizeof(a->bytes); i++) {
-		h ^= a->bytes[i];
-		h *= 0x100000001b3ull;
-		h ^= h >> 29;
-	}
-	return (uint32_t)(h ^ (h >> 32));
-}
-
-/* The slot of @a, or the empty slot where it would go. */
-static uint32_t slot_find(struct proxy_shared *s, const struct addr *a)
-{
-	struct client_slot *slots = shared_slots(s);
-	uint32_t mask = s->nslots - 1, i = slot_hash(s, a) & mask;
-
-	while (slots[i].a.family != 0 && !addr_equal(&slots[i].a, a))
-		i = (i + 1) & mask;
-	return i;
-}
-
-static uint64_t slot_total(struct proxy_shared *s, uint32_t i)
-{
-	const uint32_t *cnt = shared_counts(s) + (size_t)i * s->workers;
-	uint64_t t = 0;
-	unsigned int w;
-
-	for (w = 0; w < s->workers; w++)
-		t += cnt[w];
-	return t;
-}
-
-/* Empties slot @i, moving later entries of its run back (linear
- * probing's deletion without tombstones). */
-static void slot_remove(struct proxy_shared *s, uint32_t i)
-{
-	struct client_slot *slots = shared_slots(s);
-	uint32_t *counts = shared_counts(s), mask = s->nslots - 1, j = i;
-
-	for (;;) {
-		slots[i].a.family = 0;
-		memset(counts + (size_t)i * s->workers, 0, s->workers * sizeof(uint32_t));
-		for (;;) {
-			uint32_t home;
-
-			j = (j + 1) & mask;
-			if (slots[j].a.family == 0)
-				return;
-			home = slot_hash(s, &slots[j].a) & mask;
-			/* j stays unless its home lies cyclically outside
-			 * (i, j] */
-			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
-				continue;
-			break;
-		}
-		slots[i] = slots[j];
-		memcpy(counts + (size_t)i * s->workers, counts + (size_t)j * s->workers,
-		       s->workers * sizeof(uint32_t));
-		i = j;
-	}
-}
-
-/* The key of a client: an IPv4-mapped address is its IPv4 address. */
-static void client_key(const struct addr *peer, struct addr *key)
-{
-	struct addr v4;
-
-	*key = *peer;
-	if (peer->family == AF_INET6 && addr_embedded_ipv4(peer, &v4) &&
-	    memcmp(peer->bytes, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0)
-		*key = v4;
-	if (key->family != AF_INET && key->family != AF_INET6) {
-		/* cannot happen with an IP listener; one shared key if it did */
-		memset(key, 0, sizeof(*key));
-		key->family = AF_INET;
-	}
-}
-
-enum admit { ADMIT_OK, ADMIT_FULL, ADMIT_CLIENT, ADMIT_CLIENT_FIRST };
-
-static enum admit shared_acquire(struct proxy_shared *s, unsigned int worker,
-				 const struct addr *peer)
-{
-	uint32_t *live = shared_live(s);
-	struct client_slot *slots = shared_slots(s);
-	enum admit r = ADMIT_OK;
-	uint64_t total = 0;
-	struct addr key;
-	unsigned int w;
-	uint32_t i;
-
-	client_key(peer, &key);
-	shared_lock(s);
-	for (w = 0; w < s->workers; w++)
-		total += live[w];
-	if (total >= s->max_conns) {
-		r = ADMIT_FULL;
-		goto out;
-	}
-	i = slot_find(s, &key);
-	if (slots[i].a.family == 0) {
-		slots[i].a = key;
-		slots[i].reported = 0;
-	}
-	if (slot_total(s, i) >= s->client_limit) {
-		r = slots[i].reported ? ADMIT_CLIENT : ADMIT_CLIENT_FIRST;
-		slots[i].reported = 1;
-		goto out;
-	}
-	shared_counts(s)[(size_t)i * s->workers + worker]++;
-	live[worker]++;
-out:
-	shared_unlock(s);
-	return r;
-}
-
-static void shared_release(struct proxy_shared *s, unsigned int worker,
-			   const struct addr *peer)
-{
-	struct client_slot *slots = shared_slots(s);
-	uint32_t *cnt;
-	struct addr key;
-	uint32_t i;
-
-	client_key(peer, &key);
-	shared_lock(s);
-	i = slot_find(s, &key);
-	cnt = shared_counts(s) + (size_t)i * s->workers + worker;
-	if (slots[i].a.family != 0 && *cnt > 0) {
-		(*cnt)--;
-		shared_live(s)[worker]--;
-		if (slot_total(s, i) == 0)
-			slot_remove(s, i);
-		else if (slot_total(s, i) < s->client_limit)
-			slots[i].reported = 0;
-	}
-	shared_unlock(s);
-}
-
-void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker)
-{
-	struct client_slot *slots;
-	uint32_t i;
-
-	if (!s || worker >= s->workers)
-		return;
-	slots = shared_slots(s);
-	shared_lock(s);
-	if (shared_live(s)[worker] == 0) {
-		/* it held nothing (live is the sum of its counts): nothing to
-		 * forget, and the table's pages are not touched (at the end of
-		 * every session, one call per worker) */
-		shared_unlock(s);
-		return;
-	}
-	shared_live(s)[worker] = 0;
-	for (i = 0; i < s->nslots; i++)
-		shared_counts(s)[(size_t)i * s->workers + worker] = 0;
-	/* Removing shifts entries back: an entry moved to a slot already
-	 * passed is checked again by staying on the same index. */
-	for (i = 0; i < s->nslots;) {
-		if (slots[i].a.family != 0 && slot_total(s, i) == 0) {
-			slot_remove(s, i);
-			continue;
-		}
-		i++;
-	}
-	shared_unlock(s);
-}
-
-void proxy_client_release(struct proxy *p, const struct addr *peer)
-{
-	shared_release(p->shared, p->worker, peer);
-}
-
-/* --- pipes ----------------------------------------------------------------- */
-
-/* A tunnel borrows one pipe per direction only while bytes are in flight,
- * so an idle tunnel holds its two sockets and nothing else. */
-int proxy_pipe_get(struct proxy *p, int fds[2])
-{
-	if (p->npool > 0) {
-		p->npool--;
-		fds[0] = p->pool[p->npool][0];
-		fds[1] = p->pool[p->npool][1];
-		return 0;
-	}
-	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
-		return -errno;
-	(void)fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE);
-	return 0;
-}
-
-void proxy_pipe_put(struct proxy *p, int fds[2], bool empty)
-{
-	if (empty && p->npool < p->pool_max) {
-		p->pool[p->npool][0] = fds[0];
-		p->pool[p->npool][1] = fds[1];
-		p->npool++;
-	} else {
-		close(fds[0]);
-		close(fds[1]);
-	}
-	fds[0] = fds[1] = -1;
-}
 
 /* --- watches (filters' own descriptors) ---------------------------------------- */
 
@@ -499,6 +131,35 @@ int proxy_resume(struct proxy *p, const struct filter_ref *ref, int r,
 	return exchange_resume(c, ref->seq, (enum filter_result)r, v);
 }
 
+static int loop_resume(void *ctx, const struct filter_ref *ref, int r, struct verdict *v)
+{
+	return proxy_resume(ctx, ref, r, v);
+}
+
+static int loop_watch(void *ctx, int fd, uint32_t events, proxy_watch_fn fn, void *arg)
+{
+	return proxy_watch(ctx, fd, events, fn, arg);
+}
+
+static void loop_unwatch(void *ctx, int fd)
+{
+	proxy_unwatch(ctx, fd);
+}
+
+static void loop_set_tick(void *ctx, proxy_tick_fn fn, void *arg)
+{
+	proxy_set_tick(ctx, fn, arg);
+}
+
+void proxy_filter_loop(struct proxy *p, struct filter_loop *loop)
+{
+	loop->ctx = p;
+	loop->resume = loop_resume;
+	loop->watch = loop_watch;
+	loop->unwatch = loop_unwatch;
+	loop->set_tick = loop_set_tick;
+}
+
 /* --- accept -------------------------------------------------------------------- */
 
 static void listen_arm(struct proxy *p, bool on)
@@ -542,7 +203,7 @@ static void refuse_client(struct proxy *p, const struct addr *peer)
 	if (peer->family == AF_INET || peer->family == AF_INET6)
 		addr_format(peer, text, sizeof(text));
 	s = json_pack("{s:s, s:i}", "client", text, "limit",
-		      (int)p->shared->client_limit);
+		      (int)proxy_shared_client_limit(p->shared));
 	if (p->o.record)
 		p->o.record(p->o.record_arg, "proxy.error", RECEIPT_BLOCK,
 			    RECEIPT_POINT_EGRESS_PROXY, "proxy.client-limit", s,
@@ -560,7 +221,7 @@ static void accept_some(struct proxy *p, int lfd, bool transparent)
 		socklen_t sl = sizeof(ss);
 		struct addr peer;
 		struct conn *c;
-		enum admit a;
+		enum proxy_admit a;
 		int fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -578,20 +239,27 @@ static void accept_some(struct proxy *p, int lfd, bool transparent)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		if (!addr_from_sockaddr((struct sockaddr *)&ss, sl, &peer, NULL))
 			memset(&peer, 0, sizeof(peer));
-		a = shared_acquire(p->shared, p->worker, &peer);
+		a = proxy_shared_acquire(p->shared, p->worker, &peer);
 		if (a != ADMIT_OK) {
 			if (a == ADMIT_CLIENT_FIRST)
 				refuse_client(p, &peer);
 			close(fd); /* this client only */
 			continue;
 		}
-		c = conn_new(p, fd, &peer, transparent);
+		c = conn_new(p, fd, &peer);
 		if (!c) {
-			shared_release(p->shared, p->worker, &peer);
+			proxy_shared_release(p->shared, p->worker, &peer);
 			close(fd);
 			continue;
 		}
+		/* counted before its first step, which may close it (a
+		 * transparent connection to a denied address): its close
+		 * gives the slot back */
 		c->counted = true;
+		if (transparent)
+			tlisten_begin(c);
+		else
+			exchange_begin(c, false);
 	}
 }
 
@@ -606,7 +274,7 @@ static void expire(struct proxy *p, uint64_t now)
 
 		if (c && c->state != CONN_CLOSED && c->deadline && c->deadline <= now)
 			conn_expire(c);
-		else if (c && c->early && c->deadline && (!p->soon || c->deadline < p->soon))
+		else if (c && tunnel_early(c) && c->deadline && (!p->soon || c->deadline < p->soon))
 			p->soon = c->deadline; /* a first flight's short pause */
 	}
 }
@@ -661,13 +329,13 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 	p->intercept = opts->intercept;
 	if (p->intercept)
 		p->leaves = intercept_cache_new(p->intercept->client);
-	raise_fd_limit();
+	util_raise_fd_limit();
 	if (opts->shared) {
 		p->shared = opts->shared;
 		p->worker = opts->worker;
-		if (p->worker >= opts->shared->workers) {
+		if (p->worker >= proxy_shared_workers(opts->shared)) {
 			snprintf(err, errlen, "worker %u of %u", p->worker,
-				 opts->shared->workers);
+				 proxy_shared_workers(opts->shared));
 			goto fail;
 		}
 	} else {
@@ -677,7 +345,7 @@ struct proxy *proxy_new(const struct proxy_opts *opts, char *err, size_t errlen)
 			goto fail;
 		p->own_shared = true;
 	}
-	p->cap = p->shared->max_conns;
+	p->cap = proxy_shared_max_conns(p->shared);
 	p->conns = util_xcalloc(p->cap, sizeof(struct conn *));
 	p->free_ids = util_xcalloc(p->cap, sizeof(*p->free_ids));
 	p->pool_max = PIPE_POOL;

@@ -16,11 +16,8 @@
 #include "policy.h"
 #include "receipt.h"
 
-/* Writes one receipt; returns its seq, or -1 when there is no stream. */
-typedef int64_t (*proxy_record_fn)(void *arg, const char *type,
-				   enum receipt_decision d,
-				   enum receipt_point point, const char *rule,
-				   json_t *subject, const char *reason);
+/* Writes one receipt (receipt.h). */
+typedef receipt_record_fn proxy_record_fn;
 
 /* Called for every signal read from the signal fd; returns false to stop
  * the loop (see proxy_stop for draining). */
@@ -102,6 +99,19 @@ void proxy_shared_worker_gone(struct proxy_shared *s, unsigned int worker);
 /* The limits in force: connections in all workers, and per client. */
 unsigned int proxy_shared_max_conns(const struct proxy_shared *s);
 unsigned int proxy_shared_client_limit(const struct proxy_shared *s);
+unsigned int proxy_shared_workers(const struct proxy_shared *s);
+
+/* A connection from @peer in @worker (proxy.c, on accept): takes a slot
+ * of the connection limit and of @peer's share. ADMIT_CLIENT_FIRST:
+ * refused for its share, the first time since @peer was last under it
+ * (recorded, once). */
+struct addr;
+enum proxy_admit { ADMIT_OK, ADMIT_FULL, ADMIT_CLIENT, ADMIT_CLIENT_FIRST };
+enum proxy_admit proxy_shared_acquire(struct proxy_shared *s, unsigned int worker,
+				      const struct addr *peer);
+/* Its connection closed (conn.c): gives the slots back. */
+void proxy_shared_release(struct proxy_shared *s, unsigned int worker,
+			  const struct addr *peer);
 
 void proxy_shared_free(struct proxy_shared *s);
 
@@ -150,5 +160,10 @@ void proxy_unwatch(struct proxy *p, int fd);
  * shortens the loop's wait. One tick per proxy; NULL removes it. */
 typedef int (*proxy_tick_fn)(void *arg, uint64_t now_ms);
 void proxy_set_tick(struct proxy *p, proxy_tick_fn fn, void *arg);
+
+/* The four calls above as a struct filter_loop (filter.h) on @p, for a
+ * filter that must not depend on the proxy's modules. */
+struct filter_loop;
+void proxy_filter_loop(struct proxy *p, struct filter_loop *loop);
 
 #endif /* AIRLOCK_PROXY_H */

@@ -45,6 +45,14 @@ const char *receipt_decision_to_string(enum receipt_decision d);
 bool receipt_type_opens_stream(const char *type);
 const char *receipt_point_to_string(enum receipt_point p);
 
+/* Writes one receipt; returns its seq, or -1 when there is no stream.
+ * The proxy's recording call (proxy_opts.record), which filters are
+ * handed too: they need nothing of the proxy for it. */
+typedef int64_t (*receipt_record_fn)(void *arg, const char *type,
+				     enum receipt_decision d,
+				     enum receipt_point point, const char *rule,
+				     json_t *subject, const char *reason);
+
 /* Signing keys. receipt_key_load() reads a PKCS#8 PEM Ed25519 private key and
  * refuses any other type or an encrypted key (it never prompts); it warns on
  * stderr when the file is accessible by group or others. receipt_key_generate()

@@ -97,7 +97,7 @@ struct secretfilter {
 	struct subst_set nogit;      /* without git.credential's (git hosts) */
 	struct subst_secret *ss_nogit;
 	struct registry *reg;        /* every value the proxy injects */
-	proxy_record_fn record;
+	receipt_record_fn record;
 	void *record_arg;
 	/* values captured from answers (capture.h), this worker's and the
 	 * others', in the order they came */
@@ -209,7 +209,7 @@ static void build_sets(struct secretfilter *f)
 }
 
 struct secretfilter *secretfilter_new(const struct broker *b, const struct policy *p,
-				      proxy_record_fn record, void *record_arg)
+				      receipt_record_fn record, void *record_arg)
 {
 	struct secretfilter *f = util_xcalloc(1, sizeof(*f));
 	size_t i;

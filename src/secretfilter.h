@@ -12,7 +12,7 @@
 #include "broker.h"
 #include "filter.h"
 #include "policy.h"
-#include "proxy.h"
+#include "receipt.h"
 
 /* The filter's operations: register them with the argument that
  * secretfilter_new() returns. */
@@ -25,7 +25,7 @@ extern const struct filter_def secretfilter_def;
  * valid until secretfilter_free()) and @p (the policy the secrets come
  * from); receipts go to @record. Never NULL. */
 struct secretfilter *secretfilter_new(const struct broker *b, const struct policy *p,
-				      proxy_record_fn record, void *record_arg);
+				      receipt_record_fn record, void *record_arg);
 void secretfilter_free(struct secretfilter *f);
 
 /* The registry of every value the proxy injects (registry.h): the

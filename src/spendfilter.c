@@ -61,7 +61,6 @@
 #include "ledger.h"
 #include "meter.h"
 #include "msg.h"
-#include "proxy.h"
 #include "spendd.h"
 #include "util.h"
 #include "verdict.h"
@@ -79,7 +78,8 @@ struct spendfilter {
 	bool capped;                 /* a cap may be in force: unmetered
 					requests are refused */
 	uint64_t timeout_ms;         /* spend.ledger_timeout_ms */
-	struct proxy *px;
+	struct filter_loop loop;     /* the proxy's (spendfilter_start); ctx
+					NULL before */
 	uint32_t next_tag;
 	struct spend_state *pending; /* waiting for RESERVED */
 	uint32_t *late;              /* tags given up on (timed out): a
@@ -149,8 +149,8 @@ void spendfilter_free(struct spendfilter *sf)
 		if (st->gone)
 			state_free(st);
 	}
-	if (sf->px && sf->fd >= 0)
-		proxy_unwatch(sf->px, sf->fd);
+	if (sf->loop.ctx && sf->fd >= 0)
+		sf->loop.unwatch(sf->loop.ctx, sf->fd);
 	if (sf->fd >= 0)
 		close(sf->fd);
 	meter_config_free(&sf->mc);
@@ -348,7 +348,7 @@ static void on_reserved(struct spendfilter *sf, struct msg_reader *r)
 		state_free(st);
 		return;
 	}
-	if (proxy_resume(sf->px, &st->ref, (int)fr, &v) < 0) {
+	if (sf->loop.resume(sf->loop.ctx, &st->ref, (int)fr, &v) < 0) {
 		/* the exchange is gone without done(): nothing was sent */
 		verdict_clear(&v);
 	}
@@ -375,7 +375,7 @@ static void fail_pending(struct spendfilter *sf)
 		}
 		verdict_set(&v, VERDICT_FAIL, 502, "spend.ledger",
 			    "the spend ledger is gone: the call cannot be reserved");
-		if (proxy_resume(sf->px, &st->ref, FILTER_VERDICT, &v) < 0)
+		if (sf->loop.resume(sf->loop.ctx, &st->ref, FILTER_VERDICT, &v) < 0)
 			verdict_clear(&v);
 	}
 }
@@ -401,7 +401,7 @@ static void on_channel(void *arg, int fd, uint32_t events)
 		}
 		on_reserved(sf, &r);
 	}
-	proxy_unwatch(sf->px, fd);
+	sf->loop.unwatch(sf->loop.ctx, fd);
 	fail_pending(sf);
 }
 
@@ -435,7 +435,7 @@ static int on_tick(void *arg, uint64_t now)
 			     "the spend ledger did not answer within %llu ms "
 			     "(spend.ledger_timeout_ms): the call cannot be reserved",
 			     (unsigned long long)sf->timeout_ms);
-		if (proxy_resume(sf->px, &st->ref, FILTER_VERDICT, &v) < 0)
+		if (sf->loop.resume(sf->loop.ctx, &st->ref, FILTER_VERDICT, &v) < 0)
 			verdict_clear(&v);
 	}
 	if (first == UINT64_MAX)
@@ -443,11 +443,11 @@ static int on_tick(void *arg, uint64_t now)
 	return first - now > 1000 ? 1000 : (int)(first - now);
 }
 
-int spendfilter_start(struct spendfilter *sf, struct proxy *px)
+int spendfilter_start(struct spendfilter *sf, const struct filter_loop *loop)
 {
-	sf->px = px;
-	proxy_set_tick(px, on_tick, sf);
-	return proxy_watch(px, sf->fd, EPOLLIN, on_channel, sf);
+	sf->loop = *loop;
+	sf->loop.set_tick(sf->loop.ctx, on_tick, sf);
+	return sf->loop.watch(sf->loop.ctx, sf->fd, EPOLLIN, on_channel, sf);
 }
 
 /* --- the hooks ----------------------------------------------------------------- */
@@ -740,9 +740,9 @@ static void *spend_make(struct filter_env *env, struct msg_reader *blk, int fd, 
 			       err, errlen);
 }
 
-static int spend_start(void *f, struct proxy *px)
+static int spend_start(void *f, const struct filter_loop *loop)
 {
-	return spendfilter_start(f, px);
+	return spendfilter_start(f, loop);
 }
 
 const struct filter_def spendfilter_def = {

@@ -10,7 +10,8 @@
  *	sf = spendfilter_new(&cfg);            before proxy_new()
  *	reg = { &spendfilter_ops, sf };        in proxy_opts.filters
  *	px = proxy_new(...);
- *	spendfilter_start(sf, px);             watches the ledger channel
+ *	proxy_filter_loop(px, &loop);
+ *	spendfilter_start(sf, &loop);          watches the ledger channel
  *	... proxy_run(px) ...
  *	spendfilter_free(sf);                  (or exit)
  */
@@ -21,8 +22,6 @@
 
 #include "filter.h"
 #include "policy.h"
-
-struct proxy;
 
 struct spendfilter_config {
 	const struct policy *policy;  /* borrowed: outlives the filter */
@@ -42,8 +41,9 @@ struct spendfilter;
 struct spendfilter *spendfilter_new(const struct spendfilter_config *cfg, char *err,
 				    size_t errlen);
 
-/* Watches the ledger channel in @px's loop. Returns 0 or -errno. */
-int spendfilter_start(struct spendfilter *sf, struct proxy *px);
+/* Watches the ledger channel in @loop (copied; the proxy's,
+ * proxy_filter_loop()). Returns 0 or -errno. */
+int spendfilter_start(struct spendfilter *sf, const struct filter_loop *loop);
 
 /* The filter's operations; register with the filter as its argument. */
 extern const struct filter_ops spendfilter_ops;

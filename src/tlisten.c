@@ -36,6 +36,7 @@
  * supervisor and read-only here), write a 200 or any other bytes the
  * client did not ask for.
  */
+#include "answer.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -51,7 +52,7 @@ static void refuse(struct conn *c, const char *rule, const char *reason)
 	struct verdict v;
 
 	verdict_set(&v, VERDICT_FAIL, 0, rule, reason);
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 void tlisten_begin(struct conn *c)

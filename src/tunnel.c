@@ -46,6 +46,7 @@
  * side that hangs up still gets the bytes it is owed, then the tunnel
  * ends.
  */
+#include "answer.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -62,6 +63,7 @@
 
 #define SPLICE_MAX (1 << 20) /* bytes moved by one splice() call */
 #define RELAY_HIGH ((size_t)64 * 1024) /* buffered relay: stop reading */
+#define PIPE_SIZE (1 << 20)    /* asked of each pipe (F_SETPIPE_SZ) */
 
 enum watch_phase {
 	WATCH_SERVER_HELLO, /* reading the server's first handshake bytes */
@@ -75,21 +77,145 @@ struct tls_watch {
 	struct serverhello_watch sh;
 };
 
+/* A tunnel borrows one pipe per direction only while bytes are in flight,
+ * so an idle tunnel holds its two sockets and nothing else. */
+static int pipe_get(struct proxy *p, int fds[2])
+{
+	if (p->npool > 0) {
+		p->npool--;
+		fds[0] = p->pool[p->npool][0];
+		fds[1] = p->pool[p->npool][1];
+		return 0;
+	}
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -errno;
+	(void)fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE);
+	return 0;
+}
+
+/* Returns an empty pipe to the pool, or closes it. */
+static void pipe_put(struct proxy *p, int fds[2], bool empty)
+{
+	if (empty && p->npool < p->pool_max) {
+		p->pool[p->npool][0] = fds[0];
+		p->pool[p->npool][1] = fds[1];
+		p->npool++;
+	} else {
+		close(fds[0]);
+		close(fds[1]);
+	}
+	fds[0] = fds[1] = -1;
+}
+
+/* One direction of a spliced tunnel. */
+struct half {
+	int pipe[2];     /* borrowed from the pool while bytes are in flight */
+	size_t pending;  /* bytes in the pipe */
+	bool eof;        /* the source finished */
+	bool shut;       /* the destination got our FIN */
+};
+
+/* The tunnel's part of a connection (c->t): only this file sees it. */
+struct tunnel {
+	int8_t tls;           /* first flight: 1 TLS, 0 not, -1 not read */
+	char sni[HOSTNAME_MAX + 1];
+	bool spliced;         /* relaying with splice() */
+	bool early;           /* ports other than 80 and 443: the upstream
+				 is opened before the first flight is
+				 classified, and what it says first is
+				 relayed */
+	uint64_t flight_start;/* ms: the first byte of an early first
+				 flight (its pauses never outlast the
+				 first-flight timeout from there) */
+	struct buf *line;     /* an ambiguous first flight relayed as
+				 opaque that could still begin an HTTP
+				 request line: the first line so far,
+				 checked before each later client byte is
+				 forwarded (line_check) */
+	struct half c2u, u2c;
+	struct half *draining;/* one side gone: the half it is still owed */
+	struct tls_watch *watch; /* TLS hello watch (HelloRetryRequest) */
+};
+
+/* c->t, made the first time @c becomes a tunnel. */
+static void part_new(struct conn *c)
+{
+	if (c->t)
+		return;
+	c->t = util_xcalloc(1, sizeof(*c->t));
+	c->t->c2u.pipe[0] = c->t->c2u.pipe[1] = -1;
+	c->t->u2c.pipe[0] = c->t->u2c.pipe[1] = -1;
+	c->t->tls = -1;
+}
+
 void tunnel_free(struct conn *c)
 {
-	free(c->watch);
-	c->watch = NULL;
-	if (c->line) {
-		buf_free(c->line);
-		free(c->line);
-		c->line = NULL;
+	if (!c->t)
+		return;
+	free(c->t->watch);
+	c->t->watch = NULL;
+	if (c->t->line) {
+		buf_free(c->t->line);
+		free(c->t->line);
+		c->t->line = NULL;
 	}
+}
+
+static void release_half(struct proxy *p, struct half *h)
+{
+	if (h->pipe[0] < 0)
+		return;
+	pipe_put(p, h->pipe, h->pending == 0);
+	h->pipe[0] = h->pipe[1] = -1;
+	h->pending = 0;
+}
+
+void tunnel_close(struct conn *c)
+{
+	if (!c->t)
+		return;
+	tunnel_free(c);
+	release_half(c->p, &c->t->c2u);
+	release_half(c->p, &c->t->u2c);
+	free(c->t);
+	c->t = NULL;
+}
+
+bool tunnel_early(const struct conn *c)
+{
+	return c->t && c->t->early;
+}
+
+const char *tunnel_sni(const struct conn *c)
+{
+	return c->t && c->t->tls == 1 ? c->t->sni : NULL;
+}
+
+uint64_t tunnel_first_flight_ms(const struct conn *c)
+{
+	const struct proxy_timeouts *to = &c->p->t;
+	uint64_t spent;
+
+	/* The upstream already open: idle while the client is silent, the
+	 * ambiguity pause once it has said something that is neither TLS
+	 * nor yet HTTP. */
+	if (!tunnel_early(c) || !endpoint_open(&c->upstream) || tunnel_flight_tls(c))
+		return to->first_flight_ms;
+	if (!c->cin.len)
+		return to->idle_ms;
+	/* a flight trickled byte by byte is still decided within the
+	 * first-flight timeout of its first */
+	spent = c->t->flight_start ? util_now_ms() - c->t->flight_start : 0;
+	if (spent >= to->first_flight_ms)
+		return 1;
+	return to->first_flight_ms - spent < to->ambiguous_ms ? to->first_flight_ms - spent
+							      : to->ambiguous_ms;
 }
 
 static json_t *tls_extra(const struct conn *c)
 {
-	if (c->tls == 1)
-		return json_pack("{s:b, s:s}", "tls", 1, "sni", c->sni);
+	if (c->t->tls == 1)
+		return json_pack("{s:b, s:s}", "tls", 1, "sni", c->t->sni);
 	return json_pack("{s:b}", "tls", 0);
 }
 
@@ -106,10 +232,11 @@ static void upstream_gone(struct conn *c)
 
 void tunnel_begin(struct conn *c)
 {
+	part_new(c);
 	c->tunnel = true;
-	c->tls = -1;
-	c->sni[0] = '\0';
-	c->spliced = false;
+	c->t->tls = -1;
+	c->t->sni[0] = '\0';
+	c->t->spliced = false;
 	upstream_decide(c);
 }
 
@@ -127,7 +254,7 @@ void tunnel_addressed(struct conn *c)
 			if (!c->transparent)
 				buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
 		} else {
-			c->early = true;
+			c->t->early = true;
 		}
 		upstream_connect(c);
 		return;
@@ -143,7 +270,7 @@ void tunnel_addressed(struct conn *c)
  * over the upstream opened early, or opens it now. */
 static void flight_done(struct conn *c)
 {
-	c->early = false;
+	c->t->early = false;
 	if (endpoint_open(&c->upstream))
 		tunnel_connected(c);
 	else
@@ -160,21 +287,21 @@ static void flight_final(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	c->tls = 0;
+	c->t->tls = 0;
 	if (c->cin.len && http_sniff_request(c->cin.data, c->cin.len) == HTTP_INCOMPLETE) {
 		/* It may still become an HTTP request line: waiting for the
 		 * pause must not make HTTP skip its Host checks. The rest
 		 * of the first line is checked before it is forwarded
 		 * (line_check). */
-		c->line = util_xcalloc(1, sizeof(*c->line));
-		buf_append(c->line, c->cin.data, c->cin.len);
+		c->t->line = util_xcalloc(1, sizeof(*c->t->line));
+		buf_append(c->t->line, c->cin.data, c->cin.len);
 	}
 	flight_done(c);
 }
 
 bool tunnel_first_flight_expired(struct conn *c)
 {
-	if (!c->early || !endpoint_open(&c->upstream) || tunnel_flight_tls(c))
+	if (!c->t->early || !endpoint_open(&c->upstream) || tunnel_flight_tls(c))
 		return false;
 	if (c->cin.len == 0) {
 		conn_close(c); /* idle both ways, as an idle tunnel */
@@ -192,7 +319,7 @@ static void first_flight_deny(struct conn *c, const char *rule,
 	verdict_set(&v, VERDICT_DENY, 0, rule, reason);
 	v.extra = extra;
 	/* the client already has its 200: a deny closes the tunnel */
-	if (verdict_apply(c, &v))
+	if (answer_apply(c, &v))
 		flight_done(c);
 }
 
@@ -212,7 +339,7 @@ static void first_flight(struct conn *c)
 			return;
 		r = CLIENTHELLO_MALFORMED;
 	}
-	c->tls = r != CLIENTHELLO_NOT_TLS ? 1 : 0;
+	c->t->tls = r != CLIENTHELLO_NOT_TLS ? 1 : 0;
 	if (r == CLIENTHELLO_NOT_TLS) {
 		enum http_result h;
 
@@ -229,7 +356,7 @@ static void first_flight(struct conn *c)
 		if (h == HTTP_OK) {
 			/* HTTP inside the tunnel: served request by request
 			 * (over the upstream when it was opened early) */
-			c->early = false;
+			c->t->early = false;
 			c->tunnel = false;
 			exchange_begin(c, true);
 			return;
@@ -250,11 +377,11 @@ static void first_flight(struct conn *c)
 		return;
 	}
 	if (ch.has_sni)
-		(void)util_strlcpy(c->sni, ch.sni, sizeof(c->sni));
-	if (ch.offers_tls13 && !c->watch) {
-		c->watch = util_xcalloc(1, sizeof(*c->watch));
-		c->watch->phase = WATCH_SERVER_HELLO;
-		serverhello_watch_init(&c->watch->sh);
+		(void)util_strlcpy(c->t->sni, ch.sni, sizeof(c->t->sni));
+	if (ch.offers_tls13 && !c->t->watch) {
+		c->t->watch = util_xcalloc(1, sizeof(*c->t->watch));
+		c->t->watch->phase = WATCH_SERVER_HELLO;
+		serverhello_watch_init(&c->t->watch->sh);
 	}
 	if (!ch.has_sni || c->target.is_addr || strcmp(ch.sni, c->target.name) != 0) {
 		first_flight_deny(c, "egress.sni_mismatch",
@@ -296,8 +423,8 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 				/* The server ended first: the client gets what
 				 * it said, then the end. Nothing of the client
 				 * went upstream. */
-				c->tls = 0;
-				verdict_record_allow(c, tls_extra(c));
+				c->t->tls = 0;
+				answer_record_allow(c, tls_extra(c));
 				upstream_gone(c);
 				return;
 			}
@@ -324,8 +451,8 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 	if (c->cin.len > had || (!events && c->cin.len > 0)) {
 		/* Each client byte starts the ambiguity pause again; an
 		 * unfinished ClientHello keeps the deadline of its first. */
-		if (!c->flight_start)
-			c->flight_start = util_now_ms();
+		if (!c->t->flight_start)
+			c->t->flight_start = util_now_ms();
 		if (had == 0 || !tunnel_flight_tls(c)) {
 			conn_enter(c, CONN_FIRST_FLIGHT);
 			if (c->cin.len && !tunnel_flight_tls(c) &&
@@ -333,7 +460,7 @@ static void early_step(struct conn *c, bool upstream, uint32_t events)
 				c->p->soon = c->deadline;
 		}
 		first_flight(c);
-		if (conn_closed(c) || c->state != CONN_FIRST_FLIGHT || !c->early)
+		if (conn_closed(c) || c->state != CONN_FIRST_FLIGHT || !c->t->early)
 			return;
 	}
 	if (client_eof) {
@@ -348,7 +475,7 @@ static void step_first_flight(struct conn *c, bool upstream, uint32_t events)
 {
 	int r;
 
-	if (c->early) {
+	if (c->t->early) {
 		early_step(c, upstream, events);
 		return;
 	}
@@ -379,7 +506,7 @@ static void step_first_flight(struct conn *c, bool upstream, uint32_t events)
 
 void tunnel_connected(struct conn *c)
 {
-	if (c->early) {
+	if (c->t->early) {
 		/* opened before the first flight: the 200, then read it */
 		if (!c->transparent)
 			buf_puts(&c->cout, "HTTP/1.1 200 Connection established\r\n\r\n");
@@ -394,7 +521,7 @@ void tunnel_connected(struct conn *c)
 	/* The first flight, unchanged. */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);
-	verdict_record_allow(c, tls_extra(c));
+	answer_record_allow(c, tls_extra(c));
 	conn_enter(c, CONN_TUNNEL);
 	tunnel_step(c, false, 0);
 }
@@ -418,8 +545,9 @@ static bool upgraded_out(struct conn *c)
 
 void tunnel_from_exchange(struct conn *c)
 {
+	part_new(c);
 	c->tunnel = true;
-	c->spliced = false;
+	c->t->spliced = false;
 	/* bytes the client sent after its request head go upstream */
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);
@@ -480,7 +608,7 @@ static bool watch_second_hello(struct conn *c)
 			goto bad;
 		return false;
 	}
-	if (r == CLIENTHELLO_OK && ch.has_sni && strcmp(ch.sni, c->sni) == 0)
+	if (r == CLIENTHELLO_OK && ch.has_sni && strcmp(ch.sni, c->t->sni) == 0)
 		return true;
 	{
 		struct verdict v;
@@ -492,7 +620,7 @@ static bool watch_second_hello(struct conn *c)
 		v.extra = json_pack("{s:s?, s:b}", "sni",
 				    r == CLIENTHELLO_OK && ch.has_sni ? ch.sni : NULL,
 				    "hello_retry", 1);
-		return verdict_apply(c, &v);
+		return answer_apply(c, &v);
 	}
 bad:
 	{
@@ -500,7 +628,7 @@ bad:
 
 		verdict_set(&v, VERDICT_DENY, 0, "egress.sni_mismatch",
 			    "no second TLS ClientHello after a HelloRetryRequest");
-		return verdict_apply(c, &v);
+		return answer_apply(c, &v);
 	}
 }
 
@@ -512,28 +640,28 @@ static uint32_t half_events(bool want_read, bool want_write, const struct endpoi
 }
 
 /* The client's bytes in cin after an ambiguous first flight was relayed
- * (c->line): an HTTP request line completed by them is refused before
+ * (c->t->line): an HTTP request line completed by them is refused before
  * they are forwarded (egress.protocol); once the first line cannot be
  * one, the watch ends. Returns false when @c was closed. */
 static bool line_check(struct conn *c)
 {
 	enum http_result h;
 
-	buf_append(c->line, c->cin.data, c->cin.len);
-	h = http_sniff_request(c->line->data, c->line->len);
+	buf_append(c->t->line, c->cin.data, c->cin.len);
+	h = http_sniff_request(c->t->line->data, c->t->line->len);
 	if (h == HTTP_OK) {
 		struct verdict v;
 
 		verdict_set(&v, VERDICT_DENY, 0, "egress.protocol",
 			    "an HTTP request line completed after the first-flight pause");
 		v.extra = json_pack("{s:b}", "tls", 0);
-		if (!verdict_apply(c, &v))
+		if (!answer_apply(c, &v))
 			return false;
 	}
 	if (h != HTTP_INCOMPLETE) {
-		buf_free(c->line);
-		free(c->line);
-		c->line = NULL;
+		buf_free(c->t->line);
+		free(c->t->line);
+		c->t->line = NULL;
 	}
 	buf_append(&c->uout, c->cin.data, c->cin.len);
 	buf_free(&c->cin);
@@ -545,11 +673,11 @@ static bool line_check(struct conn *c)
  * false when @c was closed. */
 static bool buffered_step(struct conn *c, bool relay)
 {
-	struct tls_watch *w = c->watch;
+	struct tls_watch *w = c->t->watch;
 	bool watching = w && w->phase != WATCH_DONE;
-	bool hold = watching || c->line;
-	bool read_up = (relay || hold) && !c->u2c.eof && c->cout.len < RELAY_HIGH;
-	bool read_cl = (relay || hold) && !c->c2u.eof && c->uout.len < RELAY_HIGH &&
+	bool hold = watching || c->t->line;
+	bool read_up = (relay || hold) && !c->t->u2c.eof && c->cout.len < RELAY_HIGH;
+	bool read_cl = (relay || hold) && !c->t->c2u.eof && c->uout.len < RELAY_HIGH &&
 		       c->cin.len < CLIENTHELLO_FLIGHT_MAX;
 	bool moved = false;
 	ssize_t n;
@@ -579,7 +707,7 @@ static bool buffered_step(struct conn *c, bool relay)
 			continue;
 		}
 		if (n == 0) {
-			c->u2c.eof = true;
+			c->t->u2c.eof = true;
 			if (w)
 				w->phase = WATCH_DONE; /* nothing more to see */
 		} else if (n != -EAGAIN && n != -ENOBUFS) {
@@ -602,7 +730,7 @@ static bool buffered_step(struct conn *c, bool relay)
 				conn_close(c);
 				return false;
 			}
-			c->c2u.eof = true;
+			c->t->c2u.eof = true;
 		} else if (n != -EAGAIN && n != -ENOBUFS) {
 			conn_close(c);
 			return false;
@@ -617,7 +745,7 @@ static bool buffered_step(struct conn *c, bool relay)
 		if (over)
 			w->phase = WATCH_DONE;
 	}
-	if (c->line && !c->watch && c->cin.len > 0 && !line_check(c))
+	if (c->t->line && !c->t->watch && c->cin.len > 0 && !line_check(c))
 		return false;
 	if (w && w->phase == WATCH_DONE) {
 		/* release what was held */
@@ -637,25 +765,25 @@ static bool buffered_step(struct conn *c, bool relay)
 		return false;
 	}
 	/* A side that ended gets the other's FIN once its bytes are out. */
-	if (c->u2c.eof && c->cout.len == 0 && !c->u2c.shut) {
+	if (c->t->u2c.eof && c->cout.len == 0 && !c->t->u2c.shut) {
 		(void)endpoint_shutdown(&c->client);
-		c->u2c.shut = true;
+		c->t->u2c.shut = true;
 	}
-	if (c->c2u.eof && c->uout.len == 0 && !c->c2u.shut) {
+	if (c->t->c2u.eof && c->uout.len == 0 && !c->t->c2u.shut) {
 		(void)endpoint_shutdown(&c->upstream);
-		c->c2u.shut = true;
+		c->t->c2u.shut = true;
 	}
-	if (c->u2c.shut && c->c2u.shut) {
+	if (c->t->u2c.shut && c->t->c2u.shut) {
 		conn_close(c);
 		return false;
 	}
 	if (moved)
 		conn_touch(c);
-	watching = c->watch != NULL;
-	relay = relay || watching || c->line;
-	conn_watch(c, false, half_events(relay && !c->c2u.eof && c->uout.len < RELAY_HIGH,
+	watching = c->t->watch != NULL;
+	relay = relay || watching || c->t->line;
+	conn_watch(c, false, half_events(relay && !c->t->c2u.eof && c->uout.len < RELAY_HIGH,
 					 c->cout.len > 0, &c->client));
-	conn_watch(c, true, half_events(relay && !c->u2c.eof && c->cout.len < RELAY_HIGH,
+	conn_watch(c, true, half_events(relay && !c->t->u2c.eof && c->cout.len < RELAY_HIGH,
 					c->uout.len > 0, &c->upstream));
 	return true;
 }
@@ -688,7 +816,7 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		}
 		if (h->eof) {
 			if (h->pipe[0] >= 0)
-				proxy_pipe_put(p, h->pipe, true);
+				pipe_put(p, h->pipe, true);
 			if (!h->shut) {
 				if (!other->shut)
 					shutdown(dst, SHUT_WR);
@@ -699,10 +827,10 @@ static ssize_t splice_half(struct proxy *p, int src, int dst, struct half *h,
 		if (drained) {
 			/* idle: give the pipe back */
 			if (h->pipe[0] >= 0)
-				proxy_pipe_put(p, h->pipe, true);
+				pipe_put(p, h->pipe, true);
 			return moved;
 		}
-		if (h->pipe[0] < 0 && proxy_pipe_get(p, h->pipe) < 0)
+		if (h->pipe[0] < 0 && pipe_get(p, h->pipe) < 0)
 			return -1;
 		n = splice(src, NULL, h->pipe[1], NULL, SPLICE_MAX,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -755,12 +883,12 @@ static void splice_step(struct conn *c, bool upstream, uint32_t events)
 
 	/* One side is gone (splice_hangup): only its last bytes, still in
 	 * the pipe, are delivered to the other, then the tunnel ends. */
-	if (c->draining) {
-		struct half *h = c->draining;
-		bool to_up = h == &c->c2u;
+	if (c->t->draining) {
+		struct half *h = c->t->draining;
+		bool to_up = h == &c->t->c2u;
 
 		a = splice_half(c->p, -1, to_up ? c->upstream.fd : c->client.fd, h, false,
-				to_up ? &c->u2c : &c->c2u);
+				to_up ? &c->t->u2c : &c->t->c2u);
 		if (a < 0 || h->pending == 0) {
 			conn_close(c);
 			return;
@@ -771,10 +899,10 @@ static void splice_step(struct conn *c, bool upstream, uint32_t events)
 		return;
 	}
 	if (c2u_go)
-		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->c2u, true, &c->u2c);
+		a = splice_half(c->p, c->client.fd, c->upstream.fd, &c->t->c2u, true, &c->t->u2c);
 	if (a >= 0 && u2c_go)
-		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->u2c, true, &c->c2u);
-	if (a < 0 || b < 0 || (c->c2u.shut && c->u2c.shut)) {
+		b = splice_half(c->p, c->upstream.fd, c->client.fd, &c->t->u2c, true, &c->t->c2u);
+	if (a < 0 || b < 0 || (c->t->c2u.shut && c->t->u2c.shut)) {
 		conn_close(c);
 		return;
 	}
@@ -782,15 +910,15 @@ static void splice_step(struct conn *c, bool upstream, uint32_t events)
 	 * tunnel alive. */
 	if (a > 0 || b > 0)
 		conn_touch(c);
-	conn_watch(c, false, splice_events(&c->c2u, &c->u2c));
-	conn_watch(c, true, splice_events(&c->u2c, &c->c2u));
+	conn_watch(c, false, splice_events(&c->t->c2u, &c->t->u2c));
+	conn_watch(c, true, splice_events(&c->t->u2c, &c->t->c2u));
 }
 
 /* EPOLLHUP or EPOLLERR on one side of a spliced tunnel: the side leaves
  * the epoll set, or the tunnel ends. */
 static void splice_hangup(struct conn *c, bool upstream, uint32_t events)
 {
-	struct half *from = upstream ? &c->u2c : &c->c2u;
+	struct half *from = upstream ? &c->t->u2c : &c->t->c2u;
 
 	if (!(events & EPOLLERR)) {
 		splice_step(c, false, 0); /* take what it still has, deliver what we can */
@@ -804,7 +932,7 @@ static void splice_hangup(struct conn *c, bool upstream, uint32_t events)
 	/* Its last bytes wait for the other side: keep only that. */
 	conn_unwatch(c, upstream);
 	from->eof = true;
-	c->draining = from;
+	c->t->draining = from;
 	splice_step(c, false, 0);
 }
 
@@ -817,7 +945,7 @@ static void start_splice(struct conn *c)
 	buf_free(&c->cout);
 	buf_free(&c->uin);
 	buf_free(&c->uout);
-	c->spliced = true;
+	c->t->spliced = true;
 	conn_watch(c, false, EPOLLIN | EPOLLRDHUP);
 	conn_watch(c, true, EPOLLIN | EPOLLRDHUP);
 }
@@ -831,7 +959,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 		step_first_flight(c, upstream, events);
 		return;
 	}
-	if (c->spliced) {
+	if (c->t->spliced) {
 		if (events & (EPOLLHUP | EPOLLERR))
 			splice_hangup(c, upstream, events);
 		else
@@ -850,7 +978,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 			conn_close(c);
 		return;
 	}
-	if (plain && !c->watch && !c->line && c->cin.len == 0) {
+	if (plain && !c->t->watch && !c->t->line && c->cin.len == 0) {
 		/* only queued bytes to write, then splice */
 		int r = endpoint_flush(&c->client, &c->cout);
 
@@ -870,7 +998,7 @@ void tunnel_step(struct conn *c, bool upstream, uint32_t events)
 	}
 	if (!buffered_step(c, !plain))
 		return;
-	if (plain && !c->watch && !c->line && c->cout.len == 0 && c->uout.len == 0 &&
+	if (plain && !c->t->watch && !c->t->line && c->cout.len == 0 && c->uout.len == 0 &&
 	    c->cin.len == 0)
 		start_splice(c);
 }

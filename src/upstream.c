@@ -21,6 +21,7 @@
  * policy the request started with (c->policy): a reload while a name is
  * resolving does not change the mode or the ranges it is judged by.
  */
+#include "answer.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -74,7 +75,7 @@ static void deny_self(struct conn *c, const struct addr *addrs, size_t n)
 	v.always = true;
 	if (addrs)
 		v.extra = json_pack("{s:o}", "addresses", addrs_json(addrs, n));
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 static void addresses_checked(struct conn *c, const struct addr *addrs, size_t n)
@@ -103,7 +104,7 @@ static void addresses_checked(struct conn *c, const struct addr *addrs, size_t n
 		}
 		if (v.action != VERDICT_ALLOW) {
 			v.extra = json_pack("{s:o}", "addresses", addrs_json(addrs, n));
-			if (!verdict_apply(c, &v))
+			if (!answer_apply(c, &v))
 				return;
 		}
 	}
@@ -132,7 +133,7 @@ static void on_resolved(void *arg, uint64_t cookie, int status,
 			     "%s; the proxy resolves through egress.resolver "
 			     "(or resolv.conf) only, not /etc/hosts",
 			     error ? error : "no address");
-		(void)verdict_apply(c, &v);
+		(void)answer_apply(c, &v);
 		return;
 	}
 	/* Every answer is checked, however many there are. */
@@ -159,7 +160,7 @@ void upstream_decide(struct conn *c)
 		egress_decide_rules(c->policy, &c->target, c->port, &v);
 		snprintf(c->rule_id, sizeof(c->rule_id), "%s", v.rule);
 		c->rule = v.host_rule;
-		if (!verdict_apply(c, &v))
+		if (!answer_apply(c, &v))
 			return;
 	}
 	if (c->target.is_addr) {
@@ -174,7 +175,7 @@ void upstream_decide(struct conn *c)
 	if (dns_resolve(c->p->dns, c->target.name, on_resolved, c->p, cookie) < 0) {
 		verdict_set(&v, VERDICT_FAIL, 502, "dns.failure",
 			    "the resolver refused the query");
-		(void)verdict_apply(c, &v);
+		(void)answer_apply(c, &v);
 	}
 }
 
@@ -185,9 +186,9 @@ static void connect_failed(struct conn *c, int err)
 	/* A tunnel's client already has its 200: close, never write an
 	 * answer into the tunnel. On ports other than 80 and 443 the 200
 	 * waits for the connection (tunnel.c): a 502 can still be said. */
-	verdict_set(&v, VERDICT_FAIL, c->tunnel && !c->early ? 0 : 502, "upstream.connect",
+	verdict_set(&v, VERDICT_FAIL, c->tunnel && !tunnel_early(c) ? 0 : 502, "upstream.connect",
 		    strerror(err));
-	(void)verdict_apply(c, &v);
+	(void)answer_apply(c, &v);
 }
 
 void upstream_connect(struct conn *c)

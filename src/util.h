@@ -108,6 +108,9 @@ int util_tcp_pin(const char *host, const char *port, char *err, size_t errlen);
 
 /* Milliseconds of CLOCK_MONOTONIC: the one clock of every deadline. */
 uint64_t util_now_ms(void);
+/* Raises RLIMIT_NOFILE: to 262144 when the hard limit allows it, else to
+ * the hard limit. */
+void util_raise_fd_limit(void);
 
 /* A poll loop's wall-clock timer at @at (Unix time; 0: none, e.g. a
  * credential's next refresh): true when it is due; otherwise false, with

@@ -2,9 +2,12 @@
  * verdict.h - what a decider concluded, as a value.
  *
  * Deciders (egress.c, the exchange's own checks, filters) are pure: they
- * fill a struct verdict and return. verdict_apply() is the one place that
- * records it, applies shadow mode, and answers or closes, so that no
- * caller decides a second time what a deny means.
+ * fill a struct verdict and return. answer_apply() (answer.c, the proxy's)
+ * is the one place that records it, applies shadow mode, and answers or
+ * closes, so that no caller decides a second time what a deny means.
+ *
+ * A value on a low floor: verdict.[ch] depend on nothing of the proxy
+ * (docs/ARCHITECTURE.md, "Layering"; scripts/include-graph --check).
  */
 #ifndef AIRLOCK_VERDICT_H
 #define AIRLOCK_VERDICT_H
@@ -67,34 +70,5 @@ verdict_setf(struct verdict *v, enum verdict_action action, int status,
 
 /* Drops @v->extra (for a verdict that is not applied). */
 void verdict_clear(struct verdict *v);
-
-struct conn;
-
-/* Applies @v to @c: records it (DENY, FAIL), turns a DENY into
- * would_block in shadow mode (unless @always) and returns true: the
- * request goes on. Otherwise answers @status with X-Airlock-Rule and
- * X-Airlock-Receipt when an answer can still be written on @c, else
- * closes @c, and returns false. ALLOW returns true and records nothing.
- * Consumes @v->extra in every case. */
-bool verdict_apply(struct conn *c, struct verdict *v);
-
-/* The recording half of verdict_apply(), for a request that is one of
- * several on @c (an HTTP/2 stream, h2.c): records @v (DENY, FAIL) with
- * its receipt's seq in @seq (-1: none), and returns true when the request
- * goes on (ALLOW, would_block in shadow mode); false: the caller refuses
- * it (with @v->status when it can still answer). Never answers or closes.
- * Consumes @v->extra. */
-bool verdict_record(struct conn *c, struct verdict *v, int64_t *seq);
-
-struct buf;
-/* The plain-text body of a refusal (what, why, rule, receipt @seq),
- * appended to @text. */
-void verdict_answer_text(const struct conn *c, const struct verdict *v, int64_t seq,
-			 struct buf *text);
-
-/* The allow receipt of @c's request (egress.allow with the address
- * connected to, the rule and @extra, consumed); nothing when the request
- * was already recorded as would_block. */
-void verdict_record_allow(struct conn *c, json_t *extra);
 
 #endif /* AIRLOCK_VERDICT_H */

@@ -696,6 +696,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	struct proxy_opts po;
 	struct intercept_opts io;
 	struct filter_reg reg[FILTER_MAX];
+	struct filter_loop loop;
 	struct wctx x;
 	char err[512], who[64];
 	sigset_t set;
@@ -780,9 +781,10 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	x.px = proxy_new(&po, err, sizeof(err));
 	if (!x.px)
 		child_fatal("%s", err);
+	proxy_filter_loop(x.px, &loop);
 	for (i = 0; i < filter_table_len; i++)
 		if (x.made[i] && filter_table[i]->start &&
-		    filter_table[i]->start(x.made[i], x.px) < 0)
+		    filter_table[i]->start(x.made[i], &loop) < 0)
 			child_fatal("the %s filter cannot start", filter_table[i]->name);
 	if (confine_self(CONFINE_WORKER, paths,
 			 read_paths(cfg->policy, paths, owned, &nowned), err,
