@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gitfilter.h"
+#include "filter.h"
 #include "keeper.h"
 #include "util.h"
 
@@ -144,9 +144,10 @@ void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *
 	g->tok = fresh;
 	g->value = g->tok.value;
 	g->value_len = g->tok.len;
-	/* the git filter's configuration again, with the new token */
-	if (worker_pool_configure(wp, &gitfilter_def, &(struct filter_source){ .policy = p,
-										 .git = g }) < 0)
+	/* the git filter's configuration again, with the new token (the
+	 * filter is found in the table: the git filter reads gitcred.h) */
+	if (worker_pool_configure(wp, filter_table_find("git", 3),
+				  &(struct filter_source){ .policy = p, .git = g }) < 0)
 		util_warn("the refreshed git token could not reach every proxy worker");
 	g->next_mint = ghapp_refresh_at(&g->tok);
 	session_record(s, "git.token", RECEIPT_ALLOW, RECEIPT_POINT_GIT, "git.github_app",

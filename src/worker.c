@@ -1123,6 +1123,8 @@ int worker_pool_configure(struct worker_pool *wp, const struct filter_def *d,
 	unsigned int i;
 	int rc = 0;
 
+	if (!d)
+		return -1;
 	for (i = 0; i < wp->n; i++)
 		if (wp->w[i].pid >= 0 && send_config(&wp->w[i], d, src, true, err, sizeof(err)) < 0)
 			rc = -1;
