@@ -75,6 +75,7 @@ static const char *const profile_names[] = {
 	[CONFINE_WORKER] = "worker",
 	[CONFINE_LEDGER] = "ledger",
 	[CONFINE_SUPERVISOR] = "supervisor",
+	[CONFINE_MINT] = "mint",
 };
 static_assert(ARRAY_SIZE(profile_names) == CONFINE_PROFILE_COUNT,
 	      "profile_names matches enum confine_profile");
@@ -116,6 +117,12 @@ static const char *const ledger_calls[] = {
 	"shutdown", "pwrite64", "pwritev", "ftruncate", "fallocate", "unlink",
 	"unlinkat", "fchmod", "fchown", "readlink", "readlinkat", "lstat", "stat",
 	"access", "faccessat", "faccessat2", "getcwd", "flock",
+};
+
+/* The mint process: one HTTPS client at a time, its resolver's UDP. */
+static const char *const mint_calls[] = {
+	"connect", "setsockopt", "getsockopt", "getsockname", "getpeername",
+	"shutdown",
 };
 
 /* The supervisor after start-up: its children (wait, signal), the memfd
@@ -216,7 +223,7 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 			}
 		}
 	}
-	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR) {
+	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR || p == CONFINE_MINT) {
 		for (i = 0; i < ARRAY_SIZE(families); i++) {
 			for (size_t j = 0; j < ARRAY_SIZE(types); j++) {
 				/* The type without SOCK_NONBLOCK and
@@ -232,6 +239,50 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 		}
 	}
 	return r;
+}
+
+static const char *const client_reads[] = {
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
+	"/etc/gai.conf", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/usr/lib/ssl",
+	"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
+	"/etc/ca-certificates", "/dev/urandom",
+};
+static_assert(ARRAY_SIZE(client_reads) + 1 == CONFINE_CLIENT_READS_MAX,
+	      "CONFINE_CLIENT_READS_MAX");
+
+size_t confine_client_reads(const char **out, char **dir)
+{
+	size_t n = 0, i;
+	char *real, *slash;
+
+	for (i = 0; i < ARRAY_SIZE(client_reads); i++)
+		out[n++] = client_reads[i];
+	*dir = NULL;
+	real = realpath("/etc/resolv.conf", NULL);
+	if (real && (slash = strrchr(real, '/')) && slash != real) {
+		*slash = '\0';
+		if (strcmp(real, "/etc") != 0) {
+			*dir = real;
+			out[n++] = real;
+			real = NULL;
+		}
+	}
+	free(real);
+	return n;
+}
+
+bool confine_client_env(const char *entry)
+{
+	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
+					     "OPENSSL_CONF", "OPENSSL_MODULES",
+					     "LOCALDOMAIN", "RES_OPTIONS",
+					     "AIRLOCK_TEST_TIMEOUTS" };
+	size_t i, n = strcspn(entry, "=");
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+			return true;
+	return false;
 }
 
 int confine_drop_capabilities(void)
@@ -345,6 +396,8 @@ static int load_filter(enum confine_profile p, char *err, size_t errlen)
 		r |= allow_list(ctx, ledger_calls, ARRAY_SIZE(ledger_calls));
 	if (p == CONFINE_SUPERVISOR)
 		r |= allow_list(ctx, supervisor_calls, ARRAY_SIZE(supervisor_calls));
+	if (p == CONFINE_MINT)
+		r |= allow_list(ctx, mint_calls, ARRAY_SIZE(mint_calls));
 	r |= allow_checked(ctx, p);
 	if (r == 0)
 		r = seccomp_load(ctx);

@@ -5,6 +5,7 @@
 #ifndef AIRLOCK_CONFINE_H
 #define AIRLOCK_CONFINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum confine_profile {
@@ -24,6 +25,10 @@ enum confine_profile {
 	 * GitHub App token's refresh); no fork, clone or exec, no ptrace, no
 	 * new namespace, no mount, no file opened for writing. */
 	CONFINE_SUPERVISOR,
+	/* The GitHub App token's mint process (mintd.c): the keeper's calls
+	 * plus a TCP/UDP client over IP (socket, connect, socket options);
+	 * no accept, listen, bind, splice, pipes, exec or fork. */
+	CONFINE_MINT,
 	CONFINE_PROFILE_COUNT
 };
 
@@ -57,6 +62,20 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
  * the summary, the trust store for the App token: what it opens is the
  * caller's to choose). Returns 0, or -1 with a reason in @err. */
 int confine_supervisor(char *err, size_t errlen);
+
+/* The files a TLS client with a resolver still reads once confined
+ * (resolv.conf, the hosts and nsswitch files, OpenSSL's configuration and
+ * trust store), into @out (room for CONFINE_CLIENT_READS_MAX), and the
+ * directory where resolv.conf really lives when it is a link out of /etc
+ * (resolvers rewrite it there), which *@dir owns (free it after
+ * confine_self(); NULL when none). Returns how many. */
+#define CONFINE_CLIENT_READS_MAX 13
+size_t confine_client_reads(const char **out, char **dir);
+
+/* child_spec.keep_env of such a client: what OpenSSL reads for the trust
+ * store and its configuration, what c-ares reads, and the tests'
+ * timeouts. */
+bool confine_client_env(const char *entry);
 
 /* Drops every capability of the calling process (effective, permitted,
  * inheritable). Returns 0, or -1 with errno. */

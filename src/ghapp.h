@@ -191,6 +191,16 @@ int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
 
+/* The request and the answer's check of ghapp_mint_jwt(), for a scope
+ * and an installation given by the caller (the mint process, mintd.c,
+ * takes both from the supervisor's message): POST
+ * {api}/app/installations/@installation_id/access_tokens asking for
+ * @asked, the answer checked against @asked. The connection is @p's
+ * git.github_app's (api, ca) and egress's. */
+int ghapp_mint_scope(const struct policy *p, uint64_t installation_id,
+		     const struct ghapp_scope *asked, const char *jwt, unsigned int timeout_ms,
+		     struct ghapp_token *out, char *err, size_t errlen);
+
 /* Is @s (@n bytes) a token airlock accepts: 1 to GHAPP_TOKEN_MAX bytes of
  * visible ASCII (no length or prefix assumed)? */
 bool ghapp_token_ok(const char *s, size_t n);

@@ -91,6 +91,8 @@ static const char *const type_names[] = {
 	[MSG_PUBLISH_NS] = "publish-ns",
 	[MSG_PUBLISH_AUTH] = "publish-auth",
 	[MSG_PUBLISH_SERVING] = "publish-serving",
+	[MSG_MINT] = "mint",
+	[MSG_MINT_ANSWER] = "mint-answer",
 };
 static_assert(ARRAY_SIZE(type_names) == MSG_TYPE_COUNT,
 	      "type_names matches enum msg_type");

@@ -134,6 +134,16 @@ enum msg_type {
 				 namespaces */
 	MSG_PUBLISH_SERVING,  /* relay -> supervisor: no fields: in the
 				 sandbox's network, confined, serving */
+	/* the GitHub App token's mint process (mintd.h) <-> supervisor */
+	MSG_MINT,             /* supervisor -> mint: u32 id, str jwt, u64
+				 installation_id, str owner, u32 nrepos,
+				 nrepos x str repo, u32 nperms, nperms x
+				 (str name, u32 level) */
+	MSG_MINT_ANSWER,      /* mint -> supervisor: u32 id, u32 ok; ok:
+				 bytes token, u64 expires_at, u32 nrepos,
+				 nrepos x str repo, u32 nperms, nperms x
+				 (str name, u32 level) granted; else: str
+				 error */
 	MSG_TYPE_COUNT
 };
 

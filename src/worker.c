@@ -95,14 +95,6 @@
  * its canonical form adds the defaults). */
 #define WORKER_POLICY_MAX ((size_t)8 * 1024 * 1024)
 
-/* What a worker may still read once confined. */
-static const char *const worker_reads[] = {
-	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
-	"/etc/gai.conf", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/usr/lib/ssl",
-	"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
-	"/etc/ca-certificates", "/dev/urandom",
-};
-
 unsigned int worker_default_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -413,6 +405,8 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 	case MSG_PUBLISH_NS:
 	case MSG_PUBLISH_AUTH:
 	case MSG_PUBLISH_SERVING:
+	case MSG_MINT:
+	case MSG_MINT_ANSWER:
 	case MSG_WITNESS_NOTE:
 	case MSG_FEED_GAP:
 	case MSG_WITNESS_COSIG:
@@ -565,48 +559,17 @@ static bool wait_go(struct wctx *x)
 	child_fatal("the supervisor sent %s before go", msg_type_to_string(r.type));
 }
 
-/* The paths a worker reads after its filter: the fixed ones, where
- * resolv.conf really lives when it is a link out of /etc (resolvers
- * rewrite it there), and the policy's upstream CA file. */
+/* The paths a worker reads after its filter: a TLS client's
+ * (confine_client_reads()) and the policy's upstream CA file. */
 static size_t read_paths(const struct policy *p, const char **out, char **dir)
 {
-	size_t n = 0, i;
-	char *real, *slash;
+	size_t n = confine_client_reads(out, dir);
 
-	for (i = 0; i < ARRAY_SIZE(worker_reads); i++)
-		out[n++] = worker_reads[i];
-	*dir = NULL;
-	real = realpath("/etc/resolv.conf", NULL);
-	if (real && (slash = strrchr(real, '/')) && slash != real) {
-		*slash = '\0';
-		if (strcmp(real, "/etc") != 0) {
-			*dir = real;
-			out[n++] = real;
-			real = NULL;
-		}
-	}
-	free(real);
 	if (p->upstream_ca)
 		out[n++] = p->upstream_ca;
 	return n;
 }
 
-/* The environment a worker keeps: what OpenSSL reads for the trust store
- * and its configuration, what c-ares reads, and the tests' timeouts. The
- * rest (the caller's, which may hold secret values) is wiped. */
-static bool worker_env_kept(const char *entry)
-{
-	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
-					     "OPENSSL_CONF", "OPENSSL_MODULES",
-					     "LOCALDOMAIN", "RES_OPTIONS",
-					     "AIRLOCK_TEST_TIMEOUTS" };
-	size_t i, n = strcspn(entry, "=");
-
-	for (i = 0; i < ARRAY_SIZE(names); i++)
-		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
-			return true;
-	return false;
-}
 
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
@@ -618,7 +581,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
 			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
 	struct spendfilter *spend = NULL;
-	const char *paths[ARRAY_SIZE(worker_reads) + 2];
+	const char *paths[CONFINE_CLIENT_READS_MAX + 1];
 	struct proxy_opts po;
 	struct intercept_opts io;
 	struct filter_reg reg[FILTER_MAX];
@@ -645,7 +608,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	child_start(&(struct child_spec){ .name = WORKER_PROC_NAME, .who = who,
 					  .parent = parent, .ctl = ctl, .keep = keep,
 					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
-					  .keep_env = worker_env_kept });
+					  .keep_env = confine_client_env });
 	if (cfg->forget)
 		cfg->forget(cfg->forget_arg);
 	sigemptyset(&set);
