@@ -149,9 +149,11 @@ static void serve_one(const struct policy *p, int ctl, struct msg_reader *r, str
 	msg_put_u32(out, id);
 	msg_put_u32(out, rc == 0 ? 1u : 0u);
 	if (rc == 0) {
-		msg_put_bytes(out, tok.value, tok.len);
+		/* The token last: a buffer that grows after it would leave a
+		 * copy in the block it was moved from. */
 		msg_put_u64(out, (uint64_t)tok.expires_at);
 		put_lists(out, &tok.granted);
+		msg_put_bytes(out, tok.value, tok.len);
 	} else {
 		msg_put_cstr(out, err);
 	}
@@ -354,8 +356,9 @@ static int read_answer(struct mintd *m, struct msg_reader *r, const struct ghapp
 		snprintf(err, errlen, "%s", text);
 		return -1;
 	}
-	if (!msg_get_bytes(r, GHAPP_TOKEN_MAX, &tok, &tlen) || !ghapp_token_ok(tok, tlen) ||
-	    !msg_get_u64(r, &exp) || !get_lists(r, &got) || !msg_end(r))
+	if (!msg_get_u64(r, &exp) || !get_lists(r, &got) ||
+	    !msg_get_bytes(r, GHAPP_TOKEN_MAX, &tok, &tlen) || !ghapp_token_ok(tok, tlen) ||
+	    !msg_end(r))
 		goto bad;
 	if (exp > (uint64_t)INT64_MAX || (time_t)exp <= now || (time_t)exp > now + EXPIRY_MAX_S) {
 		snprintf(err, errlen, "the token mint process (%s) answered an expiry out of "

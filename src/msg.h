@@ -140,9 +140,9 @@ enum msg_type {
 				 nrepos x str repo, u32 nperms, nperms x
 				 (str name, u32 level) */
 	MSG_MINT_ANSWER,      /* mint -> supervisor: u32 id, u32 ok; ok:
-				 bytes token, u64 expires_at, u32 nrepos,
-				 nrepos x str repo, u32 nperms, nperms x
-				 (str name, u32 level) granted; else: str
+				 u64 expires_at, u32 nrepos, nrepos x str
+				 repo, u32 nperms, nperms x (str name, u32
+				 level) granted, bytes token; else: str
 				 error */
 	MSG_TYPE_COUNT
 };
