@@ -126,8 +126,8 @@ static const char *const mint_calls[] = {
 };
 
 /* The supervisor after start-up: its children (wait, signal), the memfd
- * of a reloaded policy, the App token's HTTPS client (sockets are checked
- * below), the files libraries look at. */
+ * of a reloaded policy, the HTTPS client of the GitLab mint and the OAuth
+ * refresh (sockets are checked below), the files libraries look at. */
 static const char *const supervisor_calls[] = {
 	"wait4", "waitid", "kill", "pidfd_open", "pidfd_send_signal",
 	"memfd_create", "ftruncate", "connect", "setsockopt", "getsockopt",

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * confine.h - the seccomp filters airlock puts on its own helper
- * processes: the key holder and the proxy workers.
+ * confine.h - the seccomp filters airlock puts on its own processes:
+ * the key holder, the proxy workers, the ledger, the token mint and the
+ * supervisor itself.
  */
 #ifndef AIRLOCK_CONFINE_H
 #define AIRLOCK_CONFINE_H
@@ -22,7 +23,8 @@ enum confine_profile {
 	/* The supervisor once the session runs (confine_supervisor()): the
 	 * keeper's calls plus waiting for and signalling its children, the
 	 * policy's memfd for a reload, and a TCP/UDP client over IP (the
-	 * GitHub App token's refresh); no fork, clone or exec, no ptrace, no
+	 * GitLab token's mint and revocation, the OAuth refresh); no fork,
+	 * clone or exec, no ptrace, no
 	 * new namespace, no mount, no file opened for writing. */
 	CONFINE_SUPERVISOR,
 	/* The GitHub App token's mint process (mintd.c): the keeper's calls
@@ -59,7 +61,8 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
  * no_new_privs and loads the CONFINE_SUPERVISOR filter. Its capabilities
  * stay (it signals the sandbox's init, in another user namespace) and
  * there is no Landlock (it reads a reloaded policy, the events file for
- * the summary, the trust store for the App token: what it opens is the
+ * the summary, the trust store for the GitLab mint and the OAuth
+ * refresh: what it opens is the
  * caller's to choose). Returns 0, or -1 with a reason in @err. */
 int confine_supervisor(char *err, size_t errlen);
 

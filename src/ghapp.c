@@ -25,9 +25,10 @@
  * - The App's key signs a JWT valid for ten minutes (iat 60 s in the past
  *   for clock skew, exp 540 s ahead: GitHub refuses more than ten
  *   minutes). The key is only ever in the key holder, which signs; the
- *   supervisor sends the request (ghapp_mint_jwt). The JWT and the token
- *   are wiped from every buffer that held them,
- *   including jansson's (the answer is parsed with a wiping allocator) and
+ *   mint process (mintd.c, ghapp_mint_scope) sends the request and
+ *   parses the answer, holding no key and no secret value. The JWT and
+ *   the token are wiped from every buffer that held them, including
+ *   jansson's (the answer is parsed with a wiping allocator) and
  *   OpenSSL's record buffers (SSL_OP_CLEANSE_PLAINTEXT).
  * - The connection is the proxy's, minus the agent: the API's name is
  *   resolved through the policy's resolvers with the same resolver module
@@ -42,9 +43,10 @@
  *   length is assumed: GitHub's token format changes), the whole mint's
  *   time.
  *
- * The mint is blocking: the supervisor does it at session start (a
- * failure refuses the session) and before each expiry, never on the
- * proxy's event loop.
+ * The mint is blocking: the mint process does it when the supervisor
+ * asks, at session start (a failure refuses the session) and before each
+ * expiry, never on the proxy's event loop. ghapp_https() is also the
+ * supervisor's own client for the GitLab mint and the OAuth refresh.
  */
 #include "ghapp.h"
 

@@ -4,8 +4,9 @@
  * answer's validation, and the blocking HTTPS client that does the mint.
  *
  * The key holder loads the key and signs the JWT (ghapp_key_load,
- * ghapp_jwt); the supervisor, which holds no key, makes the request
- * (ghapp_mint_jwt: gitcred.c has the calling pattern); the request never
+ * ghapp_jwt); the mint process, which holds no key and no secret value,
+ * makes the request (ghapp_mint_scope: mintd.c, gitcred.c has the calling
+ * pattern); the request never
  * passes through the sandbox or the proxy. ghapp_mint() does both in one
  * process (tests/helpers/ghmint). After a mint: record git.token
  * (ghapp_subject), hand tok.value to the proxy's injection, mint again at
@@ -185,9 +186,9 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen);
 
-/* The same with a JWT signed elsewhere (the key holder signs it, the
- * supervisor, which holds no key, makes the request): @jwt is borrowed
- * and left as it is (the caller wipes it). */
+/* The same with a JWT signed elsewhere (the key holder signs it): @jwt is
+ * borrowed and left as it is (the caller wipes it). The scope is @p's
+ * (ghapp_scope_from_policy()). */
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
 
