@@ -38,7 +38,6 @@ static void git_mint(struct session *s, const struct policy *p, struct gitcred *
 	const struct policy_github_app *app = p->git_github_app;
 	struct ghapp_scope asked;
 	char *jwt, why[256];
-	int rc;
 
 	memset(tok, 0, sizeof(*tok));
 	if (!app) {
@@ -51,7 +50,7 @@ static void git_mint(struct session *s, const struct policy *p, struct gitcred *
 	}
 	jwt = keeper_sign_jwt(&s->k, err, errlen);
 	if (jwt) {
-		rc = mintd_mint(g->mint, jwt, app->installation_id, &asked, tok, err, errlen);
+		int rc = mintd_mint(g->mint, jwt, app->installation_id, &asked, tok, err, errlen);
 		explicit_bzero(jwt, strlen(jwt));
 		free(jwt);
 		if (rc != 0)

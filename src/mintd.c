@@ -136,9 +136,9 @@ static void serve_one(const struct policy *p, int ctl, struct msg_reader *r, str
 	int rc;
 
 	memset(&asked, 0, sizeof(asked));
-	if (!msg_get_u32(r, &id) || !msg_get_str(r, JWT_MAX, &jwt, NULL) ||
-	    !msg_get_u64(r, &inst) || !msg_get_str(r, NAME_MAX_LEN, &owner, NULL) ||
-	    !get_lists(r, &asked) || !msg_end(r)) {
+	if (!msg_get_u32(r, &id) || !msg_get_u64(r, &inst) ||
+	    !msg_get_str(r, NAME_MAX_LEN, &owner, NULL) || !get_lists(r, &asked) ||
+	    !msg_get_str(r, JWT_MAX, &jwt, NULL) || !msg_end(r)) {
 		ghapp_scope_free(&asked);
 		child_fatal("a bad mint request: %s", r->error ? r->error : "bad field");
 	}
@@ -247,9 +247,9 @@ int mintd_start(struct mintd *m, const struct policy *p, char *err, size_t errle
 /* Why the mint process cannot answer, into @err. */
 static void ended(const struct mintd *m, const char *what, char *err, size_t errlen)
 {
-	char how[256];
-
 	if (m->reaped) {
+		char how[256];
+
 		mintd_describe_exit(m, how, sizeof(how));
 		snprintf(err, errlen, "the token mint process (%s) has ended (%s): no token "
 				      "can be minted", MINTD_PROC_NAME, how);
@@ -400,12 +400,13 @@ int mintd_mint(struct mintd *m, const char *jwt, uint64_t installation_id,
 		ended(m, "is not running", err, errlen);
 		return -1;
 	}
+	/* The JWT last, as the token in the answer (serve_one()). */
 	msg_start(&req, MSG_MINT);
 	msg_put_u32(&req, ++m->last_id);
-	msg_put_cstr(&req, jwt);
 	msg_put_u64(&req, installation_id);
 	msg_put_cstr(&req, asked->owner);
 	put_lists(&req, asked);
+	msg_put_cstr(&req, jwt);
 	r = msg_send(m->ctl, &req, -1, 0);
 	wipe_msg(&req);
 	msg_free(&req);

@@ -135,10 +135,10 @@ enum msg_type {
 	MSG_PUBLISH_SERVING,  /* relay -> supervisor: no fields: in the
 				 sandbox's network, confined, serving */
 	/* the GitHub App token's mint process (mintd.h) <-> supervisor */
-	MSG_MINT,             /* supervisor -> mint: u32 id, str jwt, u64
+	MSG_MINT,             /* supervisor -> mint: u32 id, u64
 				 installation_id, str owner, u32 nrepos,
 				 nrepos x str repo, u32 nperms, nperms x
-				 (str name, u32 level) */
+				 (str name, u32 level), str jwt */
 	MSG_MINT_ANSWER,      /* mint -> supervisor: u32 id, u32 ok; ok:
 				 u64 expires_at, u32 nrepos, nrepos x str
 				 repo, u32 nperms, nperms x (str name, u32

@@ -251,6 +251,7 @@ void supervisor_forget(void *arg)
 	char **e;
 
 	session_forget(sv->s);
+	mintd_stop(&sv->mint); /* this copy's end of the mint's channel */
 	if (!sv->loaded)
 		return;
 	for (i = 0; i < b->count; i++) {

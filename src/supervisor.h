@@ -143,7 +143,7 @@ void supervisor_open(struct supervisor *sv, const struct supervisor_plan *plan);
  * (the sandbox's init, the DNS stub; @arg is the supervisor): wipes the
  * secret values and the environment strings they came from, the git
  * token, the OAuth credentials, and closes the channel to the key holder
- * (session_forget()). */
+ * (session_forget()) and its copy of the channel to the token mint. */
 void supervisor_forget(void *arg);
 
 /* Adds @pr to the table; returns the row (valid until the next add). */

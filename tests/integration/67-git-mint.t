@@ -362,17 +362,22 @@ import json, os, sys
 c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2], sys.argv[3]]
 json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
-: > "$T/git.log"
-: > "$T/api.log"
-rm -rf "$T/ws" && mkdir -p "$T/ws"
-rm -f "$T/ev.jsonl"
-( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 timeout 180 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
+# refresh_run: a session whose agent clones, waits for ws/go, then
+# fetches, in the background (RUN_PID); the logs and the stream anew.
+refresh_run() {
+	: > "$T/git.log"
+	: > "$T/api.log"
+	rm -rf "$T/ws" && mkdir -p "$T/ws"
+	rm -f "$T/ev.jsonl"
+	( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 exec timeout 240 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
 cd "$0"
 export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
 git clone -q https://git.test/acme/api.git api 2> clone.err; echo $? > clone.rc
-i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+i=0; while [ ! -e go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done
 git -C api fetch -q origin 2> fetch.err; echo $? > fetch.rc' "$T/ws" > "$T/out" 2> "$T/err" ) &
-RUN_PID=$!
+	RUN_PID=$!
+}
+refresh_run
 i=0
 while { [ ! -e "$T/ws/clone.rc" ] || [ "$(grep -c '"type":"git.token"' "$T/ev.jsonl" 2>/dev/null)" -lt 2 ]; } &&
 	[ $i -lt 1200 ]; do
@@ -414,35 +419,17 @@ import json, os, sys
 c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2]]
 json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
-: > "$T/git.log"
-: > "$T/api.log"
-rm -rf "$T/ws" && mkdir -p "$T/ws"
-rm -f "$T/ev.jsonl"
-( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 exec timeout 240 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
-cd "$0"
-export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
-git clone -q https://git.test/acme/api.git api 2> clone.err; echo $? > clone.rc
-i=0; while [ ! -e go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done
-git -C api fetch -q origin 2> fetch.err; echo $? > fetch.rc' "$T/ws" > "$T/out" 2> "$T/err" ) &
-RUN_PID=$!
-i=0
-while ! grep -q '"event": "mint-held"' "$T/api.log" 2>/dev/null && [ $i -lt 1200 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-ok "$(grep -q '"event": "mint-held"' "$T/api.log"; echo $?)" "the refresh's request reached the API, which holds it"
+refresh_run
+wait_grep "$T/api.log" '"event": "mint-held"' 60
+ok $? "the refresh's request reached the API, which holds it"
 sup=$(pgrep -P "$RUN_PID" -x airlock)
 mint=$(pgrep -P "$sup" -x airlock-mint)
 like "$mint" '^[0-9]+$' "the mint process runs"
 kill -KILL "$mint"
 # git.token lines: the first mint, the refresh that failed, the next try
-tokens() { grep -c '"type":"git.token"' "$T/ev.jsonl" 2>/dev/null || echo 0; }
-i=0
-while [ "$(tokens)" -lt 3 ] && [ $i -lt 1800 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-is "$(tokens)" 3 "the first mint, the refresh during which the mint process was killed, the next try: three git.token lines"
+# (the one that names how the process ended)
+wait_grep "$T/ev.jsonl" '"type":"git.token".*has ended \(killed by signal 9\)' 90
+is "$(grep -c '"type":"git.token"' "$T/ev.jsonl")" 3 "the first mint, the refresh during which the mint process was killed, the next try: three git.token lines"
 r=$(grep '"type":"git.token"' "$T/ev.jsonl" | sed -n 2p)
 is "$(jf "$r" decision rule)" "block git.github_app" "the refresh fails closed: git.token block"
 like "$(jf "$r" reason)" '^the token mint process \(airlock-mint\) has ended' "  saying the mint process has ended"
