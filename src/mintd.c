@@ -253,6 +253,9 @@ static void ended(const struct mintd *m, const char *what, char *err, size_t err
 		mintd_describe_exit(m, how, sizeof(how));
 		snprintf(err, errlen, "the token mint process (%s) has ended (%s): no token "
 				      "can be minted", MINTD_PROC_NAME, how);
+	} else if (m->fatal[0]) {
+		snprintf(err, errlen, "the token mint process (%s) %s (%s): no token can be "
+				      "minted", MINTD_PROC_NAME, what, m->fatal);
 	} else {
 		snprintf(err, errlen, "the token mint process (%s) %s: no token can be "
 				      "minted", MINTD_PROC_NAME, what);
@@ -366,8 +369,9 @@ static int read_answer(struct mintd *m, struct msg_reader *r, const struct ghapp
 		goto out;
 	}
 	if (!granted_ok(asked, &got, &out->granted)) {
-		snprintf(err, errlen, "the token mint process (%s) answered a scope wider than "
-				      "asked", MINTD_PROC_NAME);
+		snprintf(err, errlen, "the token mint process (%s) answered a granted scope "
+				      "other than the asked repositories or wider than the asked "
+				      "permissions", MINTD_PROC_NAME);
 		goto out;
 	}
 	out->value = util_xmalloc(tlen + 1);
