@@ -267,8 +267,13 @@ static void shown(const char *s, char *out, size_t outlen)
 {
 	size_t i;
 
-	for (i = 0; s[i] && i + 1 < outlen; i++)
-		out[i] = (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i];
+	for (i = 0; s[i] && i + 1 < outlen; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		out[i] = s[i];
+		if (c < 0x20 || c >= 0x7f)
+			out[i] = '?';
+	}
 	out[i] = '\0';
 }
 
@@ -288,14 +293,15 @@ static bool granted_ok(const struct ghapp_scope *asked, const struct ghapp_scope
 	if (got->nrepos != asked->nrepos)
 		goto out;
 	for (i = 0; i < got->nrepos; i++) {
-		for (j = 0; j < asked->nrepos && strcmp(got->repos[i], asked->repos[j]); j++)
+		for (j = 0; j < asked->nrepos && strcmp(got->repos[i], asked->repos[j]) != 0; j++)
 			;
 		if (j == asked->nrepos || seen[j])
 			goto out;
 		seen[j] = true;
 	}
 	for (i = 0; i < got->nperms; i++) {
-		for (j = 0; j < asked->nperms && strcmp(got->perms[i].name, asked->perms[j].name);
+		for (j = 0;
+		     j < asked->nperms && strcmp(got->perms[i].name, asked->perms[j].name) != 0;
 		     j++)
 			;
 		if (j == asked->nperms || seen[asked->nrepos + j] ||
