@@ -55,6 +55,7 @@
 #include <linux/landlock.h>
 #include <linux/prctl.h>
 #include <sched.h>
+#include <openssl/x509.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ static const char *const profile_names[] = {
 	[CONFINE_LEDGER] = "ledger",
 	[CONFINE_SUPERVISOR] = "supervisor",
 	[CONFINE_FEED] = "feed",
+	[CONFINE_MINT] = "mint",
 };
 static_assert(ARRAY_SIZE(profile_names) == CONFINE_PROFILE_COUNT,
 	      "profile_names matches enum confine_profile");
@@ -123,9 +125,15 @@ static const char *const ledger_calls[] = {
 	"access", "faccessat", "faccessat2", "getcwd", "flock",
 };
 
+/* The mint process: one HTTPS client at a time, its resolver's UDP. */
+static const char *const mint_calls[] = {
+	"connect", "setsockopt", "getsockopt", "getsockname", "getpeername",
+	"shutdown",
+};
+
 /* The supervisor after start-up: its children (wait, signal), the memfd
- * of a reloaded policy, the App token's HTTPS client (sockets are checked
- * below), the files libraries look at. */
+ * of a reloaded policy, the HTTPS client of the GitLab mint and the OAuth
+ * refresh (sockets are checked below), the files libraries look at. */
 static const char *const supervisor_calls[] = {
 	"wait4", "waitid", "kill", "pidfd_open", "pidfd_send_signal",
 	"memfd_create", "ftruncate", "connect", "setsockopt", "getsockopt",
@@ -239,7 +247,8 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 			}
 		}
 	}
-	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR || p == CONFINE_FEED) {
+	if (p == CONFINE_WORKER || p == CONFINE_SUPERVISOR || p == CONFINE_FEED ||
+	    p == CONFINE_MINT) {
 		for (i = 0; i < ARRAY_SIZE(families); i++) {
 			for (size_t j = 0; j < ARRAY_SIZE(types); j++) {
 				/* The type without SOCK_NONBLOCK and
@@ -255,6 +264,82 @@ static int allow_checked(scmp_filter_ctx ctx, enum confine_profile p)
 		}
 	}
 	return r;
+}
+
+static const char *const client_reads[] = {
+	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
+	"/etc/gai.conf", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/usr/lib/ssl",
+	"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
+	"/etc/ca-certificates", "/dev/urandom",
+};
+static_assert(ARRAY_SIZE(client_reads) + CONFINE_CLIENT_OWNED_MAX == CONFINE_CLIENT_READS_MAX,
+	      "CONFINE_CLIENT_READS_MAX");
+
+/* Adds @path, resolved (Landlock checks the file a link leads to), to
+ * @out and @own when it exists. */
+static void add_real(const char *path, const char **out, size_t *n, char **own,
+		     size_t *nown)
+{
+	char *real = path && *path ? realpath(path, NULL) : NULL;
+
+	if (!real)
+		return;
+	out[(*n)++] = real;
+	own[(*nown)++] = real;
+}
+
+/* The system trust store as OpenSSL will look for it (its default file and
+ * directories, or SSL_CERT_FILE and SSL_CERT_DIR): a client context may
+ * load it on its first handshake, once confined (tls.c). */
+static void trust_paths(const char **out, size_t *n, char **own, size_t *nown)
+{
+	const char *file = getenv(X509_get_default_cert_file_env());
+	const char *dirs = getenv(X509_get_default_cert_dir_env());
+	char *copy, *d, *save = NULL;
+	int k = 0;
+
+	add_real(file ? file : X509_get_default_cert_file(), out, n, own, nown);
+	copy = util_xstrdup(dirs ? dirs : X509_get_default_cert_dir());
+	for (d = strtok_r(copy, ":", &save); d && k < CONFINE_TRUST_DIRS_MAX;
+	     d = strtok_r(NULL, ":", &save), k++)
+		add_real(d, out, n, own, nown);
+	free(copy);
+}
+
+size_t confine_client_reads(const char **out, char **own, size_t *nown)
+{
+	size_t n = 0, i;
+	char *real, *slash;
+
+	for (i = 0; i < ARRAY_SIZE(client_reads); i++)
+		out[n++] = client_reads[i];
+	*nown = 0;
+	real = realpath("/etc/resolv.conf", NULL);
+	if (real && (slash = strrchr(real, '/')) && slash != real) {
+		*slash = '\0';
+		if (strcmp(real, "/etc") != 0) {
+			own[(*nown)++] = real;
+			out[n++] = real;
+			real = NULL;
+		}
+	}
+	free(real);
+	trust_paths(out, &n, own, nown);
+	return n;
+}
+
+bool confine_client_env(const char *entry)
+{
+	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
+					     "OPENSSL_CONF", "OPENSSL_MODULES",
+					     "LOCALDOMAIN", "RES_OPTIONS",
+					     "AIRLOCK_TEST_TIMEOUTS" };
+	size_t i, n = strcspn(entry, "=");
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+			return true;
+	return false;
 }
 
 int confine_drop_capabilities(void)
@@ -370,6 +455,8 @@ static int load_filter(enum confine_profile p, char *err, size_t errlen)
 		r |= allow_list(ctx, supervisor_calls, ARRAY_SIZE(supervisor_calls));
 	if (p == CONFINE_FEED)
 		r |= allow_list(ctx, feed_calls, ARRAY_SIZE(feed_calls));
+	if (p == CONFINE_MINT)
+		r |= allow_list(ctx, mint_calls, ARRAY_SIZE(mint_calls));
 	r |= allow_checked(ctx, p);
 	if (r == 0)
 		r = seccomp_load(ctx);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
- * confine.h - the seccomp filters airlock puts on its own helper
- * processes: the key holder and the proxy workers.
+ * confine.h - the seccomp filters airlock puts on its own processes:
+ * the key holder, the proxy workers, the ledger, the token mint and the
+ * supervisor itself.
  */
 #ifndef AIRLOCK_CONFINE_H
 #define AIRLOCK_CONFINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum confine_profile {
@@ -21,7 +23,8 @@ enum confine_profile {
 	/* The supervisor once the session runs (confine_supervisor()): the
 	 * keeper's calls plus waiting for and signalling its children, the
 	 * policy's memfd for a reload, and a TCP/UDP client over IP (the
-	 * GitHub App token's refresh); no fork, clone or exec, no ptrace, no
+	 * GitLab token's mint and revocation, the OAuth refresh); no fork,
+	 * clone or exec, no ptrace, no
 	 * new namespace, no mount, no file opened for writing. */
 	CONFINE_SUPERVISOR,
 	/* The live feed (feed.c): the keeper's calls, but no file opened at
@@ -30,6 +33,10 @@ enum confine_profile {
 	 * with CLONE_THREAD only; clone3 fails with ENOSYS, so libc falls
 	 * back to clone); no accept, listen, bind, exec or fork. */
 	CONFINE_FEED,
+	/* The GitHub App token's mint process (mintd.c): the keeper's calls
+	 * plus a TCP/UDP client over IP (socket, connect, socket options);
+	 * no accept, listen, bind, splice, pipes, exec or fork. */
+	CONFINE_MINT,
 	CONFINE_PROFILE_COUNT
 };
 
@@ -60,9 +67,29 @@ int confine_self_rw(enum confine_profile p, const char *const *read_paths,
  * no_new_privs and loads the CONFINE_SUPERVISOR filter. Its capabilities
  * stay (it signals the sandbox's init, in another user namespace) and
  * there is no Landlock (it reads a reloaded policy, the events file for
- * the summary, the trust store for the App token: what it opens is the
+ * the summary, the trust store for the GitLab mint and the OAuth
+ * refresh: what it opens is the
  * caller's to choose). Returns 0, or -1 with a reason in @err. */
 int confine_supervisor(char *err, size_t errlen);
+
+/* The files a TLS client with a resolver still reads once confined
+ * (resolv.conf, the hosts and nsswitch files, OpenSSL's configuration and
+ * trust store), into @out (room for CONFINE_CLIENT_READS_MAX): the fixed
+ * ones, the directory where resolv.conf really lives when it is a link
+ * out of /etc (resolvers rewrite it there), and the trust store's file
+ * and directories as OpenSSL will look for them (SSL_CERT_FILE and
+ * SSL_CERT_DIR included, resolved); those it resolved are also in @own
+ * (room for CONFINE_CLIENT_OWNED_MAX), *@nown of them, to be freed after
+ * confine_self(). Returns how many in @out. */
+#define CONFINE_TRUST_DIRS_MAX 4
+#define CONFINE_CLIENT_OWNED_MAX (2 + CONFINE_TRUST_DIRS_MAX)
+#define CONFINE_CLIENT_READS_MAX (12 + CONFINE_CLIENT_OWNED_MAX)
+size_t confine_client_reads(const char **out, char **own, size_t *nown);
+
+/* child_spec.keep_env of such a client: what OpenSSL reads for the trust
+ * store and its configuration, what c-ares reads, and the tests'
+ * timeouts. */
+bool confine_client_env(const char *entry);
 
 /* Drops every capability of the calling process (effective, permitted,
  * inheritable). Returns 0, or -1 with errno. */

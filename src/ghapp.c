@@ -25,9 +25,10 @@
  * - The App's key signs a JWT valid for ten minutes (iat 60 s in the past
  *   for clock skew, exp 540 s ahead: GitHub refuses more than ten
  *   minutes). The key is only ever in the key holder, which signs; the
- *   supervisor sends the request (ghapp_mint_jwt). The JWT and the token
- *   are wiped from every buffer that held them,
- *   including jansson's (the answer is parsed with a wiping allocator) and
+ *   mint process (mintd.c, ghapp_mint_scope) sends the request and
+ *   parses the answer, holding no key and no secret value. The JWT and
+ *   the token are wiped from every buffer that held them, including
+ *   jansson's (the answer is parsed with a wiping allocator) and
  *   OpenSSL's record buffers (SSL_OP_CLEANSE_PLAINTEXT).
  * - The connection is the proxy's, minus the agent: the API's name is
  *   resolved through the policy's resolvers with the same resolver module
@@ -42,9 +43,10 @@
  *   length is assumed: GitHub's token format changes), the whole mint's
  *   time.
  *
- * The mint is blocking: the supervisor does it at session start (a
- * failure refuses the session) and before each expiry, never on the
- * proxy's event loop.
+ * The mint is blocking: the mint process does it when the supervisor
+ * asks, at session start (a failure refuses the session) and before each
+ * expiry, never on the proxy's event loop. ghapp_https() is also the
+ * supervisor's own client for the GitLab mint and the OAuth refresh.
  */
 #include "ghapp.h"
 
@@ -1238,7 +1240,8 @@ static int read_answer(SSL *ssl, int fd, long long deadline, struct answer *a, c
 
 /* The request: the head and the body, in one buffer (wiped: it carries
  * the JWT). */
-static char *build_request(const struct policy *p, const char *jwt, const char *body)
+static char *build_request(const struct policy *p, uint64_t installation_id, const char *jwt,
+			   const char *body)
 {
 	const struct policy_github_app *app = p->git_github_app;
 	char host[HOSTNAME_MAX + 16];
@@ -1260,7 +1263,7 @@ static char *build_request(const struct policy *p, const char *jwt, const char *
 			      "Content-Length: %zu\r\n"
 			      "Connection: close\r\n"
 			      "\r\n%s",
-			      app->api_path, (unsigned long long)app->installation_id, host, jwt,
+			      app->api_path, (unsigned long long)installation_id, host, jwt,
 			      strlen(body), body);
 }
 
@@ -1432,29 +1435,26 @@ long long ghapp_deadline(unsigned int timeout_ms)
 	return (long long)util_now_ms() + (timeout_ms ? timeout_ms : GHAPP_TIMEOUT_MS);
 }
 
-int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
-		   struct ghapp_token *out, char *err, size_t errlen)
+int ghapp_mint_scope(const struct policy *p, uint64_t installation_id,
+		     const struct ghapp_scope *asked, const char *jwt, unsigned int timeout_ms,
+		     struct ghapp_token *out, char *err, size_t errlen)
 {
 	const struct policy_github_app *app = p->git_github_app;
 	long long deadline = ghapp_deadline(timeout_ms);
-	struct ghapp_scope asked;
 	struct ghapp_reply reply;
 	char *body = NULL, *req = NULL, why[256];
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	memset(&asked, 0, sizeof(asked));
 	memset(&reply, 0, sizeof(reply));
 	why[0] = '\0';
 	ASSERT(app);
-	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0)
-		goto out;
-	body = ghapp_request_body(&asked);
-	req = build_request(p, jwt, body);
+	body = ghapp_request_body(asked);
+	req = build_request(p, installation_id, jwt, body);
 	if (ghapp_https(p, app->api_host, app->api_port, app->ca, "git.github_app.ca", req,
 			deadline, &reply, why, sizeof(why)) != 0)
 		goto out;
-	if (ghapp_check_answer(&asked, reply.status,
+	if (ghapp_check_answer(asked, reply.status,
 			       reply.has_content_type ? reply.content_type : NULL, reply.body,
 			       reply.len, time(NULL), out, why, sizeof(why)) != 0)
 		goto out;
@@ -1466,6 +1466,24 @@ out:
 	ghapp_reply_free(&reply);
 	wipe_str(req);
 	free(body);
+	return rc;
+}
+
+int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
+		   struct ghapp_token *out, char *err, size_t errlen)
+{
+	struct ghapp_scope asked;
+	char why[256];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	ASSERT(p->git_github_app);
+	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "token mint at %s: %s", p->git_github_app->api_host, why);
+		return -1;
+	}
+	rc = ghapp_mint_scope(p, p->git_github_app->installation_id, &asked, jwt, timeout_ms,
+			      out, err, errlen);
 	ghapp_scope_free(&asked);
 	return rc;
 }

@@ -4,8 +4,9 @@
  * answer's validation, and the blocking HTTPS client that does the mint.
  *
  * The key holder loads the key and signs the JWT (ghapp_key_load,
- * ghapp_jwt); the supervisor, which holds no key, makes the request
- * (ghapp_mint_jwt: gitcred.c has the calling pattern); the request never
+ * ghapp_jwt); the mint process, which holds no key and no secret value,
+ * makes the request (ghapp_mint_scope: mintd.c, gitcred.c has the calling
+ * pattern); the request never
  * passes through the sandbox or the proxy. ghapp_mint() does both in one
  * process (tests/helpers/ghmint). After a mint: record git.token
  * (ghapp_subject), hand tok.value to the proxy's injection, mint again at
@@ -185,11 +186,21 @@ json_t *ghapp_subject(const struct policy *p, const struct ghapp_scope *asked,
 int ghapp_mint(const struct policy *p, EVP_PKEY *key, unsigned int timeout_ms,
 	       struct ghapp_token *out, char *err, size_t errlen);
 
-/* The same with a JWT signed elsewhere (the key holder signs it, the
- * supervisor, which holds no key, makes the request): @jwt is borrowed
- * and left as it is (the caller wipes it). */
+/* The same with a JWT signed elsewhere (the key holder signs it): @jwt is
+ * borrowed and left as it is (the caller wipes it). The scope is @p's
+ * (ghapp_scope_from_policy()). */
 int ghapp_mint_jwt(const struct policy *p, const char *jwt, unsigned int timeout_ms,
 		   struct ghapp_token *out, char *err, size_t errlen);
+
+/* The request and the answer's check of ghapp_mint_jwt(), for a scope
+ * and an installation given by the caller (the mint process, mintd.c,
+ * takes both from the supervisor's message): POST
+ * {api}/app/installations/@installation_id/access_tokens asking for
+ * @asked, the answer checked against @asked. The connection is @p's
+ * git.github_app's (api, ca) and egress's. */
+int ghapp_mint_scope(const struct policy *p, uint64_t installation_id,
+		     const struct ghapp_scope *asked, const char *jwt, unsigned int timeout_ms,
+		     struct ghapp_token *out, char *err, size_t errlen);
 
 /* Is @s (@n bytes) a token airlock accepts: 1 to GHAPP_TOKEN_MAX bytes of
  * visible ASCII (no length or prefix assumed)? */

@@ -5,19 +5,22 @@
  *
  * The credential the proxy workers inject on allowed git requests: the
  * value of the git.credential secret (borrowed from the broker), or a
- * GitHub App installation token the supervisor mints itself: the key
- * holder signs the App's JWT (the key never leaves it), the supervisor
- * makes the HTTPS request (ghapp_mint_jwt: the policy's resolvers, the
- * address checks, the API's certificate), outside the sandbox and the
- * proxy. A mint at start that fails or grants more than asked refuses the
+ * GitHub App installation token minted for the session: the key holder
+ * signs the App's JWT (the key never leaves it), the supervisor makes the
+ * scope from the policy in force and hands both to the mint process
+ * (mintd.c), which makes the HTTPS request (the policy's resolvers, the
+ * address checks, the API's certificate) outside the sandbox and the
+ * proxy, and parses the answer; the supervisor checks what it says back.
+ * A mint at start that fails or grants more than asked refuses the
  * session; a refresh that fails keeps the old token until it expires,
  * after which the workers answer 502. The placeholder the agent holds
  * under git.token_env is the one the workers replace on git.api_hosts.
  *
  * The minted token is in the supervisor's memory and, through fork, in
  * the workers' (which inject it); the sandbox's init wipes its copy
- * (gitcred_free from the scrub hook). The key stays in the key holder;
- * the JWT it signs lives ten minutes and is wiped after the request.
+ * (gitcred_free from the scrub hook); the mint process holds it only
+ * until it has answered. The key stays in the key holder; the JWT it
+ * signs lives ten minutes and is wiped after the request.
  */
 #include "gitcred.h"
 
@@ -27,31 +30,49 @@
 
 #include "filter.h"
 #include "keeper.h"
+#include "mintd.h"
 #include "util.h"
 
-static void git_mint(struct session *s, const struct policy *p, struct ghapp_token *tok,
-		     char *err, size_t errlen)
+static void git_mint(struct session *s, const struct policy *p, struct gitcred *g,
+		     struct ghapp_token *tok, char *err, size_t errlen)
 {
-	char *jwt = keeper_sign_jwt(&s->k, err, errlen);
-	int rc;
+	const struct policy_github_app *app = p->git_github_app;
+	struct ghapp_scope asked;
+	char *jwt, why[256];
 
 	memset(tok, 0, sizeof(*tok));
-	if (!jwt)
+	if (!app) {
+		snprintf(err, errlen, "the policy in force has no git.github_app");
 		return;
-	rc = ghapp_mint_jwt(p, jwt, 0, tok, err, errlen);
-	explicit_bzero(jwt, strlen(jwt));
-	free(jwt);
-	if (rc != 0)
-		ghapp_token_clear(tok);
+	}
+	if (ghapp_scope_from_policy(p, &asked, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "token mint at %s: %s", app->api_host, why);
+		return;
+	}
+	jwt = keeper_sign_jwt(&s->k, err, errlen);
+	if (jwt) {
+		int rc = mintd_mint(g->mint, jwt, app->installation_id, &asked, tok, err, errlen);
+		explicit_bzero(jwt, strlen(jwt));
+		free(jwt);
+		if (rc != 0)
+			ghapp_token_clear(tok);
+	}
+	ghapp_scope_free(&asked);
+}
+
+bool gitcred_needs_mint(const struct policy *p)
+{
+	return p->git_github_app && !p->git_credential && !p->git_gitlab_mint;
 }
 
 /* Before session.start: the credential, or a refusal (125). */
 void gitcred_start(struct session *s, const struct policy *p, const struct broker *b,
-			   struct gitcred *g)
+		   struct mintd *mint, struct gitcred *g)
 {
 	char err[512] = "";
 
 	memset(g, 0, sizeof(*g));
+	g->mint = mint;
 	if (p->git_credential) {
 		size_t i;
 
@@ -82,8 +103,9 @@ void gitcred_start(struct session *s, const struct policy *p, const struct broke
 	}
 	if (!p->git_github_app)
 		return;
+	ASSERT(mint);
 	g->minted = true;
-	git_mint(s, p, &g->tok, err, sizeof(err));
+	git_mint(s, p, g, &g->tok, err, sizeof(err));
 	if (!g->tok.value)
 		session_refuse(s, "git.github_app", err);
 	g->value = g->tok.value;
@@ -133,10 +155,11 @@ void gitcred_refresh(struct session *s, const struct policy *p, struct gitcred *
 	struct ghapp_token fresh;
 	char err[512] = "";
 
-	git_mint(s, p, &fresh, err, sizeof(err));
+	git_mint(s, p, g, &fresh, err, sizeof(err));
 	if (!fresh.value) {
 		session_record(s, "git.token", RECEIPT_BLOCK, RECEIPT_POINT_GIT, "git.github_app",
-			       ghapp_subject(p, NULL, NULL), err);
+			       p->git_github_app ? ghapp_subject(p, NULL, NULL) : json_object(),
+			       err);
 		g->next_mint = time(NULL) + GHAPP_RETRY_S;
 		return;
 	}

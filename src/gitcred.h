@@ -5,7 +5,8 @@
  *
  * Calling pattern (airlock run; airlock proxy alike):
  *
- *	gitcred_start(&s, p, &broker, &g);    before session.start: a mint
+ *	mintd_start(&mint, p, ...);           before the secrets (github_app)
+ *	gitcred_start(&s, p, &broker, &mint, &g);  before session.start: a mint
  *	                                      that fails refuses the session
  *	gitcred_env(p, &g, &env);             the placeholder, git.token_env
  *	session_begin(...); gitcred_record(&s, p, &g);
@@ -26,6 +27,7 @@
 #include "env.h"
 #include "ghapp.h"
 #include "glmint.h"
+#include "mintd.h"
 #include "policy.h"
 #include "session.h"
 #include "worker.h"
@@ -45,15 +47,21 @@ struct gitcred {
 	bool gl_minted;
 	struct glmint_token gltok;
 	char *gl_admin;
+	struct mintd *mint;          /* the mint process (borrowed), or NULL */
 };
 
+/* Does @p's credential come from the GitHub App mint (the mint process
+ * must be started)? */
+bool gitcred_needs_mint(const struct policy *p);
+
 /* The credential of @p: git.credential's value from @b, or a token minted
- * now (the key holder of @s signs the JWT, this process makes the
- * request). A mint that fails or grants more than asked refuses the
- * session (session_refuse: 125, does not return). Nothing to do without
- * either: @g stays empty. */
+ * now (the key holder of @s signs the JWT, the mint process @mint makes
+ * the request; @mint is kept for the refreshes and must be started when
+ * @p has git.github_app). A mint that fails or grants more than asked
+ * refuses the session (session_refuse: 125, does not return). Nothing to
+ * do without either: @g stays empty. */
 void gitcred_start(struct session *s, const struct policy *p, const struct broker *b,
-		   struct gitcred *g);
+		   struct mintd *mint, struct gitcred *g);
 
 /* After session.start: the git.token line of the first mint. */
 void gitcred_record(struct session *s, const struct policy *p, const struct gitcred *g);

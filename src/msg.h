@@ -188,6 +188,19 @@
 					       sandbox's network, confined, \
 					       serving */
 
+/* supervisor <-> the GitHub App token's mint process (mintd.h) */
+#define MSG_TYPES_MINT(T) \
+	T(MINT, "mint")                     /* -> mint: u32 id, u64 \
+					       installation_id, str owner, u32 \
+					       nrepos, nrepos x str repo, u32 \
+					       nperms, nperms x (str name, u32 \
+					       level), str jwt */ \
+	T(MINT_ANSWER, "mint-answer")       /* mint ->: u32 id, u32 ok; ok: u64 \
+					       expires_at, u32 nrepos, nrepos x \
+					       str repo, u32 nperms, nperms x \
+					       (str name, u32 level) granted, \
+					       bytes token; else: str error */
+
 /* Every channel: C(ID, id) with its list MSG_TYPES_<ID>. */
 #define MSG_CHANNELS(C) \
 	C(COMMON, common) \
@@ -198,7 +211,8 @@
 	C(SPEND, spend) \
 	C(DNS, dns) \
 	C(SANDBOX, sandbox) \
-	C(PUBLISH, publish)
+	C(PUBLISH, publish) \
+	C(MINT, mint)
 
 #define MSG_CHAN_ID_(ID, id) MSG_CHAN_##ID,
 enum msg_channel {

@@ -8,8 +8,10 @@
  * holder, before anything secret is in memory) and then lets this module
  * start the rest in one order:
  *
- *   1. the ledger process (spendd.c), when spend is metered, and the
- *      command's other forks that must hold no secret (publish.c's relay);
+ *   1. the ledger process (spendd.c), when spend is metered, the
+ *      command's other forks that must hold no secret (publish.c's relay)
+ *      and the GitHub App token's mint process (mintd.c), when the git
+ *      credential is minted;
  *   2. the secrets (broker.c), the git credential (gitcred.c) and the
  *      OAuth tokens (oauth.c): only now, so that none of the copies above
  *      holds a value;
@@ -64,6 +66,8 @@ void supervisor_init(struct supervisor *sv, struct session *s,
 	sv->sfd = -1;
 	sv->spend.pid = -1;
 	sv->spend.ctl = -1;
+	sv->mint.pid = -1;
+	sv->mint.ctl = -1;
 }
 
 void supervisor_signals(struct supervisor *sv, const sigset_t *mask)
@@ -222,6 +226,22 @@ void supervisor_add_dnsd(struct supervisor *sv, struct dnsd *d)
 		.on_msg = dnsd_msg, .on_exit = dnsd_exit, .stop = dnsd_stop_row, .arg = d });
 }
 
+/* The mint process ended: nothing more can be minted. The session goes
+ * on: the next mint fails (git.token block, or the session refused at
+ * start) saying so, and the token in force serves until it expires. */
+static void mint_exit(struct supervisor *sv, struct sv_proc *pr, pid_t pid, int wstatus)
+{
+	(void)pr;
+	(void)pid;
+	mintd_reaped(&sv->mint, wstatus);
+}
+
+static void mint_stop_row(struct supervisor *sv, struct sv_proc *pr)
+{
+	mintd_stop(&sv->mint); /* it exits when its channel closes */
+	pr->stopping = true;
+}
+
 /* --- the start sequence ----------------------------------------------------- */
 
 void supervisor_forget(void *arg)
@@ -232,6 +252,7 @@ void supervisor_forget(void *arg)
 	char **e;
 
 	session_forget(sv->s);
+	mintd_stop(&sv->mint); /* this copy's end of the mint's channel */
 	if (!sv->loaded)
 		return;
 	for (i = 0; i < b->count; i++) {
@@ -279,11 +300,18 @@ void supervisor_open(struct supervisor *sv, const struct supervisor_plan *plan)
 	}
 	if (plan->forks && plan->forks(plan->forks_arg, &rule, err, sizeof(err)) < 0)
 		session_refuse(sv->s, rule, err);
-	/* Secrets only now: the key holder, the ledger and the relays, forks
-	 * of ours, never held one. */
+	if (gitcred_needs_mint(p)) {
+		if (mintd_start(&sv->mint, p, err, sizeof(err)) < 0)
+			session_refuse(sv->s, "git.github_app", err);
+		(void)supervisor_add(sv, &(struct sv_proc){
+			.name = "token mint", .pid = sv->mint.pid, .ctl = -1,
+			.on_exit = mint_exit, .stop = mint_stop_row });
+	}
+	/* Secrets only now: the key holder, the ledger, the relays and the
+	 * mint, forks of ours, never held one. */
 	if (broker_load(&sv->broker, p, err, sizeof(err)) < 0)
 		session_refuse(sv->s, "secrets", err);
-	gitcred_start(sv->s, p, &sv->broker, &sv->git);
+	gitcred_start(sv->s, p, &sv->broker, &sv->mint, &sv->git);
 	oauth_start(sv->s, p, &sv->oauth);
 	sv->loaded = true;
 }
@@ -477,6 +505,7 @@ void supervisor_finish(struct supervisor *sv)
 	}
 	if (sv->loaded)
 		gitcred_finish(sv->s, sv->s->p, &sv->git); /* revoke a minted token */
+	mintd_stop(&sv->mint);
 }
 
 void supervisor_free(struct supervisor *sv)

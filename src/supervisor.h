@@ -28,6 +28,7 @@
 #include "broker.h"
 #include "dnsd.h"
 #include "gitcred.h"
+#include "mintd.h"
 #include "oauth.h"
 #include "session.h"
 #include "spendd.h"
@@ -108,6 +109,8 @@ struct supervisor {
 	struct broker broker;
 	bool loaded;               /* broker, git and oauth were loaded */
 	struct gitcred git;
+	struct mintd mint;         /* the GitHub App token's mint process
+				      (pid -1: none) */
 	struct oauth oauth;
 	struct oauth_ctx oc;
 	struct spendd spend;       /* pid -1: none */
@@ -130,8 +133,9 @@ void supervisor_signals(struct supervisor *sv, const sigset_t *mask);
 
 /* The start sequence after the key holder (session_open*()), in this order
  * and for the reasons docs/ARCHITECTURE.md gives: the ledger process,
- * @plan's other forks, then (only now, so that none of those copies holds
- * one) the secrets, the git credential and the OAuth tokens. Refuses the
+ * @plan's other forks, the GitHub App token's mint process, then (only
+ * now, so that none of those copies holds one) the secrets, the git
+ * credential and the OAuth tokens. Refuses the
  * session (session_refuse()) on failure. */
 void supervisor_open(struct supervisor *sv, const struct supervisor_plan *plan);
 
@@ -139,7 +143,7 @@ void supervisor_open(struct supervisor *sv, const struct supervisor_plan *plan);
  * (the sandbox's init, the DNS stub; @arg is the supervisor): wipes the
  * secret values and the environment strings they came from, the git
  * token, the OAuth credentials, and closes the channel to the key holder
- * (session_forget()). */
+ * (session_forget()) and its copy of the channel to the token mint. */
 void supervisor_forget(void *arg);
 
 /* Adds @pr to the table; returns the row (valid until the next add). */

@@ -98,14 +98,6 @@
  * its canonical form adds the defaults). */
 #define WORKER_POLICY_MAX ((size_t)8 * 1024 * 1024)
 
-/* What a worker may still read once confined. */
-static const char *const worker_reads[] = {
-	"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf",
-	"/etc/gai.conf", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/usr/lib/ssl",
-	"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
-	"/etc/ca-certificates", "/dev/urandom",
-};
-
 unsigned int worker_default_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -599,87 +591,20 @@ static bool wait_go(struct wctx *x)
 	child_fatal("the supervisor sent %s before go", msg_type_to_string(r.type));
 }
 
-/* The paths a worker reads after its filter: the fixed ones, where
- * resolv.conf really lives when it is a link out of /etc (resolvers
- * rewrite it there), and the policy's upstream CA file. */
-/* Up to this many directories of SSL_CERT_DIR (a ':' list) stay readable. */
-#define TRUST_DIRS_MAX 4
-/* The paths read_paths() may add and the caller frees: /etc/resolv.conf's
- * directory, the trust store's file and directories. */
-#define READ_PATHS_OWNED (2 + TRUST_DIRS_MAX)
-
-/* Adds @path, resolved (Landlock checks the file a link leads to), to
- * @out and @own when it exists. */
-static void add_real(const char *path, const char **out, size_t *n, char **own,
-		     size_t *nown)
-{
-	char *real = path && *path ? realpath(path, NULL) : NULL;
-
-	if (!real)
-		return;
-	out[(*n)++] = real;
-	own[(*nown)++] = real;
-}
-
-/* The system trust store as OpenSSL will look for it (its default file and
- * directories, or SSL_CERT_FILE and SSL_CERT_DIR): the upstream context
- * loads it on the first handshake, once confined (tls.c). */
-static void trust_paths(const char **out, size_t *n, char **own, size_t *nown)
-{
-	const char *file = getenv(X509_get_default_cert_file_env());
-	const char *dirs = getenv(X509_get_default_cert_dir_env());
-	char *copy, *d, *save = NULL;
-	int k = 0;
-
-	add_real(file ? file : X509_get_default_cert_file(), out, n, own, nown);
-	copy = util_xstrdup(dirs ? dirs : X509_get_default_cert_dir());
-	for (d = strtok_r(copy, ":", &save); d && k < TRUST_DIRS_MAX;
-	     d = strtok_r(NULL, ":", &save), k++)
-		add_real(d, out, n, own, nown);
-	free(copy);
-}
-
+/* The paths a worker reads after its filter: a TLS client's
+ * (confine_client_reads(): the trust store too, which the upstream context
+ * loads on the first handshake, once confined) and the policy's upstream
+ * CA file. */
 static size_t read_paths(const struct policy *p, const char **out, char **own,
 			 size_t *nown)
 {
-	size_t n = 0, i;
-	char *real, *slash;
+	size_t n = confine_client_reads(out, own, nown);
 
-	for (i = 0; i < ARRAY_SIZE(worker_reads); i++)
-		out[n++] = worker_reads[i];
-	*nown = 0;
-	real = realpath("/etc/resolv.conf", NULL);
-	if (real && (slash = strrchr(real, '/')) && slash != real) {
-		*slash = '\0';
-		if (strcmp(real, "/etc") != 0) {
-			own[(*nown)++] = real;
-			out[n++] = real;
-			real = NULL;
-		}
-	}
-	free(real);
-	trust_paths(out, &n, own, nown);
 	if (p->upstream_ca)
 		out[n++] = p->upstream_ca;
 	return n;
 }
 
-/* The environment a worker keeps: what OpenSSL reads for the trust store
- * and its configuration, what c-ares reads, and the tests' timeouts. The
- * rest (the caller's, which may hold secret values) is wiped. */
-static bool worker_env_kept(const char *entry)
-{
-	static const char *const names[] = { "SSL_CERT_FILE", "SSL_CERT_DIR",
-					     "OPENSSL_CONF", "OPENSSL_MODULES",
-					     "LOCALDOMAIN", "RES_OPTIONS",
-					     "AIRLOCK_TEST_TIMEOUTS" };
-	size_t i, n = strcspn(entry, "=");
-
-	for (i = 0; i < ARRAY_SIZE(names); i++)
-		if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
-			return true;
-	return false;
-}
 
 __attribute__((noreturn)) static void worker_main(const struct worker_config *cfg,
 						  struct proxy_shared *shared,
@@ -690,8 +615,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 			     cfg->listen_fd, ctl, kfd,
 			     cfg->ntlisten > 0 ? cfg->tlisten_fds[0] : -1,
 			     cfg->ntlisten > 1 ? cfg->tlisten_fds[1] : -1 };
-	const char *paths[ARRAY_SIZE(worker_reads) + READ_PATHS_OWNED + 1];
-	char *owned[READ_PATHS_OWNED];
+	const char *paths[CONFINE_CLIENT_READS_MAX + 1];
+	char *owned[CONFINE_CLIENT_OWNED_MAX];
 	size_t nowned, k;
 	struct proxy_opts po;
 	struct intercept_opts io;
@@ -721,7 +646,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 	child_start(&(struct child_spec){ .name = WORKER_PROC_NAME, .who = who,
 					  .parent = parent, .ctl = ctl, .keep = keep,
 					  .nkeep = ARRAY_SIZE(keep), .null_stdio = true,
-					  .keep_env = worker_env_kept });
+					  .keep_env = confine_client_env });
 	if (cfg->forget)
 		cfg->forget(cfg->forget_arg);
 	sigemptyset(&set);
@@ -758,7 +683,7 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		if (!io.server)
 			child_fatal("%s", err);
 		/* The system store is read on the first upstream handshake,
-		 * once confined (worker_reads lets it): most of a worker's
+		 * once confined (confine_client_reads() lets it): most of a worker's
 		 * start otherwise. */
 		io.client = tls_client_ctx_new_deferred(cfg->policy->upstream_ca, err,
 							sizeof(err));

@@ -24,6 +24,9 @@ it over the config). Every key is optional except "log" and "listen":
     "mode": "exact",
     "status": 500, "message": "...",   for mode "status"
     "delay": 10,                       for mode "slow" (seconds)
+    "slow_from": 1,                    mode "slow" only from this mint of
+                                       the "tokens" list on (0: its
+                                       first); the earlier ones exact
     "token": "ghs_...",                the token to answer (else random)
     "tokens": ["ghs_1", "ghs_2"],      the tokens to answer, one a mint in
                                        order (the last one from then on;
@@ -54,7 +57,8 @@ records the requested "repositories" and "permissions", then answers by
   no-token     no "token" member
   status       "status" (default 500) with {"message": "message"}
   malformed    201 with a body that is not JSON
-  slow         the exact answer after "delay" seconds
+  slow         the exact answer after "delay" seconds (logged first
+               with event "mint-held")
 
 The answer carries "token", "expires_at", "permissions", "repositories"
 (objects with id, name, full_name, owner.login, private) and
@@ -320,7 +324,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif not isinstance(req, dict):
             status, out, token = 400, b'{"message":"Problems parsing JSON"}', None
         else:
-            if cfg.get("mode") == "slow":
+            index = _minted.get(tuple(cfg.get("tokens") or ()), 0)
+            if cfg.get("mode") == "slow" and index >= int(cfg.get("slow_from", 0)):
+                log(cfg["log"], event="mint-held", index=index)
                 time.sleep(float(cfg.get("delay", 10)))
             status, out, token = mint_answer(cfg, req, now)
         if token:

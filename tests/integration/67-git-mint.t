@@ -123,14 +123,30 @@ is "$(sed -n 's/^GH_TOKEN=//p' "$T/out")" "$ph" "GH_TOKEN holds the same placeho
 ok "$([ "$ph" != "$TOKEN" ] && [ "$ph" != ghp_callers_own ]; echo $?)" "neither the token nor the caller's own GITHUB_TOKEN"
 is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "the stream verifies"
 
-# --- the App's private key: in the key holder's memory alone ----------------------------
-# The key holder loads the App key and signs the JWT; the supervisor makes
-# the request with the JWT it is handed. A scan of every process of a
-# running session (mem_count, key_forms in lib.sh) finds the key's private
-# exponent (either byte order) or its file's text in the key holder alone.
+# --- the processes: the App's private key in the key holder alone; the mint's own -------
+# The key holder loads the App key and signs the JWT; the mint process
+# (airlock-mint) is handed the JWT and the scope, makes the request and
+# parses the answer; the supervisor checks what it says back. A scan of
+# every process of a running session (mem_count, key_forms in lib.sh)
+# finds the key's private exponent (either byte order) or its file's text
+# in the key holder alone. The mint process: not dumpable, its own seccomp
+# filter, no capabilities; no secret value in its memory (it was forked
+# before they were read) and, once it has answered, no copy of the token
+# it minted (it wipes its buffers: the token is there only while a mint
+# runs). The supervisor holds both (the controls: the scan finds them
+# where they are).
 key_forms "$T/keys/app.pem" "$T/app-forms"
+SCAN_SECRET="sk-scan-$(head -c 300 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 40)"
+printf '%s' "$SCAN_SECRET" > "$T/secret.raw"
+printf '%s' "$TOKEN" > "$T/token.raw"
+"$PY" - "$T/keys/policy.json" "$T/keys/policy-scan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["secrets"] = {"scan": {"from_env": "SCAN_SECRET", "hosts": ["api.git.test"]}}
+json.dump(p, open(sys.argv[2], "w"))
+PY
 rm -f "$T/ws/ready" "$T/ws/go"
-( cd "$T/ws" && exec timeout 400 "$AIRLOCK" run --policy "$T/keys/policy.json" \
+( cd "$T/ws" && SCAN_SECRET=$SCAN_SECRET exec timeout 400 "$AIRLOCK" run --policy "$T/keys/policy-scan.json" \
 	--events "$T/ev-scan.jsonl" -- sh -c 'touch ready; i=0
 while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done' > /dev/null 2>&1 ) &
 spid=$!
@@ -143,10 +159,36 @@ ok "$([ -e "$T/ws/ready" ]; echo $?)" "a session with a minted token runs, for t
 sup=$(pgrep -P "$spid" -x airlock)
 held=""
 for p in $sup $(pgrep -P "$sup"); do
-	n=$(( $(mem_count "$p" "$T/app-forms.be" "$T/app-forms.le" "$T/app-forms.b64" | tr ' ' '+') ))
+	n=$(( $(mem_count "$p" "$T/app-forms.be" "$T/app-forms.le" "$T/app-forms.b64" 2>/dev/null | tr ' ' '+') + 0 ))
 	[ "$n" = 0 ] || held="$held $(cat "/proc/$p/comm")"
 done
 is "$held" " airlock-keeper" "the App's private key is in the key holder's memory and no other process's"
+mint=$(pgrep -P "$sup" -x airlock-mint)
+like "$mint" '^[0-9]+$' "the supervisor has one mint process (airlock-mint)"
+is "$(grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm):' "/proc/$mint/status" | tr -s '\t ' ' ' | tr '\n' ';')" \
+	"CapPrm: 0000000000000000;CapEff: 0000000000000000;NoNewPrivs: 1;Seccomp: 2;" \
+	"the mint process: its own seccomp filter, no_new_privs, no capabilities"
+# Not dumpable, seen from outside: a reader with no capability at all
+# (root's uid, every set emptied) may open /proc/PID/environ of a process
+# of its uid exactly when that process is dumpable (the control: a
+# capless sleep, dumpable).
+setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all -- sleep 60 &
+ctl_pid=$!
+i=0
+while [ "$(cat "/proc/$ctl_pid/comm" 2>/dev/null)" != sleep ] && [ $i -lt 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+d_ctl=1 d_mint=1
+setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all -- head -c 0 "/proc/$ctl_pid/environ" 2>/dev/null || d_ctl=0
+setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all -- head -c 0 "/proc/$mint/environ" 2>/dev/null || d_mint=0
+kill "$ctl_pid" 2>/dev/null
+wait "$ctl_pid" 2>/dev/null
+is "$d_ctl $d_mint" "1 0" "the mint process is not dumpable (a capless control process is)"
+is "$(mem_count "$sup" "$T/secret.raw" "$T/token.raw" | awk '{print ($1 > 0) " " ($2 > 0)}')" "1 1" \
+	"control: the supervisor's memory holds the secret value and the minted token"
+is "$(mem_count "$mint" "$T/secret.raw" "$T/token.raw")" "0 0" \
+	"the mint process's memory holds neither the secret value nor, once it has answered, the token"
 touch "$T/ws/go"
 wait "$spid"
 is "$?" 0 "and the session ends with the agent's status"
@@ -320,17 +362,22 @@ import json, os, sys
 c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2], sys.argv[3]]
 json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
-: > "$T/git.log"
-: > "$T/api.log"
-rm -rf "$T/ws" && mkdir -p "$T/ws"
-rm -f "$T/ev.jsonl"
-( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 timeout 180 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
+# refresh_run: a session whose agent clones, waits for ws/go, then
+# fetches, in the background (RUN_PID); the logs and the stream anew.
+refresh_run() {
+	: > "$T/git.log"
+	: > "$T/api.log"
+	rm -rf "$T/ws" && mkdir -p "$T/ws"
+	rm -f "$T/ev.jsonl"
+	( cd "$T/ws" && AIRLOCK_TEST_TIMEOUTS=git_refresh_margin=123000 exec timeout 240 "$AIRLOCK" run --policy "$T/keys/policy.json" --events "$T/ev.jsonl" -- sh -c '
 cd "$0"
 export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
 git clone -q https://git.test/acme/api.git api 2> clone.err; echo $? > clone.rc
-i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+i=0; while [ ! -e go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done
 git -C api fetch -q origin 2> fetch.err; echo $? > fetch.rc' "$T/ws" > "$T/out" 2> "$T/err" ) &
-RUN_PID=$!
+	RUN_PID=$!
+}
+refresh_run
 i=0
 while { [ ! -e "$T/ws/clone.rc" ] || [ "$(grep -c '"type":"git.token"' "$T/ev.jsonl" 2>/dev/null)" -lt 2 ]; } &&
 	[ $i -lt 1200 ]; do
@@ -351,6 +398,53 @@ r=$(grep '"type":"git.token"' "$T/ev.jsonl" | tail -n 1)
 is "$(grep -c '"type":"git.token"' "$T/ev.jsonl") $(jf "$r" decision reason)" \
 	"2 allow installation token refreshed before expiry" "refresh: recorded as a second git.token"
 if grep -qF "$TOKEN2" "$T/ev.jsonl" "$T/ws"/* 2>/dev/null; then ok 1 "refresh: the new token is in no receipt nor file of the agent"; else ok 0 "refresh: the new token is in no receipt nor file of the agent"; fi
+api_config '{}'
+
+# --- the mint process killed: later mints fail closed -----------------------------------
+#
+# The first token lives 125 s and the refresh comes 2 s after it was
+# minted (as above). The stand-in answers the first mint of its new
+# "tokens" list at once and holds the next one (mode "slow" from the
+# list's second mint on), saying so in its log; the test kills the mint
+# process then. That refresh fails closed (git.token block: the mint
+# process has ended), and so does the next try GHAPP_RETRY_S (30 s)
+# later, which says how the process ended and asks nothing of the API.
+# The old token stays in force until it expires (the agent's fetch after
+# the kill works) and the session ends with the agent's status and a
+# stream that verifies.
+TOKEN3="ghs_$(head -c 600 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 90)"
+api_config '{"expires_in": [125, 3600], "tokens": ["'"$TOKEN3"'", "'"$TOKEN2"'"], "mode": "slow", "slow_from": 1, "delay": 100}'
+"$PY" - "$T/git.json" "$TOKEN3" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])); c["tokens"] = [sys.argv[2]]
+json.dump(c, open(sys.argv[1] + ".tmp", "w")); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+PY
+refresh_run
+wait_grep "$T/api.log" '"event": "mint-held"' 60
+ok $? "the refresh's request reached the API, which holds it"
+sup=$(pgrep -P "$RUN_PID" -x airlock)
+mint=$(pgrep -P "$sup" -x airlock-mint)
+like "$mint" '^[0-9]+$' "the mint process runs"
+kill -KILL "$mint"
+# git.token lines: the first mint, the refresh that failed, the next try
+# (the one that names how the process ended)
+wait_grep "$T/ev.jsonl" '"type":"git.token".*has ended \(killed by signal 9\)' 90
+is "$(grep -c '"type":"git.token"' "$T/ev.jsonl")" 3 "the first mint, the refresh during which the mint process was killed, the next try: three git.token lines"
+r=$(grep '"type":"git.token"' "$T/ev.jsonl" | sed -n 2p)
+is "$(jf "$r" decision rule)" "block git.github_app" "the refresh fails closed: git.token block"
+like "$(jf "$r" reason)" '^the token mint process \(airlock-mint\) has ended' "  saying the mint process has ended"
+r=$(grep '"type":"git.token"' "$T/ev.jsonl" | sed -n 3p)
+is "$(jf "$r" decision rule)" "block git.github_app" "the next try fails closed too"
+like "$(jf "$r" reason)" '^the token mint process \(airlock-mint\) has ended \(killed by signal 9\)' \
+	"  saying how it ended"
+is "$(grep -c '"event": "mint-held"' "$T/api.log") $(grep -c '"event": "mint"' "$T/api.log")" "1 1" \
+	"the API saw the first mint answered and the held refresh, and nothing after the kill"
+if grep -qF "$TOKEN3" "$T/ev.jsonl" "$T/err" 2>/dev/null; then ok 1 "no token in the receipts or on stderr"; else ok 0 "no token in the receipts or on stderr"; fi
+touch "$T/ws/go"
+wait "$RUN_PID"
+is "$?" 0 "the session goes on and ends with the agent's status"
+is "$(rcs clone fetch)" "0 0 " "the agent's fetch after the kill works: the first token is in force until it expires: $(cat "$T/ws/fetch.err" 2>/dev/null | head -c 200)"
+is "$("$AIRLOCK" verify "$T/ev.jsonl" >/dev/null 2>&1; echo $?)" 0 "the stream verifies"
 api_config '{}'
 
 done_testing
