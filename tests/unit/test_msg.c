@@ -541,7 +541,8 @@ static void test_channels(void)
 {
 	static const uint32_t firsts[] = { MSG_FATAL, MSG_KEEPER_READY, MSG_WITNESS_NOTE,
 					   MSG_POLICY, MSG_SPEND_READY, MSG_SPEND_RESERVE,
-					   MSG_DNS_BLOCK, MSG_SANDBOX_READY, MSG_PUBLISH_READY };
+					   MSG_DNS_BLOCK, MSG_SANDBOX_READY, MSG_PUBLISH_READY,
+					   MSG_MINT };
 	unsigned ch, t, wrong = 0, fatal = 0;
 
 	tap_is_int(ARRAY_SIZE(firsts), MSG_CHAN_COUNT, "a first type for each channel");
