@@ -17,7 +17,8 @@
  *   response_interim  each interim head (1xx, the 101 of an upgrade):
  *                  editable reason phrase and headers;
  *   response_head  the parsed response head (editable reason phrase and
- *                  headers); may install a body transform;
+ *                  headers); may install a body transform, or pend
+ *                  (where filter_response.can_wait says it may);
  *   upgraded       after a 101: may install a transform of every byte
  *                  the upstream sends from then on (WebSocket frames);
  *   response_trailers  HTTP/2 trailers (h2.c), editable;
@@ -38,6 +39,11 @@
  * struct filter_ref it was given, answers FILTER_PENDING, and later calls
  * proxy_resume() with the result (from a callback of the same loop, see
  * proxy_watch()). While it is pending the exchange reads nothing more.
+ * A response hook pends the same way (response_head, or response_body at
+ * the last slice, where filter_response.can_wait): the hook that pended
+ * is called again once resumed with FILTER_CONTINUE (response_head with
+ * the same response; response_body with no bytes, @last true, to write
+ * the rest of its output), a FILTER_VERDICT is applied instead.
  */
 #ifndef AIRLOCK_FILTER_H
 #define AIRLOCK_FILTER_H
@@ -163,6 +169,10 @@ struct filter_response {
 					    upstream keeps, the request's body
 					    none or read whole, and not sent
 					    again already */
+	bool can_wait;                   /* response_head may answer
+					    FILTER_PENDING, response_body 1
+					    at the last slice (HTTP/1.1,
+					    exchange.c; not h2.c) */
 };
 
 /* What a request-head hook may ask of the exchange. */
@@ -239,7 +249,9 @@ struct filter_ops {
 	 * cut the response (the exchange closes). A gRPC answer over h2
 	 * (h2.c) is given one whole message a call, each with @last true:
 	 * a transform then holds nothing back past the message's end, and
-	 * is fed again with the next. */
+	 * is fed again with the next. Where the response's can_wait, a
+	 * transform may return 1 at the last slice: the exchange pends (the
+	 * head and the end wait) until proxy_resume(). */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
 	/* The request leaves: its head is queued to the upstream (every

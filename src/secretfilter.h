@@ -37,14 +37,16 @@ struct scrub_set;
 const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f);
 
 /* Captured values (capture.h). The capturing worker announces each new
- * one (the supervisor hands it to every other worker); the call returns
- * once they all have it queued, with the time that took in microseconds,
- * or -1 when they cannot be told (the answer is then cut: fail closed).
- * @sync makes the worker read what the supervisor queued for it, before a
- * request is decided. */
-typedef int64_t (*secretfilter_announce_fn)(void *arg, const char *secret, time_t expires,
-					    const char *value, size_t len, const char *ph,
-					    size_t phlen);
+ * one to the supervisor, which hands it to every other worker and then
+ * answers (secretfilter_answered()); the call only sends, and returns 0,
+ * or -1 when it cannot (the answer is then cut: fail closed). The
+ * exchange that captured it waits (FILTER_PENDING) for the answer before
+ * the agent gets the answer's head or end, bounded by @capture_ms of
+ * secretfilter_start(). @sync makes the worker read what the supervisor
+ * queued for it, before a request is decided. */
+typedef int (*secretfilter_announce_fn)(void *arg, const char *secret, time_t expires,
+					const char *value, size_t len, const char *ph,
+					size_t phlen);
 typedef void (*secretfilter_sync_fn)(void *arg);
 void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announce_fn announce,
 				    secretfilter_sync_fn sync, void *arg);
@@ -60,12 +62,27 @@ int secretfilter_add_captured(struct secretfilter *f, const char *secret, const 
  * newest value is the one in force, a known value again changes its
  * expiry). A 401 from an upstream to a request the token was injected
  * into calls @fn with the secret and that token, to ask the supervisor
- * for a refresh (the hook_arg of the capture hooks); with @wait (the
- * exchange can send the request again) it returns once the supervisor
- * answered, the refreshed token added by then if there is one, and the
- * request goes again, once, with it. */
-typedef void (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
-					 size_t len, bool wait);
+ * for a refresh (the hook_arg of the capture hooks); it only sends
+ * (0, or -1 when it cannot). With @wait (the exchange can send the
+ * request again) the supervisor answers once it is done, the refreshed
+ * token sent before (secretfilter_answered()); the exchange waits for
+ * that answer, bounded by @oauth_ms of secretfilter_start(), then goes
+ * again, once, with the new token. */
+typedef int (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
+					size_t len, bool wait);
 void secretfilter_set_oauth_hook(struct secretfilter *f, secretfilter_oauth401_fn fn);
+
+/* The exchanges that wait for the supervisor are resumed from @px's
+ * loop (its tick), and given up on after @capture_ms (a capture: 502)
+ * or @oauth_ms (a refresh: 502). */
+void secretfilter_start(struct secretfilter *f, struct proxy *px, uint64_t capture_ms,
+			uint64_t oauth_ms);
+
+/* The supervisor answered this worker's oldest question that asked for
+ * an answer (a capture announced, a refresh with @wait): it answers
+ * them in the order they came. Marks the exchange waiting on it to be
+ * resumed at the loop's next turn (safe to call while another request
+ * is being decided). */
+void secretfilter_answered(struct secretfilter *f);
 
 #endif /* AIRLOCK_SECRETFILTER_H */
