@@ -87,9 +87,11 @@
  * to have told every other worker (it is then answered 502). */
 #define WORKER_CAPTURE_WAIT_MS 5000
 /* How long an exchange waits for the supervisor's refresh after a 401
- * to an OAuth token (the refresh's own bound, and some) before it is
- * answered 502. */
-#define WORKER_OAUTH_WAIT_MS (GHAPP_TIMEOUT_MS + 2000)
+ * to an OAuth token before it is answered 502: within the proxy's bound
+ * on any pending exchange (its head timeout, 10 s). A slower refresh
+ * still ends in the supervisor (its own bound: GHAPP_TIMEOUT_MS), and
+ * the next request gets the new token. */
+#define WORKER_OAUTH_WAIT_MS 8000
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
  * its canonical form adds the defaults). */
@@ -664,7 +666,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		child_fatal("%s", err);
 	if (spend && spendfilter_start(spend, x.px) < 0)
 		child_fatal("cannot watch the spend ledger's channel");
-	secretfilter_start(x.sf, x.px, WORKER_CAPTURE_WAIT_MS, WORKER_OAUTH_WAIT_MS);
+	secretfilter_start(x.sf, x.px, util_test_ms("capture_wait", WORKER_CAPTURE_WAIT_MS),
+			   util_test_ms("oauth_wait", WORKER_OAUTH_WAIT_MS));
 	if (proxy_watch(x.px, ctl, EPOLLIN, worker_ctl_ready, &x) < 0)
 		child_fatal("cannot watch the supervisor's channel");
 	if (confine_self(CONFINE_WORKER, paths, read_paths(cfg->policy, paths, &dir),
