@@ -62,9 +62,18 @@
  *
  * OAuth: a 401 to a request the token in force was injected into asks
  * the supervisor for a refresh (oauth.c); when the exchange can replay
- * the request, the worker waits for the answer, swaps the new token into
- * the request's headers and asks for the request again, once
- * (secret.retry); otherwise the 401 is relayed and recorded.
+ * the request, it pends until the supervisor's answer, then swaps the
+ * new token into the request's headers and asks for the request again,
+ * once (secret.retry); otherwise the 401 is relayed and recorded.
+ *
+ * Waiting for the supervisor (a capture announced to the other workers,
+ * a refresh) never blocks the worker: the exchange pends (FILTER_PENDING
+ * from response_head, 1 from response_body at the last slice) and the
+ * question joins a list the supervisor answers in order
+ * (secretfilter_answered()); the tick resumes the exchanges answered and
+ * answers 502 to those past their deadline, as the spend filter does
+ * with its reservations. Over h2 (no response pend) a capture is
+ * announced without waiting.
  *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
