@@ -145,7 +145,7 @@ struct exchange {
 static void step_head(struct conn *c, bool upstream, uint32_t events);
 static void step_body(struct conn *c, bool upstream, uint32_t events);
 static bool response_filters(struct conn *c);
-static void response_done(struct conn *c);
+static void response_complete(struct conn *c);
 static void run_filters(struct conn *c);
 
 static void set_outcome(struct exchange *x, enum filter_outcome o)
@@ -1300,13 +1300,7 @@ static void resume_response_body(struct conn *c, enum filter_result r, struct ve
 	if (!slice_out(c, &out, true, w == 0))
 		return;
 	conn_enter(c, CONN_RESP_BODY);
-	w = endpoint_flush(&c->client, &c->cout);
-	if (w < 0 && w != -EAGAIN) {
-		conn_close(c);
-		return;
-	}
-	conn_touch(c);
-	response_done(c);
+	response_complete(c);
 }
 
 /* Moves response body bytes from uin to cout. Returns 1 when the
@@ -1424,6 +1418,20 @@ static void response_done(struct conn *c)
 	}
 	conn_enter(c, CONN_HEAD);
 	step_head(c, false, 0);
+}
+
+/* The whole response is in cout: sent as far as the client takes it,
+ * then the exchange ends. */
+static void response_complete(struct conn *c)
+{
+	int r = endpoint_flush(&c->client, &c->cout);
+
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	conn_touch(c);
+	response_done(c);
 }
 
 /* The dropped answer is read: the request goes again, from the copies
@@ -1588,13 +1596,7 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 			return;
 		}
 		if (r == 1) {
-			r = endpoint_flush(&c->client, &c->cout);
-			if (r < 0 && r != -EAGAIN) {
-				conn_close(c);
-				return;
-			}
-			conn_touch(c);
-			response_done(c);
+			response_complete(c);
 			return;
 		}
 	}

@@ -358,6 +358,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 
 	if (n <= 0) {
 		/* The supervisor is gone (PDEATHSIG follows). */
+		proxy_unwatch(x->px, x->ctl);
 		proxy_stop(x->px, 0);
 		return false;
 	}
