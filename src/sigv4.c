@@ -311,12 +311,15 @@ bool sigv4a_verify(const char *key_id, const char *secret, size_t secret_len,
 
 	if (sig_len % 2 || sig_len > SIGV4A_SIG_HEX_MAX)
 		return false;
-	for (i = 0; i < sig_len / 2; i++) {
-		unsigned int v;
+	for (i = 0; i < sig_len; i++) {
+		char ch = sig_hex[i];
+		unsigned int v = ch >= '0' && ch <= '9'   ? (unsigned int)(ch - '0')
+				 : ch >= 'a' && ch <= 'f' ? (unsigned int)(ch - 'a' + 10)
+							  : 16;
 
-		if (sscanf(sig_hex + 2 * i, "%2x", &v) != 1)
+		if (v > 15)
 			return false;
-		der[i] = (unsigned char)v;
+		der[i / 2] = (unsigned char)(i % 2 ? (der[i / 2] << 4) | v : v);
 	}
 	k = v4a_key(key_id, secret, secret_len);
 	md = k ? EVP_MD_CTX_new() : NULL;
@@ -334,14 +337,14 @@ static size_t v4a_sign(const char *key_id, const char *secret, size_t secret_len
 		       const char *sts, size_t sts_len, char hex[SIGV4A_SIG_HEX_MAX + 1])
 {
 	unsigned char der[80];
-	size_t dlen = sizeof(der), i, n = 0;
+	size_t dlen = sizeof(der), n = 0;
 	EVP_PKEY *k = v4a_key(key_id, secret, secret_len);
 	EVP_MD_CTX *md = k ? EVP_MD_CTX_new() : NULL;
 
 	if (md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k) == 1 &&
 	    EVP_DigestSign(md, der, &dlen, (const unsigned char *)sts, sts_len) == 1 &&
 	    dlen * 2 <= SIGV4A_SIG_HEX_MAX) {
-		for (i = 0; i < dlen; i++)
+		for (size_t i = 0; i < dlen; i++)
 			snprintf(hex + 2 * i, 3, "%02x", der[i]);
 		n = 2 * dlen;
 	}
@@ -770,9 +773,7 @@ static enum sigv4_status resign_v4a(const struct sigv4_msg *m, const char *paylo
 {
 	const struct sigv4_auth *a = &out->auth;
 	struct buf canon = { 0 };
-	char sig[SIGV4A_SIG_HEX_MAX + 1];
 	char *sts;
-	size_t n;
 	enum sigv4_status st = SIGV4_OK;
 
 	if (sigv4_canonical_request(m, a->signed_headers, payload_hash, out->s3, &canon) < 0) {
@@ -785,6 +786,9 @@ static enum sigv4_status resign_v4a(const struct sigv4_msg *m, const char *paylo
 		st = SIGV4_MISMATCH;
 	free(sts);
 	if (st == SIGV4_OK) {
+		char sig[SIGV4A_SIG_HEX_MAX + 1];
+		size_t n;
+
 		real_canonical(m, payload_hash, real, token, out, &canon);
 		sts = v4a_sts(out->amz_date, out->scope, canon.data, canon.len);
 		n = v4a_sign(real->key_id, real->secret, real->secret_len, sts, strlen(sts), sig);
