@@ -235,9 +235,14 @@ demo: $(BIN) $(TEST_BIN)/python3
 # The end-to-end test (tests/e2e/run, docs/E2E.md): a real coding agent
 # under `airlock run --enforce`. The first run installs the agent from the
 # npm registry into a cache outside the repository ($$AIRLOCK_E2E_CACHE,
-# default ~/.cache/airlock-e2e); later runs use the cache.
-e2e: $(BIN) $(TEST_BIN)/python3
+# default ~/.cache/airlock-e2e); later runs use the cache. First, the
+# platform's own credential flow with stock curl and git (no download):
+# its control plane's /scm-credentials and /provider-auth/... answers
+# captured, git push with the captured token (docs/E2E.md).
+E2E_CAPTURE := tests/integration/67-secret-capture-git.t
+e2e: $(BIN) $(HELPER_BIN) $(TEST_BIN)/python3
 	@scripts/install-deps --test
+	$(TEST_ENV) prove -v --exec $(CURDIR)/tests/tap-timer $(E2E_CAPTURE)
 	@command -v npm >/dev/null 2>&1 || scripts/install-deps --e2e
 	PATH=$(CURDIR)/$(TEST_BIN):$$PATH AIRLOCK=$(abspath $(BIN)) AIRLOCK_SRC=$(CURDIR) prove -v --exec bash tests/e2e/run
 

@@ -157,8 +157,11 @@ struct proxy {
 	size_t nfilters;
 	struct proxy_watch_slot *watches;
 	size_t nwatches;
-	int (*tick)(void *arg, uint64_t now_ms); /* NULL: none (proxy_set_tick) */
-	void *tick_arg;
+	struct {
+		int (*fn)(void *arg, uint64_t now_ms);
+		void *arg;
+	} ticks[PROXY_TICKS_MAX];    /* proxy_set_tick() */
+	size_t nticks;
 	int tlfd[2];                 /* transparent listeners (tlisten.c) */
 	size_t ntlfd;
 	const struct dnsstub_table *names;

@@ -135,10 +135,18 @@ struct exchange {
 	/* a filter asked for the request again (filter_transform.retry) */
 	bool discard;                /* the answer is read and dropped */
 	bool retried;                /* the request went a second time */
+	/* a response filter waits for proxy_resume() */
+	size_t resp_next;            /* the response_head hook to run next */
+	char head_cl[24];            /* HEAD's Content-Length, relayed */
+	size_t slice_wait;           /* 1 + the filter whose response_body
+					waits at the last slice, 0: none */
+	struct buf slice_out;        /* what the others wrote of that slice */
 };
 
 static void step_head(struct conn *c, bool upstream, uint32_t events);
 static void step_body(struct conn *c, bool upstream, uint32_t events);
+static bool response_filters(struct conn *c);
+static void response_complete(struct conn *c);
 static void run_filters(struct conn *c);
 
 static void set_outcome(struct exchange *x, enum filter_outcome o)
@@ -176,6 +184,7 @@ static void request_reset(struct exchange *x, enum filter_outcome outcome)
 	buf_free(&x->whole);
 	decode_free(x->dec);
 	buf_free(&x->held);
+	buf_free(&x->slice_out);
 	{
 		uint32_t seq = x->seq;
 
@@ -829,7 +838,7 @@ static void release_head(struct conn *c)
 	x->resp_open = true;
 }
 
-static bool response_slice(struct conn *c, const char *d, size_t n, bool last);
+static int response_slice(struct conn *c, const char *d, size_t n, bool last);
 
 /* Gives the decoder what it takes of the coded body in uin. Returns 1
  * when something moved, 0 when more must be read, -1 when @c was closed
@@ -920,13 +929,14 @@ static int pump_decoded(struct conn *c, bool eof)
 		case DECODE_OUTPUT:
 			if (!x->hold)
 				release_head(c);
-			if (!response_slice(c, piece, got, false))
+			if (response_slice(c, piece, got, false) < 0)
 				return -1;
 			continue;
 		case DECODE_DONE:
 			if (!x->hold)
 				release_head(c);
-			return response_slice(c, NULL, 0, true) ? 1 : -1;
+			f = response_slice(c, NULL, 0, true);
+			return f < 0 ? -1 : f == 0 ? 2 : 1;
 		case DECODE_ERROR: {
 			char codings[64];
 
@@ -1018,9 +1028,6 @@ static bool response_head(struct conn *c)
 {
 	struct exchange *x = c->x;
 	struct http_response resp;
-	struct buf *head;
-	char head_cl[24] = "";
-	size_t i;
 
 	for (;;) {
 		enum http_result r = http_parse_response(c->uin.data, c->uin.len, &resp,
@@ -1088,10 +1095,11 @@ static bool response_head(struct conn *c)
 		struct http_slice v = k >= 0 ? resp.headers.h[k].value : (struct http_slice){ 0 };
 		size_t j = 0;
 
-		while (j < v.len && j + 1 < sizeof(head_cl) && v.ptr[j] >= '0' && v.ptr[j] <= '9')
+		while (j < v.len && j + 1 < sizeof(x->head_cl) && v.ptr[j] >= '0' &&
+		       v.ptr[j] <= '9')
 			j++;
 		if (j > 0 && j == v.len)
-			memcpy(head_cl, v.ptr, j);
+			memcpy(x->head_cl, v.ptr, j);
 	}
 	/* the head is copied: from here on only the copies count */
 	buf_consume(&c->uin, resp.head_len);
@@ -1109,7 +1117,35 @@ static bool response_head(struct conn *c)
 			   x->upstream_keep_alive && c->state == CONN_RESP_HEAD && x->req_done &&
 			   (x->req_body == HTTP_BODY_NONE || x->collecting) &&
 			   resp.body != HTTP_BODY_UNTIL_CLOSE;
-	for (i = 0; i < x->ch.n; i++) {
+	x->rs.can_wait = true;
+	x->resp_next = 0;
+	return response_filters(c);
+}
+
+static void resume_response_head(struct conn *c, enum filter_result r, struct verdict *v)
+{
+	struct exchange *x = c->x;
+
+	if (r == FILTER_VERDICT) {
+		if (!filter_verdict(c, v))
+			return;
+		x->resp_next++; /* shadow: on past the one that decided */
+	}
+	/* FILTER_CONTINUE: the hook that waited is called again */
+	if (response_filters(c))
+		step_body(c, true, 0);
+}
+
+/* The final head through the response filters from x->resp_next on,
+ * then written. Returns false when @c left the exchange (closed,
+ * answered) or a filter waits (CONN_PENDING: resume_response_head()). */
+static bool response_filters(struct conn *c)
+{
+	struct exchange *x = c->x;
+	struct buf *head;
+
+	for (; x->resp_next < x->ch.n; x->resp_next++) {
+		size_t i = x->resp_next;
 		struct filter_transform tf = { .enabled = false };
 		struct verdict v;
 		enum filter_result r;
@@ -1118,6 +1154,11 @@ static bool response_head(struct conn *c)
 			continue;
 		verdict_set(&v, VERDICT_ALLOW, 0, NULL, NULL);
 		r = x->ch.f[i].ops->response_head(x->ch.f[i].st, &x->rs, &tf, &v);
+		if (r == FILTER_PENDING) {
+			verdict_clear(&v);
+			pend(c, resume_response_head);
+			return false;
+		}
 		if (r == FILTER_VERDICT && !filter_verdict(c, &v))
 			return false;
 		verdict_clear(&v);
@@ -1154,19 +1195,19 @@ static bool response_head(struct conn *c)
 		   x->rs.reason ? x->rs.reason : "");
 	write_headers(head, &x->rs.headers);
 	/* A transform that keeps the length keeps Content-Length too. */
-	if (x->transform && (x->transform_changes_length || resp.body != HTTP_BODY_LENGTH)) {
+	if (x->transform && (x->transform_changes_length || x->resp_body != HTTP_BODY_LENGTH)) {
 		x->rechunk = x->version_minor >= 1;
 		if (x->rechunk)
 			buf_puts(head, "Transfer-Encoding: chunked\r\n");
 		else
 			x->resp_keep_alive = false; /* delimited by close */
-	} else if (resp.body == HTTP_BODY_LENGTH) {
+	} else if (x->resp_body == HTTP_BODY_LENGTH) {
 		buf_printf(head, "Content-Length: %llu\r\n",
-			   (unsigned long long)resp.content_length);
-	} else if (resp.body == HTTP_BODY_CHUNKED) {
+			   (unsigned long long)x->rs.content_length);
+	} else if (x->resp_body == HTTP_BODY_CHUNKED) {
 		buf_printf(head, "Transfer-Encoding: %s\r\n", x->resp_te);
-	} else if (head_cl[0]) {
-		buf_printf(head, "Content-Length: %s\r\n", head_cl);
+	} else if (x->head_cl[0]) {
+		buf_printf(head, "Content-Length: %s\r\n", x->head_cl);
 	}
 	buf_printf(head, "Connection: %s\r\n\r\n",
 		   x->resp_keep_alive ? "keep-alive" : "close");
@@ -1175,36 +1216,25 @@ static bool response_head(struct conn *c)
 	return true;
 }
 
-/* One decoded response slice: through the transform, or observed. */
-static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
+/* A slice's output (@ok: every filter took it) to the client. Returns
+ * @ok; when false @c was closed or answered. Frees @out. */
+static bool slice_out(struct conn *c, struct buf *out, bool last, bool ok)
 {
 	struct exchange *x = c->x;
-	struct buf out = { 0 };
-	size_t i;
-	bool ok = true;
 
-	for (i = 0; i < x->ch.n && ok; i++) {
-		if (!x->ch.f[i].ops->response_body)
-			continue;
-		if (x->ch.f[i].ops->response_body(x->ch.f[i].st, d, n, last,
-					       x->transform ? &out : NULL) < 0)
-			ok = false;
-	}
-	if (ok && x->dec && !x->filter_transform && n)
-		buf_append(&out, d, n); /* decoded, relayed as it is */
-	if (ok && (out.len || last))
+	if (ok && (out->len || last))
 		release_head(c);
-	if (ok && x->transform && out.len) {
+	if (ok && x->transform && out->len) {
 		if (x->rechunk)
-			buf_printf(&c->cout, "%zx\r\n", out.len);
-		buf_append(&c->cout, out.data, out.len);
+			buf_printf(&c->cout, "%zx\r\n", out->len);
+		buf_append(&c->cout, out->data, out->len);
 		if (x->rechunk)
 			buf_puts(&c->cout, "\r\n");
-		x->bytes_down += out.len;
+		x->bytes_down += out->len;
 	}
 	if (ok && x->transform && last && x->rechunk)
 		buf_puts(&c->cout, "0\r\n\r\n");
-	buf_free(&out);
+	buf_free(out);
 	if (!ok && !x->resp_open) {
 		/* a filter refused it while its head was held: 502 */
 		fail(c, 502, x->hold_rule ? x->hold_rule : "proxy.filter",
@@ -1218,8 +1248,71 @@ static bool response_slice(struct conn *c, const char *d, size_t n, bool last)
 	return ok;
 }
 
+/* One decoded response slice: through the transform, or observed.
+ * Returns 1, 0 when a transform waits at the last slice (the caller
+ * pends: resume_response_body()), -1 when @c was closed or answered. */
+static int response_slice(struct conn *c, const char *d, size_t n, bool last)
+{
+	struct exchange *x = c->x;
+	struct buf out = { 0 };
+	size_t i, wait = 0;
+	bool ok = true;
+
+	for (i = 0; i < x->ch.n && ok; i++) {
+		int r;
+
+		if (!x->ch.f[i].ops->response_body)
+			continue;
+		r = x->ch.f[i].ops->response_body(x->ch.f[i].st, d, n, last,
+						  x->transform ? &out : NULL);
+		if (r < 0 || (r > 0 && (wait || !last || !x->transform)))
+			ok = false;
+		else if (r > 0)
+			wait = i + 1;
+	}
+	if (ok && x->dec && !x->filter_transform && n)
+		buf_append(&out, d, n); /* decoded, relayed as it is */
+	if (ok && wait) {
+		x->slice_wait = wait;
+		if (out.len)
+			buf_append(&x->slice_out, out.data, out.len);
+		buf_free(&out);
+		return 0;
+	}
+	return slice_out(c, &out, last, ok) ? 1 : -1;
+}
+
+/* The transform that waited at the last slice is resumed: it writes the
+ * rest, and the answer is complete. */
+static void resume_response_body(struct conn *c, enum filter_result r, struct verdict *v)
+{
+	struct exchange *x = c->x;
+	size_t i = x->slice_wait - 1;
+	struct buf out = x->slice_out;
+	int w;
+
+	x->slice_wait = 0;
+	memset(&x->slice_out, 0, sizeof(x->slice_out));
+	if (r == FILTER_VERDICT && !filter_verdict(c, v)) {
+		buf_free(&out);
+		return;
+	}
+	w = x->ch.f[i].ops->response_body(x->ch.f[i].st, NULL, 0, true, &out);
+	if (!slice_out(c, &out, true, w == 0))
+		return;
+	conn_enter(c, CONN_RESP_BODY);
+	response_complete(c);
+}
+
 /* Moves response body bytes from uin to cout. Returns 1 when the
- * response is complete, 0 when more is to come, -1 when @c was closed. */
+ * response is complete, 0 when more is to come, 2 when a filter waits
+ * at its end (the caller pends), -1 when @c was closed. */
+/* pump_response()'s answer for response_slice()'s of the last slice. */
+static int slice_result(int r)
+{
+	return r < 0 ? -1 : r == 0 ? 2 : 1;
+}
+
 static int pump_response(struct conn *c, bool eof)
 {
 	struct exchange *x = c->x;
@@ -1232,7 +1325,7 @@ static int pump_response(struct conn *c, bool eof)
 	 * (the terminal chunk of a re-chunked answer). */
 	if (x->resp_body == HTTP_BODY_NONE ||
 	    (x->resp_body == HTTP_BODY_LENGTH && x->resp_left == 0))
-		return x->discard || response_slice(c, NULL, 0, true) ? 1 : -1;
+		return x->discard ? 1 : slice_result(response_slice(c, NULL, 0, true));
 	while (c->uin.len > 0) {
 		struct http_slice data = { NULL, 0 };
 		size_t used;
@@ -1264,18 +1357,22 @@ static int pump_response(struct conn *c, bool eof)
 			buf_append(&c->cout, c->uin.data, used);
 			x->bytes_down += data.len;
 		}
-		if ((data.len || done) && x->ch.n && !x->discard &&
-		    !response_slice(c, data.ptr, data.len, done))
-			return -1;
+		if ((data.len || done) && x->ch.n && !x->discard) {
+			int r = response_slice(c, data.ptr, data.len, done);
+
+			if (r < 0)
+				return -1;
+			if (r == 0) {
+				buf_consume(&c->uin, used);
+				return 2;
+			}
+		}
 		buf_consume(&c->uin, used);
 		if (done)
 			return 1;
 	}
-	if (eof && x->resp_body == HTTP_BODY_UNTIL_CLOSE) {
-		if (x->ch.n && !response_slice(c, NULL, 0, true))
-			return -1;
-		return 1;
-	}
+	if (eof && x->resp_body == HTTP_BODY_UNTIL_CLOSE)
+		return x->ch.n ? slice_result(response_slice(c, NULL, 0, true)) : 1;
 	return 0;
 }
 
@@ -1322,6 +1419,20 @@ static void response_done(struct conn *c)
 	}
 	conn_enter(c, CONN_HEAD);
 	step_head(c, false, 0);
+}
+
+/* The whole response is in cout: sent as far as the client takes it,
+ * then the exchange ends. */
+static void response_complete(struct conn *c)
+{
+	int r = endpoint_flush(&c->client, &c->cout);
+
+	if (r < 0 && r != -EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	conn_touch(c);
+	response_done(c);
 }
 
 /* The dropped answer is read: the request goes again, from the copies
@@ -1426,6 +1537,15 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 			r = pump_response(c, true);
 			if (r < 0)
 				return;
+			if (r == 2) {
+				/* a filter waits at the end: the upstream is
+				 * done with */
+				if (x->resp_body == HTTP_BODY_UNTIL_CLOSE || c->inner)
+					x->resp_keep_alive = false;
+				conn_drop_upstream(c);
+				pend(c, resume_response_body);
+				return;
+			}
 			if (r == 0 && x->dec && x->dec_blocked) {
 				/* A decoded answer waits for the client: the
 				 * rest of the upstream's bytes are in uin,
@@ -1468,18 +1588,16 @@ static void step_body(struct conn *c, bool upstream, uint32_t events)
 		r = pump_response(c, false);
 		if (r < 0)
 			return;
+		if (r == 2) {
+			pend(c, resume_response_body);
+			return;
+		}
 		if (r == 1 && x->discard) {
 			resend(c);
 			return;
 		}
 		if (r == 1) {
-			r = endpoint_flush(&c->client, &c->cout);
-			if (r < 0 && r != -EAGAIN) {
-				conn_close(c);
-				return;
-			}
-			conn_touch(c);
-			response_done(c);
+			response_complete(c);
 			return;
 		}
 	}

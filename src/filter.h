@@ -17,7 +17,8 @@
  *   response_interim  each interim head (1xx, the 101 of an upgrade):
  *                  editable reason phrase and headers;
  *   response_head  the parsed response head (editable reason phrase and
- *                  headers); may install a body transform;
+ *                  headers); may install a body transform, or pend
+ *                  (where filter_response.can_wait says it may);
  *   upgraded       after a 101: may install a transform of every byte
  *                  the upstream sends from then on (WebSocket frames);
  *   response_trailers  HTTP/2 trailers (h2.c), editable;
@@ -38,6 +39,11 @@
  * struct filter_ref it was given, answers FILTER_PENDING, and later calls
  * proxy_resume() with the result (from a callback of the same loop, see
  * proxy_watch()). While it is pending the exchange reads nothing more.
+ * A response hook pends the same way (response_head, or response_body at
+ * the last slice, where filter_response.can_wait): the hook that pended
+ * is called again once resumed with FILTER_CONTINUE (response_head with
+ * the same response; response_body with no bytes, @last true, to write
+ * the rest of its output), a FILTER_VERDICT is applied instead.
  */
 #ifndef AIRLOCK_FILTER_H
 #define AIRLOCK_FILTER_H
@@ -167,6 +173,10 @@ struct filter_response {
 					    upstream keeps, the request's body
 					    none or read whole, and not sent
 					    again already */
+	bool can_wait;                   /* response_head may answer
+					    FILTER_PENDING, response_body 1
+					    at the last slice (HTTP/1.1,
+					    exchange.c; not h2.c) */
 };
 
 /* What a request-head hook may ask of the exchange. */
@@ -259,7 +269,9 @@ struct filter_ops {
 	 * cut the response (the exchange closes). A gRPC answer over h2
 	 * (h2.c) is given one whole message a call, each with @last true:
 	 * a transform then holds nothing back past the message's end, and
-	 * is fed again with the next. */
+	 * is fed again with the next. Where the response's can_wait, a
+	 * transform may return 1 at the last slice: the exchange pends (the
+	 * head and the end wait) until proxy_resume(). */
 	int (*response_body)(void *st, const char *data, size_t len, bool last,
 			     struct buf *out);
 	/* The request leaves: its head is queued to the upstream (every
@@ -350,12 +362,14 @@ struct filter_env {
 	 * made (it comes before every filter that injects a value). */
 	struct registry *registry;
 	/* For the secrets filter (secretfilter.h): a captured value to every
-	 * other worker, what the supervisor queued, a 401 to an OAuth token. */
-	int64_t (*announce)(void *arg, const char *secret, time_t expires, const char *value,
-			    size_t len, const char *ph, size_t phlen);
+	 * other worker, what the supervisor queued, a 401 to an OAuth token
+	 * (the two questions only send: 0, or -1 when they cannot; the
+	 * supervisor's answer comes through the worker's loop). */
+	int (*announce)(void *arg, const char *secret, time_t expires, const char *value,
+			size_t len, const char *ph, size_t phlen);
 	void (*sync)(void *arg);
-	void (*oauth401)(void *arg, const char *secret, const char *value, size_t len,
-			 bool wait);
+	int (*oauth401)(void *arg, const char *secret, const char *value, size_t len,
+			bool wait);
 	/* For the spend filter: a call was refused for the cap under
 	 * on_exhausted "stop". */
 	void (*exhausted)(void *arg, const char *reason);

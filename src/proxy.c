@@ -98,8 +98,21 @@ int proxy_watch(struct proxy *p, int fd, uint32_t events, proxy_watch_fn fn,
 
 void proxy_set_tick(struct proxy *p, proxy_tick_fn fn, void *arg)
 {
-	p->tick = fn;
-	p->tick_arg = arg;
+	size_t i;
+
+	for (i = 0; i < p->nticks && p->ticks[i].arg != arg; i++)
+		;
+	if (!fn) {
+		if (i < p->nticks)
+			p->ticks[i] = p->ticks[--p->nticks];
+		return;
+	}
+	if (i == p->nticks) {
+		ASSERT(p->nticks < PROXY_TICKS_MAX);
+		p->nticks++;
+	}
+	p->ticks[i].fn = fn;
+	p->ticks[i].arg = arg;
 }
 
 void proxy_unwatch(struct proxy *p, int fd)
@@ -464,8 +477,8 @@ int proxy_run(struct proxy *p)
 			      : p->soon - now < (uint64_t)timeout ? (int)(p->soon - now)
 								  : timeout;
 		timeout = dns_next_timeout_ms(p->dns, timeout);
-		if (p->tick) {
-			int t = p->tick(p->tick_arg, now);
+		for (size_t k = 0; k < p->nticks; k++) {
+			int t = p->ticks[k].fn(p->ticks[k].arg, now);
 
 			if (t >= 0 && t < timeout)
 				timeout = t;

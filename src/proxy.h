@@ -157,7 +157,9 @@ void proxy_unwatch(struct proxy *p, int fd);
 /* Lets a filter keep time: @fn runs on every turn of the proxy's loop
  * (at least once a second) with the monotonic time in ms, and returns
  * how many ms it may wait until its next turn (-1: no wish), which
- * shortens the loop's wait. One tick per proxy; NULL removes it. */
+ * shortens the loop's wait. One tick per @arg (a second call with the
+ * same @arg replaces it; NULL removes it), at most PROXY_TICKS_MAX. */
+#define PROXY_TICKS_MAX 4
 typedef int (*proxy_tick_fn)(void *arg, uint64_t now_ms);
 void proxy_set_tick(struct proxy *p, proxy_tick_fn fn, void *arg);
 

@@ -62,9 +62,18 @@
  *
  * OAuth: a 401 to a request the token in force was injected into asks
  * the supervisor for a refresh (oauth.c); when the exchange can replay
- * the request, the worker waits for the answer, swaps the new token into
- * the request's headers and asks for the request again, once
- * (secret.retry); otherwise the 401 is relayed and recorded.
+ * the request, it pends until the supervisor's answer, then swaps the
+ * new token into the request's headers and asks for the request again,
+ * once (secret.retry); otherwise the 401 is relayed and recorded.
+ *
+ * Waiting for the supervisor (a capture announced to the other workers,
+ * a refresh) never blocks the worker: the exchange pends (FILTER_PENDING
+ * from response_head, 1 from response_body at the last slice) and the
+ * question joins a list the supervisor answers in order
+ * (secretfilter_answered()); the tick resumes the exchanges answered and
+ * answers 502 to those past their deadline, as the spend filter does
+ * with its reservations. Over h2 (no response pend) a capture is
+ * announced without waiting.
  *
  * Git hosts: the token git injects is git's to bind to a repository (its
  * own filter, after this one); on git.hosts and git.api_hosts this
@@ -118,6 +127,28 @@ struct secretfilter {
 	secretfilter_sync_fn sync;
 	secretfilter_oauth401_fn oauth401;
 	void *hook_arg;
+	/* the questions to the supervisor that it answers, oldest first
+	 * (secretfilter_answered()), and the exchanges they answered */
+	struct sf_wait *waits, **waits_tail;
+	struct filter_ref *ready;
+	size_t nready;
+	struct filter_loop loop;      /* the worker's (secretfilter_start()) */
+	bool started;
+	uint64_t capture_ms, oauth_ms;
+};
+
+/* One question to the supervisor (a capture announced, a refresh with an
+ * answer asked for). The supervisor serves a worker's messages one at a
+ * time, in the order they came (worker_pool_read()), and answers each
+ * such one: answers match questions in order. One given up on (its
+ * exchange gone, or past its deadline) stays until its answer comes. */
+struct sf_wait {
+	struct sf_wait *next;
+	struct sf_state *st;         /* the exchange that waits, or NULL */
+	json_t *receipt;             /* a capture's secret.capture subject,
+					recorded with the answer, or NULL */
+	char rule[VERDICT_RULE_MAX];
+	uint64_t sent_us;            /* CLOCK_MONOTONIC */
 };
 
 struct sf_state {
@@ -143,6 +174,18 @@ struct sf_state {
 	char *oauth_value;
 	size_t oauth_len;
 	bool retried;                /* sent again after a 401 (once) */
+	/* waiting for the supervisor (FILTER_PENDING): how many answers,
+	 * until when (ms), and what for */
+	struct filter_ref ref;
+	unsigned int waits;
+	uint64_t deadline;
+	bool wait_oauth;             /* a refresh (else captures) */
+	bool oauth_asked;            /* the refresh after this 401 was asked:
+					the next response_head goes on */
+	bool head_captured;          /* this answer's head was read */
+	bool cap_ready;              /* its body's values are announced: the
+					next call writes it */
+	bool can_wait;               /* the exchange can pend on the answer */
 	char hold_rule[VERDICT_RULE_MAX]; /* the 502 when a capture fails */
 	uint16_t port;
 	bool bound;                  /* a secret's host */
@@ -218,6 +261,7 @@ struct secretfilter *secretfilter_new(const struct broker *b, const struct polic
 	f->p = p;
 	f->record = record;
 	f->record_arg = record_arg;
+	f->waits_tail = &f->waits;
 	for (i = 0; i < p->nsecrets; i++)
 		f->has_capture |= p->secrets[i].capture != NULL || p->secrets[i].oauth != NULL;
 	build_sets(f);
@@ -238,6 +282,16 @@ void secretfilter_free(struct secretfilter *f)
 
 	if (!f)
 		return;
+	while (f->waits) {
+		struct sf_wait *w = f->waits;
+
+		f->waits = w->next;
+		json_decref(w->receipt);
+		free(w);
+	}
+	if (f->started)
+		f->loop.set_tick(f->loop.ctx, NULL, f);
+	free(f->ready);
 	registry_free(f->reg);
 	broker_drop(f->own);
 	free(f->ss);
@@ -330,16 +384,22 @@ const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f)
 	return set;
 }
 
-static int64_t record(struct sf_state *st, const char *type, enum receipt_decision d,
-		      const char *rule, json_t *subject, const char *reason)
+static int64_t record_f(struct secretfilter *f, const char *type, enum receipt_decision d,
+			const char *rule, json_t *subject, const char *reason)
 {
 	int64_t seq = -1;
 
-	if (st->f->record)
-		seq = st->f->record(st->f->record_arg, type, d, RECEIPT_POINT_BROKER, rule,
-				    subject, reason);
+	if (f->record)
+		seq = f->record(f->record_arg, type, d, RECEIPT_POINT_BROKER, rule, subject,
+				reason);
 	json_decref(subject);
 	return seq;
+}
+
+static int64_t record(struct sf_state *st, const char *type, enum receipt_decision d,
+		      const char *rule, json_t *subject, const char *reason)
+{
+	return record_f(st->f, type, d, rule, subject, reason);
 }
 
 static json_t *subject(const struct sf_state *st, const char *secret)
@@ -561,7 +621,7 @@ static enum filter_result sf_request_head(void *vst, struct filter_request *rq,
 	char *target;
 	size_t i;
 
-	(void)ref;
+	st->ref = ref; /* a response hook may wait (sf_wait) */
 	target = util_xasprintf("%s%s%s", rq->path, rq->query ? "?" : "",
 				rq->query ? rq->query : "");
 	if (refuse_expired(st, rq, target, NULL, v)) {
@@ -728,23 +788,165 @@ static void refresh_values(struct sf_state *st)
 	memset(st->head_counts + old, 0, (n - old) * sizeof(uint64_t));
 }
 
-static void capture_record(struct sf_state *st, enum receipt_decision d, const char *where,
-			   time_t expires, int64_t us, const char *reason)
+static void capture_rule(const struct sf_state *st, char *rule, size_t len)
 {
-	char rule[VERDICT_RULE_MAX], when[32] = "";
+	snprintf(rule, len, "secrets.%s.capture[%zu]", st->cap_secret->name, st->cap_index);
+}
+
+static json_t *capture_subject(const struct sf_state *st, const char *where, time_t expires)
+{
+	char when[32] = "";
 	json_t *sj = subject(st, st->cap_secret->name);
 	struct tm tm;
 
-	snprintf(rule, sizeof(rule), "secrets.%s.capture[%zu]", st->cap_secret->name,
-		 st->cap_index);
 	if (where)
 		json_object_set_new(sj, "where", json_string(where));
 	if (expires && gmtime_r(&expires, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	json_object_set_new(sj, "expires_at", when[0] ? json_string(when) : json_null());
-	if (us >= 0)
-		json_object_set_new(sj, "propagated_us", json_integer((json_int_t)us));
-	record(st, "secret.capture", d, rule, sj, reason);
+	return sj;
+}
+
+static void capture_record(struct sf_state *st, enum receipt_decision d, const char *where,
+			   time_t expires, const char *reason)
+{
+	char rule[VERDICT_RULE_MAX];
+
+	capture_rule(st, rule, sizeof(rule));
+	record(st, "secret.capture", d, rule, capture_subject(st, where, expires), reason);
+}
+
+#define CAPTURED_REASON "a credential in the answer was captured and replaced by a placeholder"
+#define UNTOLD_REASON "the other workers could not be told of the captured value"
+
+/* --- waiting for the supervisor ---------------------------------------------- */
+
+static uint64_t now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/* A question was sent that the supervisor answers: @st (NULL: no
+ * exchange) waits for the answer, at most @ms; @receipt (a capture's,
+ * taken) is recorded with it under @rule. */
+static void wait_push(struct secretfilter *f, struct sf_state *st, json_t *receipt,
+		      const char *rule, uint64_t ms)
+{
+	struct sf_wait *w = util_xcalloc(1, sizeof(*w));
+
+	w->st = st;
+	w->receipt = receipt;
+	if (rule)
+		(void)util_strlcpy(w->rule, rule, sizeof(w->rule));
+	w->sent_us = now_us();
+	*f->waits_tail = w;
+	f->waits_tail = &w->next;
+	if (st && st->waits++ == 0)
+		st->deadline = util_now_ms() + ms;
+}
+
+void secretfilter_answered(struct secretfilter *f)
+{
+	struct sf_wait *w = f->waits;
+
+	if (!w)
+		return; /* nothing asked: not ours */
+	f->waits = w->next;
+	if (!f->waits)
+		f->waits_tail = &f->waits;
+	if (w->receipt) {
+		json_object_set_new(w->receipt, "propagated_us",
+				    json_integer((json_int_t)(now_us() - w->sent_us)));
+		record_f(f, "secret.capture", RECEIPT_ALLOW, w->rule, w->receipt,
+			 CAPTURED_REASON);
+	}
+	if (w->st && --w->st->waits == 0) {
+		/* resumed from the loop (sf_tick), not from here: this may run
+		 * while another request is being decided */
+		f->ready = util_xrealloc(f->ready, (f->nready + 1) * sizeof(*f->ready));
+		f->ready[f->nready++] = w->st->ref;
+	}
+	free(w);
+}
+
+/* @st's answer did not come in time: its questions are given up on (a
+ * capture's recorded as blocked) and the exchange is answered 502. */
+static void give_up(struct secretfilter *f, struct sf_state *st)
+{
+	struct filter_ref ref = st->ref;
+	struct sf_wait *w;
+	struct verdict v;
+	char rule[VERDICT_RULE_MAX];
+
+	for (w = f->waits; w; w = w->next) {
+		if (w->st != st)
+			continue;
+		w->st = NULL;
+		if (w->receipt)
+			record_f(f, "secret.capture", RECEIPT_BLOCK, w->rule, w->receipt,
+				 UNTOLD_REASON " in time");
+		w->receipt = NULL;
+	}
+	st->waits = 0;
+	if (st->wait_oauth) {
+		snprintf(rule, sizeof(rule), "secrets.%s.oauth", st->oauth_secret);
+		verdict_setf(&v, VERDICT_FAIL, 502, rule,
+			     "the refresh of secret %s after a 401 was not answered within "
+			     "%llu ms", st->oauth_secret, (unsigned long long)f->oauth_ms);
+	} else {
+		capture_rule(st, rule, sizeof(rule));
+		verdict_setf(&v, VERDICT_FAIL, 502, rule,
+			     UNTOLD_REASON " within %llu ms: the answer is not relayed",
+			     (unsigned long long)f->capture_ms);
+	}
+	v.point = RECEIPT_POINT_BROKER;
+	v.always = true;
+	if (f->loop.resume(f->loop.ctx, &ref, FILTER_VERDICT, &v) < 0)
+		verdict_clear(&v);
+}
+
+/* Resumes the exchanges answered, gives up on the overdue ones. */
+static int sf_tick(void *arg, uint64_t now)
+{
+	struct secretfilter *f = arg;
+	uint64_t first = UINT64_MAX;
+	struct sf_wait *w;
+
+	while (f->nready) {
+		struct filter_ref ref = f->ready[--f->nready];
+
+		(void)f->loop.resume(f->loop.ctx, &ref, FILTER_CONTINUE, NULL);
+	}
+again:
+	for (w = f->waits; w; w = w->next) {
+		if (!w->st || !w->st->waits)
+			continue;
+		if (w->st->deadline <= now) {
+			/* resuming may change the list: from its head again */
+			give_up(f, w->st);
+			goto again;
+		}
+		if (w->st->deadline < first)
+			first = w->st->deadline;
+	}
+	if (f->nready)
+		return 0;
+	if (first == UINT64_MAX)
+		return -1;
+	return first - now > 1000 ? 1000 : (int)(first - now);
+}
+
+void secretfilter_start(struct secretfilter *f, const struct filter_loop *loop,
+			uint64_t capture_ms, uint64_t oauth_ms)
+{
+	f->loop = *loop;
+	f->started = true;
+	f->capture_ms = capture_ms;
+	f->oauth_ms = oauth_ms;
+	loop->set_tick(loop->ctx, sf_tick, f);
 }
 
 /* Registers @value, captured at @where, tells the other workers and
@@ -756,26 +958,35 @@ static bool capture_one(struct sf_state *st, const char *value, size_t len, time
 	struct secretfilter *f = st->f;
 	size_t phlen = 0;
 	char *ph = capture_placeholder(value, len, &phlen);
-	int64_t us = 0;
+	int sent = 0;
 	int r = ph ? add_captured(f, st->cap_secret, value, len, ph, phlen, expires) : -1;
+	char rule[VERDICT_RULE_MAX];
 
 	if (r > 0 && f->announce)
-		us = f->announce(f->hook_arg, st->cap_secret->name, expires, value, len, ph,
-				 phlen);
+		sent = f->announce(f->hook_arg, st->cap_secret->name, expires, value, len, ph,
+				   phlen);
 	free(ph);
-	if (r < 0 || us < 0) {
-		capture_record(st, RECEIPT_BLOCK, where, expires, -1,
+	if (r < 0 || sent < 0) {
+		capture_record(st, RECEIPT_BLOCK, where, expires,
 			       r < 0 ? "the captured value cannot be brokered (empty, too "
 				       "long, or a control byte)"
-				     : "the other workers could not be told of the captured value");
+				     : UNTOLD_REASON);
 		return false;
 	}
-	if (r > 0) {
-		capture_record(st, RECEIPT_ALLOW, where, expires, us,
-			       "a credential in the answer was captured and replaced by a "
-			       "placeholder");
-		refresh_values(st);
+	if (r == 0)
+		return true;
+	refresh_values(st);
+	if (!f->announce) {
+		capture_record(st, RECEIPT_ALLOW, where, expires, CAPTURED_REASON);
+		return true;
 	}
+	/* the supervisor answers once every other worker has it queued: the
+	 * exchange waits for that before the agent sees the answer (h2.c
+	 * cannot wait: there the receipt comes with the answer all the
+	 * same) */
+	capture_rule(st, rule, sizeof(rule));
+	wait_push(f, st->can_wait ? st : NULL, capture_subject(st, where, expires), rule,
+		  f->capture_ms);
 	return true;
 }
 
@@ -800,13 +1011,33 @@ static bool capture_head(struct sf_state *st, struct filter_response *rs)
 	return true;
 }
 
-/* The whole answer body of a JSON rule: values captured, then the body
- * scrubbed with them in. Returns 0, or -1 to cut the answer. */
-static int capture_body(struct sf_state *st, struct buf *out)
+/* The whole answer body, scrubbed (with what was captured in it) into
+ * @out, and wiped. */
+static void capture_write(struct sf_state *st, struct buf *out)
+{
+	const char *body = st->cap_buf.data ? st->cap_buf.data : "";
+	struct scrub_buf sb = { 0 };
+
+	if (values(st)) {
+		st->cap_counts = util_xcalloc(scrub_set_count(values(st)), sizeof(uint64_t));
+		(void)scrub_oneshot(values(st), body, st->cap_buf.len, &sb, st->cap_counts);
+		buf_append(out, sb.data, sb.len);
+		explicit_bzero(sb.data, sb.len);
+		scrub_buf_free(&sb);
+	} else {
+		buf_append(out, body, st->cap_buf.len);
+	}
+	if (st->cap_buf.data)
+		explicit_bzero(st->cap_buf.data, st->cap_buf.cap);
+	buf_free(&st->cap_buf);
+}
+
+/* The whole answer body of a JSON rule: its values captured (and
+ * announced). Returns 0, or -1 to cut the answer. */
+static int capture_body(struct sf_state *st)
 {
 	struct capture_value vals[CAPTURE_VALUES_MAX];
 	const char *body = st->cap_buf.data ? st->cap_buf.data : "";
-	struct scrub_buf sb = { 0 };
 	time_t expires = 0;
 	char err[256];
 	int n, i, rc = 0;
@@ -814,14 +1045,14 @@ static int capture_body(struct sf_state *st, struct buf *out)
 	n = capture_json(st->cap_rule, body, st->cap_buf.len, time(NULL), vals, &expires, err,
 			 sizeof(err));
 	if (n < 0) {
-		capture_record(st, RECEIPT_BLOCK, NULL, 0, -1, err);
+		capture_record(st, RECEIPT_BLOCK, NULL, 0, err);
 		return -1;
 	}
 	for (i = 0; i < n && rc == 0; i++) {
 		/* the scrubber replaces the value where it is written as it
 		 * is; one written escaped would pass: refused */
 		if (!memmem(body, st->cap_buf.len, vals[i].value, vals[i].len)) {
-			capture_record(st, RECEIPT_BLOCK, vals[i].where, expires, -1,
+			capture_record(st, RECEIPT_BLOCK, vals[i].where, expires,
 				       "the captured value is escaped in the answer: it "
 				       "cannot be replaced");
 			rc = -1;
@@ -830,18 +1061,11 @@ static int capture_body(struct sf_state *st, struct buf *out)
 		}
 	}
 	capture_values_free(vals, (size_t)n);
-	if (rc == 0 && values(st)) {
-		st->cap_counts = util_xcalloc(scrub_set_count(values(st)), sizeof(uint64_t));
-		(void)scrub_oneshot(values(st), body, st->cap_buf.len, &sb, st->cap_counts);
-		buf_append(out, sb.data, sb.len);
-		explicit_bzero(sb.data, sb.len);
-		scrub_buf_free(&sb);
-	} else if (rc == 0) {
-		buf_append(out, body, st->cap_buf.len);
+	if (rc < 0) {
+		if (st->cap_buf.data)
+			explicit_bzero(st->cap_buf.data, st->cap_buf.cap);
+		buf_free(&st->cap_buf);
 	}
-	if (st->cap_buf.data)
-		explicit_bzero(st->cap_buf.data, st->cap_buf.cap);
-	buf_free(&st->cap_buf);
 	return rc;
 }
 
@@ -894,15 +1118,14 @@ static void retry_record(struct sf_state *st, enum receipt_decision d, const cha
 }
 
 /* A bound host answered 401 to the OAuth token injected: the supervisor
- * refreshes it (once per request), and when the exchange can send the
- * request again and a new token is in force, the request's headers get
- * it: true, the request goes again. Otherwise the 401 is relayed, and
- * recorded (secret.retry, info, why). */
+ * refreshes it (once per request). When the exchange can send the
+ * request again, it waits for the supervisor's answer (true: pending;
+ * then oauth_again()). Otherwise the 401 is relayed, and recorded
+ * (secret.retry, info, why): false. */
 static bool oauth_retry(struct sf_state *st, const struct filter_response *rs)
 {
 	struct secretfilter *f = st->f;
-	const struct policy_secret *def = policy_secret_by_name(f->p, st->oauth_secret);
-	const struct sf_captured *c;
+	bool wait = rs->replayable && rs->can_wait;
 
 	if (st->retried) {
 		retry_record(st, RECEIPT_INFO, "retried",
@@ -910,15 +1133,37 @@ static bool oauth_retry(struct sf_state *st, const struct filter_response *rs)
 			     "its 401 is relayed");
 		return false;
 	}
-	f->oauth401(f->hook_arg, st->oauth_secret, st->oauth_value, st->oauth_len,
-		    rs->replayable);
-	if (!rs->replayable) {
+	if (f->oauth401(f->hook_arg, st->oauth_secret, st->oauth_value, st->oauth_len,
+			wait) < 0) {
+		retry_record(st, RECEIPT_INFO, "no-refresh",
+			     "the supervisor could not be asked for a refresh: the 401 is "
+			     "relayed");
+		return false;
+	}
+	if (!wait) {
 		retry_record(st, RECEIPT_INFO, "not-replayable",
 			     "the token was refreshed for the next request; this one cannot be "
 			     "sent again (its body was streamed, or the connection ends): its "
 			     "401 is relayed");
 		return false;
 	}
+	st->wait_oauth = true;
+	st->oauth_asked = true;
+	wait_push(f, st, NULL, NULL, f->oauth_ms);
+	return true;
+}
+
+/* The supervisor answered the refresh: when a new token is in force,
+ * the request's headers get it: true, the request goes again. Otherwise
+ * the 401 is relayed, and recorded. */
+static bool oauth_again(struct sf_state *st)
+{
+	struct secretfilter *f = st->f;
+	const struct policy_secret *def = policy_secret_by_name(f->p, st->oauth_secret);
+	const struct sf_captured *c;
+
+	st->oauth_asked = false;
+	st->wait_oauth = false;
 	c = def ? oauth_in_force(f, def, time(NULL)) : NULL;
 	if (!c || (c->len == st->oauth_len && memcmp(c->value, st->oauth_value, c->len) == 0)) {
 		retry_record(st, RECEIPT_INFO, "no-new-token",
@@ -1014,15 +1259,28 @@ static enum filter_result sf_response_head(void *vst, struct filter_response *rs
 	const char *ce = NULL;
 	int i;
 
-	if (rs->status == 401 && st->oauth_value && st->f->oauth401 && oauth_retry(st, rs)) {
-		tf->retry = true;
-		return FILTER_CONTINUE;
+	st->can_wait = rs->can_wait;
+	if (st->oauth_asked) {
+		/* resumed: the supervisor answered the refresh */
+		if (oauth_again(st)) {
+			tf->retry = true;
+			return FILTER_CONTINUE;
+		}
+	} else if (rs->status == 401 && st->oauth_value && st->f->oauth401 &&
+		   oauth_retry(st, rs)) {
+		return FILTER_PENDING;
 	}
-	if (!capture_head(st, rs)) {
-		verdict_set(v, VERDICT_FAIL, 502, "secrets.capture",
-			    "a credential in the answer could not be brokered");
-		v->always = true;
-		return FILTER_VERDICT;
+	if (!st->head_captured) {
+		st->head_captured = true;
+		if (!capture_head(st, rs)) {
+			verdict_set(v, VERDICT_FAIL, 502, "secrets.capture",
+				    "a credential in the answer could not be brokered");
+			v->always = true;
+			return FILTER_VERDICT;
+		}
+		/* the head waits until every worker has what it holds */
+		if (st->waits)
+			return FILTER_PENDING;
 	}
 	scrub_head(st, rs);
 	if (st->cap_body) {
@@ -1078,8 +1336,14 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 	if (st->cap_body) {
 		if (!out || st->cap_failed)
 			return st->cap_failed ? -1 : 0;
+		if (st->cap_ready) {
+			/* resumed: every worker has what the body held */
+			st->cap_ready = false;
+			capture_write(st, out);
+			return 0;
+		}
 		if (len > CAPTURE_BODY_MAX - st->cap_buf.len) {
-			capture_record(st, RECEIPT_BLOCK, NULL, 0, -1,
+			capture_record(st, RECEIPT_BLOCK, NULL, 0,
 				       "the answer is larger than a capture reads");
 			st->cap_failed = true;
 			return -1;
@@ -1087,10 +1351,16 @@ static int sf_response_body(void *vst, const char *data, size_t len, bool last,
 		buf_append(&st->cap_buf, data, len);
 		if (!last)
 			return 0;
-		if (capture_body(st, out) < 0) {
+		if (capture_body(st) < 0) {
 			st->cap_failed = true;
 			return -1;
 		}
+		if (st->waits) {
+			/* the end waits until every worker has its values */
+			st->cap_ready = true;
+			return 1;
+		}
+		capture_write(st, out);
 		return 0;
 	}
 	if (st->passthrough && out) {
@@ -1302,9 +1572,15 @@ static void sf_done(void *vst, enum filter_outcome outcome,
 		    const struct filter_stats *stats)
 {
 	struct sf_state *st = vst;
+	struct sf_wait *w;
 
 	(void)outcome;
 	(void)stats;
+	/* an answer still to come resumes nothing (a capture's receipt is
+	 * still made with it) */
+	for (w = st->f->waits; w; w = w->next)
+		if (w->st == st)
+			w->st = NULL;
 	if (st->set)
 		record_counts(st->f, st->set, st->host, st->port, st->method, st->path,
 			      st->head_counts, "in_head",
@@ -1397,11 +1673,18 @@ static void *sf_make(struct filter_env *env, struct msg_reader *blk, int fd, cha
 	return f;
 }
 
+static int sf_start(void *f, const struct filter_loop *loop)
+{
+	secretfilter_start(f, loop, util_test_ms("capture_wait", SECRETFILTER_CAPTURE_WAIT_MS),
+			   util_test_ms("oauth_wait", SECRETFILTER_OAUTH_WAIT_MS));
+	return 0;
+}
+
 const struct filter_def secretfilter_def = {
 	.name = "secrets",
 	.ops = &secretfilter_ops,
 	.config_put = sf_config_put,
 	.make = sf_make,
 	.configure = NULL,
-	.start = NULL,
+	.start = sf_start,
 };

@@ -40,14 +40,16 @@ struct scrub_set;
 const struct scrub_set *secretfilter_scrub_set(const struct secretfilter *f);
 
 /* Captured values (capture.h). The capturing worker announces each new
- * one (the supervisor hands it to every other worker); the call returns
- * once they all have it queued, with the time that took in microseconds,
- * or -1 when they cannot be told (the answer is then cut: fail closed).
- * @sync makes the worker read what the supervisor queued for it, before a
- * request is decided. */
-typedef int64_t (*secretfilter_announce_fn)(void *arg, const char *secret, time_t expires,
-					    const char *value, size_t len, const char *ph,
-					    size_t phlen);
+ * one to the supervisor, which hands it to every other worker and then
+ * answers (secretfilter_answered()); the call only sends, and returns 0,
+ * or -1 when it cannot (the answer is then cut: fail closed). The
+ * exchange that captured it waits (FILTER_PENDING) for the answer before
+ * the agent gets the answer's head or end, bounded by @capture_ms of
+ * secretfilter_start(). @sync makes the worker read what the supervisor
+ * queued for it, before a request is decided. */
+typedef int (*secretfilter_announce_fn)(void *arg, const char *secret, time_t expires,
+					const char *value, size_t len, const char *ph,
+					size_t phlen);
 typedef void (*secretfilter_sync_fn)(void *arg);
 void secretfilter_set_capture_hooks(struct secretfilter *f, secretfilter_announce_fn announce,
 				    secretfilter_sync_fn sync, void *arg);
@@ -63,12 +65,39 @@ int secretfilter_add_captured(struct secretfilter *f, const char *secret, const 
  * newest value is the one in force, a known value again changes its
  * expiry). A 401 from an upstream to a request the token was injected
  * into calls @fn with the secret and that token, to ask the supervisor
- * for a refresh (the hook_arg of the capture hooks); with @wait (the
- * exchange can send the request again) it returns once the supervisor
- * answered, the refreshed token added by then if there is one, and the
- * request goes again, once, with it. */
-typedef void (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
-					 size_t len, bool wait);
+ * for a refresh (the hook_arg of the capture hooks); it only sends
+ * (0, or -1 when it cannot). With @wait (the exchange can send the
+ * request again) the supervisor answers once it is done, the refreshed
+ * token sent before (secretfilter_answered()); the exchange waits for
+ * that answer, bounded by @oauth_ms of secretfilter_start(), then goes
+ * again, once, with the new token. */
+typedef int (*secretfilter_oauth401_fn)(void *arg, const char *secret, const char *value,
+					size_t len, bool wait);
 void secretfilter_set_oauth_hook(struct secretfilter *f, secretfilter_oauth401_fn fn);
+
+/* How long an exchange that captured a value waits for the supervisor
+ * to have told every other worker (it is then answered 502). */
+#define SECRETFILTER_CAPTURE_WAIT_MS 5000
+/* How long an exchange waits for the supervisor's refresh after a 401
+ * to an OAuth token before it is answered 502: within the proxy's bound
+ * on any pending exchange (its head timeout, 10 s). A slower refresh
+ * still ends in the supervisor (its own bound: GHAPP_TIMEOUT_MS), and
+ * the next request gets the new token. */
+#define SECRETFILTER_OAUTH_WAIT_MS 8000
+
+/* The exchanges that wait for the supervisor are resumed from @loop's
+ * tick (the worker's proxy), and given up on after @capture_ms (a
+ * capture: 502) or @oauth_ms (a refresh: 502). The filter's start hook
+ * (secretfilter_def) calls it with the bounds above (tests may shorten
+ * them: AIRLOCK_TEST_TIMEOUTS capture_wait, oauth_wait). */
+void secretfilter_start(struct secretfilter *f, const struct filter_loop *loop,
+			uint64_t capture_ms, uint64_t oauth_ms);
+
+/* The supervisor answered this worker's oldest question that asked for
+ * an answer (a capture announced, a refresh with @wait): it answers
+ * them in the order they came. Marks the exchange waiting on it to be
+ * resumed at the loop's next turn (safe to call while another request
+ * is being decided). */
+void secretfilter_answered(struct secretfilter *f);
 
 #endif /* AIRLOCK_SECRETFILTER_H */

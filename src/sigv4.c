@@ -33,6 +33,15 @@
  * chunk's placeholder signature is verified and replaced by the real
  * chain's, of the same length, so the body keeps its length.
  *
+ * SigV4a (AWS4-ECDSA-P256-SHA256, multi-region): the same canonical
+ * request; the scope has no region (the X-Amz-Region-Set header says
+ * where, signed like any other); the string to sign starts with the
+ * algorithm's name; the signature is ECDSA P-256 over SHA-256 of it, DER
+ * in hex, with a key derived from the key id and the secret
+ * (sigv4a_private_key()). Verified with the placeholder's key, signed
+ * with the real one's. Its streaming uploads
+ * (STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD) are refused.
+ *
  * HMAC-SHA256 through OpenSSL 3's EVP_MAC; every key and derived key is
  * wiped after use.
  */
@@ -41,7 +50,11 @@
 #include <assert.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/obj_mac.h>
+#include <openssl/param_build.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +87,8 @@ static const char *const status_reasons[] = {
 	"the session token is not the placeholder the agent holds",
 	"the signature does not verify with the placeholder secret",
 	"an aws-chunked chunk is malformed or its signature does not verify",
-	"SigV4a (AWS4-ECDSA-P256-SHA256) is not re-signed by the broker: sign with "
-	"SigV4 (AWS4-HMAC-SHA256)",
+	"a SigV4a (AWS4-ECDSA-P256-SHA256) streaming upload is not re-signed by the "
+	"broker: sign the payload's hash (or UNSIGNED-PAYLOAD), or use SigV4",
 	"a signed trailer is malformed or its signature does not verify",
 };
 static_assert(ARRAY_SIZE(status_reasons) == SIGV4_STATUS_COUNT, "sigv4 status reasons");
@@ -196,6 +209,160 @@ void sigv4_chunk_sign(const uint8_t key[32], const char *amz_date, const char *s
 
 /* ---- the Authorization ------------------------------------------------ */
 
+/* ---- SigV4a: ECDSA P-256 ---------------------------------------------- */
+
+int sigv4a_private_key(const char *key_id, const char *secret, size_t secret_len,
+		       uint8_t d[32])
+{
+	/* n - 2, n the order of P-256 */
+	static const uint8_t n_minus_2[32] = {
+		0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17,
+		0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x4f,
+	};
+	size_t klen = strlen(key_id), i;
+	struct buf key = { 0 }, in = { 0 };
+	int counter, rc = -1;
+
+	buf_append(&key, "AWS4A", 5);
+	buf_append(&key, secret, secret_len);
+	for (counter = 1; counter <= 254 && rc < 0; counter++) {
+		uint8_t k0[32];
+		unsigned char c = (unsigned char)counter;
+
+		in.len = 0;
+		buf_append(&in, "\0\0\0\1", 4);
+		buf_append(&in, ALGO_V4A, strlen(ALGO_V4A) + 1); /* and its 0 */
+		buf_append(&in, key_id, klen);
+		buf_append(&in, &c, 1);
+		buf_append(&in, "\0\0\1\0", 4);
+		hmac(key.data, key.len, in.data, in.len, k0);
+		if (memcmp(k0, n_minus_2, 32) <= 0) {
+			/* d = k0 + 1 (big-endian; k0 <= n - 2, so no carry out) */
+			for (i = 32; i-- > 0;)
+				if (++k0[i] != 0)
+					break;
+			memcpy(d, k0, 32);
+			rc = 0;
+		}
+		OPENSSL_cleanse(k0, sizeof(k0));
+	}
+	OPENSSL_cleanse(key.data, key.len);
+	buf_free(&key);
+	buf_free(&in);
+	return rc;
+}
+
+/* The P-256 key pair of private scalar @d, or NULL. */
+static EVP_PKEY *p256_key(const uint8_t d[32])
+{
+	EC_GROUP *g = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+	BIGNUM *bn = BN_bin2bn(d, 32, NULL);
+	EC_POINT *pt = g ? EC_POINT_new(g) : NULL;
+	OSSL_PARAM_BLD *b = OSSL_PARAM_BLD_new();
+	OSSL_PARAM *params = NULL;
+	EVP_PKEY_CTX *ctx = NULL;
+	EVP_PKEY *pkey = NULL;
+	unsigned char pub[65];
+	size_t publen = 0;
+
+	if (g && bn && pt && b && EC_POINT_mul(g, pt, bn, NULL, NULL, NULL) == 1)
+		publen = EC_POINT_point2oct(g, pt, POINT_CONVERSION_UNCOMPRESSED, pub,
+					    sizeof(pub), NULL);
+	if (publen &&
+	    OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) &&
+	    OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_PRIV_KEY, bn) &&
+	    OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, pub, publen))
+		params = OSSL_PARAM_BLD_to_param(b);
+	if (params)
+		ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+	if (ctx && (EVP_PKEY_fromdata_init(ctx) != 1 ||
+		    EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_KEYPAIR, params) != 1))
+		pkey = NULL;
+	EVP_PKEY_CTX_free(ctx);
+	OSSL_PARAM_free(params);
+	OSSL_PARAM_BLD_free(b);
+	EC_POINT_free(pt);
+	BN_clear_free(bn);
+	EC_GROUP_free(g);
+	return pkey;
+}
+
+/* The key of @key_id and @secret, or NULL. */
+static EVP_PKEY *v4a_key(const char *key_id, const char *secret, size_t secret_len)
+{
+	uint8_t d[32];
+	EVP_PKEY *k = NULL;
+
+	if (sigv4a_private_key(key_id, secret, secret_len, d) == 0)
+		k = p256_key(d);
+	OPENSSL_cleanse(d, sizeof(d));
+	return k;
+}
+
+bool sigv4a_verify(const char *key_id, const char *secret, size_t secret_len,
+		   const char *sts, size_t sts_len, const char *sig_hex, size_t sig_len)
+{
+	unsigned char der[SIGV4A_SIG_HEX_MAX / 2];
+	EVP_PKEY *k;
+	EVP_MD_CTX *md;
+	bool ok = false;
+	size_t i;
+
+	if (sig_len % 2 || sig_len > SIGV4A_SIG_HEX_MAX)
+		return false;
+	for (i = 0; i < sig_len; i++) {
+		char ch = sig_hex[i];
+		unsigned int v = ch >= '0' && ch <= '9'   ? (unsigned int)(ch - '0')
+				 : ch >= 'a' && ch <= 'f' ? (unsigned int)(ch - 'a' + 10)
+							  : 16;
+
+		if (v > 15)
+			return false;
+		der[i / 2] = (unsigned char)(i % 2 ? (der[i / 2] << 4) | v : v);
+	}
+	k = v4a_key(key_id, secret, secret_len);
+	md = k ? EVP_MD_CTX_new() : NULL;
+	if (md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, k) == 1)
+		ok = EVP_DigestVerify(md, der, sig_len / 2, (const unsigned char *)sts,
+				      sts_len) == 1;
+	EVP_MD_CTX_free(md);
+	EVP_PKEY_free(k);
+	return ok;
+}
+
+/* SigV4a's signature of @sts in hex into @hex (NUL-terminated); its
+ * length, or 0. */
+static size_t v4a_sign(const char *key_id, const char *secret, size_t secret_len,
+		       const char *sts, size_t sts_len, char hex[SIGV4A_SIG_HEX_MAX + 1])
+{
+	unsigned char der[80];
+	size_t dlen = sizeof(der), n = 0;
+	EVP_PKEY *k = v4a_key(key_id, secret, secret_len);
+	EVP_MD_CTX *md = k ? EVP_MD_CTX_new() : NULL;
+
+	if (md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k) == 1 &&
+	    EVP_DigestSign(md, der, &dlen, (const unsigned char *)sts, sts_len) == 1 &&
+	    dlen * 2 <= SIGV4A_SIG_HEX_MAX) {
+		for (size_t i = 0; i < dlen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", der[i]);
+		n = 2 * dlen;
+	}
+	EVP_MD_CTX_free(md);
+	EVP_PKEY_free(k);
+	return n;
+}
+
+/* SigV4a's string to sign. */
+static char *v4a_sts(const char *amz_date, const char *scope, const char *canonical,
+		     size_t len)
+{
+	char h[SIGV4_HEX_LEN + 1];
+
+	sigv4_sha256_hex(canonical, len, h);
+	return util_xasprintf("%s\n%s\n%s\n%s", ALGO_V4A, amz_date, scope, h);
+}
+
 bool sigv4_is_aws4(const char *value)
 {
 	while (*value == ' ' || *value == '\t')
@@ -260,12 +427,20 @@ int sigv4_parse_auth(const char *value, struct sigv4_auth *out)
 	const char *p = value, *v;
 	bool cred = false, sh = false, sig = false;
 
+	size_t nparts;
+
 	memset(out, 0, sizeof(*out));
 	while (*p == ' ' || *p == '\t')
 		p++;
-	if (strncmp(p, ALGO, strlen(ALGO)) != 0 || (p[strlen(ALGO)] != ' '))
+	if (strncmp(p, ALGO_V4A " ", strlen(ALGO_V4A) + 1) == 0) {
+		out->v4a = true;
+		p += strlen(ALGO_V4A);
+	} else if (strncmp(p, ALGO " ", strlen(ALGO) + 1) == 0) {
+		p += strlen(ALGO);
+	} else {
 		return -1;
-	p += strlen(ALGO);
+	}
+	nparts = out->v4a ? 4 : 5;
 	while (*p) {
 		size_t n;
 
@@ -279,16 +454,22 @@ int sigv4_parse_auth(const char *value, struct sigv4_auth *out)
 			size_t l[5], k;
 
 			v = p + 11;
-			for (k = 0; k < 5; k++) {
+			for (k = 0; k < nparts; k++) {
 				s[k] = v;
 				l[k] = strcspn(v, "/, \t");
 				v += l[k];
-				if (k < 4 && *v++ != '/')
+				if (k + 1 < nparts && *v++ != '/')
 					return -1;
+			}
+			if (out->v4a) { /* no region */
+				s[4] = s[3];
+				l[4] = l[3];
+				s[3] = s[2];
+				l[3] = l[2];
 			}
 			if (v != p + n || l[1] != 8 || !part(out->key_id, sizeof(out->key_id), s[0], l[0]) ||
 			    !part(out->date, sizeof(out->date), s[1], l[1]) ||
-			    !part(out->region, sizeof(out->region), s[2], l[2]) ||
+			    (!out->v4a && !part(out->region, sizeof(out->region), s[2], l[2])) ||
 			    !part(out->service, sizeof(out->service), s[3], l[3]) ||
 			    l[4] != strlen("aws4_request") || strncmp(s[4], "aws4_request", l[4]) != 0)
 				return -1;
@@ -304,9 +485,15 @@ int sigv4_parse_auth(const char *value, struct sigv4_auth *out)
 				return -1;
 			sh = true;
 		} else if (strncmp(p, "Signature=", 10) == 0 && !sig) {
-			if (n - 10 != SIGV4_HEX_LEN || !is_hex_lower(p + 10, SIGV4_HEX_LEN))
+			size_t sl = n - 10;
+
+			if (out->v4a ? (sl < 16 || sl > SIGV4A_SIG_HEX_MAX || sl % 2)
+				     : sl != SIGV4_HEX_LEN)
 				return -1;
-			memcpy(out->signature, p + 10, SIGV4_HEX_LEN);
+			if (!is_hex_lower(p + 10, sl))
+				return -1;
+			memcpy(out->signature, p + 10, sl);
+			out->sig_len = sl;
 			out->sig_off = (size_t)(p + 10 - value);
 			sig = true;
 		} else {
@@ -539,6 +726,84 @@ void sigv4_resign_free(struct sigv4_resign *rs)
 	OPENSSL_cleanse(rs, sizeof(*rs));
 }
 
+/* The request with the real session token in place of the placeholder's
+ * (@token: the agent sent one), canonical, into @canon. */
+static void real_canonical(const struct sigv4_msg *m, const char *payload_hash,
+			   const struct sigv4_creds *real, const char *token,
+			   const struct sigv4_resign *out, struct buf *canon)
+{
+	struct sigv4_field *fields = util_xcalloc(m->nfields ? m->nfields : 1, sizeof(*fields));
+	struct sigv4_msg rm = *m;
+	size_t i;
+
+	for (i = 0; i < m->nfields; i++) {
+		fields[i] = m->fields[i];
+		if (token && strcasecmp(fields[i].name, "x-amz-security-token") == 0)
+			fields[i].value = real->token;
+	}
+	rm.fields = fields;
+	canon->len = 0;
+	ASSERT(sigv4_canonical_request(&rm, out->auth.signed_headers, payload_hash, out->s3,
+				       canon) == 0);
+	free(fields);
+}
+
+/* The Authorization @auth with @real's key id and @sig in place of the
+ * agent's. */
+static char *new_authorization(const char *auth, const struct sigv4_auth *a,
+			       const struct sigv4_creds *real, const char *sig, size_t siglen)
+{
+	size_t alen = strlen(auth), klen = strlen(real->key_id);
+	struct buf nb = { 0 };
+
+	buf_append(&nb, auth, a->key_off);
+	buf_append(&nb, real->key_id, klen);
+	buf_append(&nb, auth + a->key_off + a->key_len, a->sig_off - a->key_off - a->key_len);
+	buf_append(&nb, sig, siglen);
+	buf_append(&nb, auth + a->sig_off + a->sig_len, alen - a->sig_off - a->sig_len + 1);
+	return nb.data;
+}
+
+/* SigV4a: verified with the placeholder's derived key, signed with the
+ * real one's. */
+static enum sigv4_status resign_v4a(const struct sigv4_msg *m, const char *payload_hash,
+				    const struct sigv4_creds *ph,
+				    const struct sigv4_creds *real, const char *token,
+				    struct sigv4_resign *out)
+{
+	const struct sigv4_auth *a = &out->auth;
+	struct buf canon = { 0 };
+	char *sts;
+	enum sigv4_status st = SIGV4_OK;
+
+	if (sigv4_canonical_request(m, a->signed_headers, payload_hash, out->s3, &canon) < 0) {
+		buf_free(&canon);
+		return SIGV4_MISSING;
+	}
+	sts = v4a_sts(out->amz_date, out->scope, canon.data, canon.len);
+	if (!sigv4a_verify(ph->key_id, ph->secret, ph->secret_len, sts, strlen(sts),
+			   a->signature, a->sig_len))
+		st = SIGV4_MISMATCH;
+	free(sts);
+	if (st == SIGV4_OK) {
+		char sig[SIGV4A_SIG_HEX_MAX + 1];
+		size_t n;
+
+		real_canonical(m, payload_hash, real, token, out, &canon);
+		sts = v4a_sts(out->amz_date, out->scope, canon.data, canon.len);
+		n = v4a_sign(real->key_id, real->secret, real->secret_len, sts, strlen(sts), sig);
+		free(sts);
+		ASSERT(n > 0);
+		out->authorization =
+			new_authorization(field(m, "authorization", NULL), a, real, sig, n);
+		if (token)
+			out->token = util_xstrdup(real->token);
+		OPENSSL_cleanse(sig, sizeof(sig));
+	}
+	buf_free(&canon);
+	return st;
+}
+
 enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *payload_hash,
 				    const struct sigv4_creds *ph,
 				    const struct sigv4_creds *real,
@@ -546,17 +811,13 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 {
 	struct sigv4_auth *a = &out->auth;
 	const char *auth, *date, *token, *sha;
-	struct sigv4_field *fields = NULL;
 	struct buf canon = { 0 };
 	char sig[SIGV4_HEX_LEN + 1];
-	size_t nauth, ntoken, ndate, i;
+	size_t nauth, ntoken, ndate;
 	enum sigv4_status st;
 
 	memset(out, 0, sizeof(*out));
 	auth = field(m, "authorization", &nauth);
-	if (auth && nauth == 1 && strncmp(auth + strspn(auth, " \t"), ALGO_V4A " ",
-					  strlen(ALGO_V4A) + 1) == 0)
-		return SIGV4_SIGV4A;
 	if (!auth || nauth != 1 || sigv4_parse_auth(auth, a) < 0)
 		return SIGV4_MALFORMED;
 	if (strcmp(a->key_id, ph->key_id) != 0)
@@ -576,6 +837,8 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 	sha = field(m, "x-amz-content-sha256", NULL);
 	if (sha) {
 		if (strncmp(sha, "STREAMING-", 10) == 0) {
+			if (a->v4a && strcmp(sha, "STREAMING-UNSIGNED-PAYLOAD-TRAILER") != 0)
+				return SIGV4_SIGV4A;
 			if (strcmp(sha, STREAMING) == 0)
 				out->chunked = true;
 			else if (strcmp(sha, STREAMING_TRAILER) == 0)
@@ -588,8 +851,14 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 		return SIGV4_NEED_BODY;
 	}
 	(void)util_strlcpy(out->amz_date, date, sizeof(out->amz_date));
-	snprintf(out->scope, sizeof(out->scope), "%s/%s/%s/aws4_request", a->date, a->region,
-		 a->service);
+	if (a->v4a)
+		snprintf(out->scope, sizeof(out->scope), "%s/%s/aws4_request", a->date,
+			 a->service);
+	else
+		snprintf(out->scope, sizeof(out->scope), "%s/%s/%s/aws4_request", a->date,
+			 a->region, a->service);
+	if (a->v4a)
+		return resign_v4a(m, payload_hash, ph, real, token, out);
 
 	/* verify with the placeholder secret */
 	if (sigv4_canonical_request(m, a->signed_headers, payload_hash, out->s3, &canon) < 0) {
@@ -605,42 +874,17 @@ enum sigv4_status sigv4_resign_head(const struct sigv4_msg *m, const char *paylo
 	}
 
 	/* sign the same request, with the real token, with the real secret */
-	fields = util_xcalloc(m->nfields ? m->nfields : 1, sizeof(*fields));
-	for (i = 0; i < m->nfields; i++) {
-		fields[i] = m->fields[i];
-		if (token && strcasecmp(fields[i].name, "x-amz-security-token") == 0)
-			fields[i].value = real->token;
-	}
-	{
-		struct sigv4_msg rm = *m;
-
-		rm.fields = fields;
-		canon.len = 0;
-		ASSERT(sigv4_canonical_request(&rm, a->signed_headers, payload_hash, out->s3,
-					       &canon) == 0);
-	}
+	real_canonical(m, payload_hash, real, token, out, &canon);
 	sigv4_signing_key(real->secret, real->secret_len, a->date, a->region, a->service,
 			  out->real_key);
 	sigv4_sign(out->real_key, date, out->scope, canon.data, canon.len, sig);
-	{
-		size_t alen = strlen(auth), klen = strlen(real->key_id);
-		struct buf nb = { 0 };
-
-		buf_append(&nb, auth, a->key_off);
-		buf_append(&nb, real->key_id, klen);
-		buf_append(&nb, auth + a->key_off + a->key_len, a->sig_off - a->key_off - a->key_len);
-		buf_append(&nb, sig, SIGV4_HEX_LEN);
-		buf_append(&nb, auth + a->sig_off + SIGV4_HEX_LEN,
-			   alen - a->sig_off - SIGV4_HEX_LEN + 1);
-		out->authorization = nb.data;
-	}
+	out->authorization = new_authorization(auth, a, real, sig, SIGV4_HEX_LEN);
 	if (token)
 		out->token = util_xstrdup(real->token);
 	memcpy(out->ph_prev, a->signature, SIGV4_HEX_LEN + 1);
 	memcpy(out->real_prev, sig, SIGV4_HEX_LEN + 1);
 	st = SIGV4_OK;
 out:
-	free(fields);
 	OPENSSL_cleanse(sig, sizeof(sig));
 	buf_free(&canon);
 	return st;

@@ -27,6 +27,8 @@
 #include "buf.h"
 
 #define SIGV4_HEX_LEN 64           /* a signature or hash in hex */
+#define SIGV4A_SIG_HEX_MAX 144      /* a SigV4a signature: DER ECDSA P-256,
+				       at most 72 bytes, in hex */
 #define SIGV4_KEY_ID_MAX 128
 #define SIGV4_SCOPE_PART_MAX 63     /* region, service */
 #define SIGV4_SIGNED_HEADERS_MAX 2048
@@ -56,13 +58,18 @@ struct sigv4_auth {
 	char region[SIGV4_SCOPE_PART_MAX + 1];
 	char service[SIGV4_SCOPE_PART_MAX + 1];
 	char signed_headers[SIGV4_SIGNED_HEADERS_MAX + 1];
-	char signature[SIGV4_HEX_LEN + 1];
+	char signature[SIGV4A_SIG_HEX_MAX + 1];
+	size_t sig_len;               /* 64 (SigV4), or SigV4a's DER length */
+	bool v4a;                     /* AWS4-ECDSA-P256-SHA256: the scope has
+					 no region (empty) */
 	size_t key_off, key_len, sig_off;
 };
 
-/* Parses an Authorization value of the AWS4-HMAC-SHA256 scheme. Returns
- * 0, or -1 when it is not one or is malformed (a part missing, too long,
- * a signature that is not 64 lowercase hex digits, signed headers not
+/* Parses an Authorization value of the AWS4-HMAC-SHA256 scheme, or of
+ * SigV4a's AWS4-ECDSA-P256-SHA256 (Credential KEY/DATE/SERVICE/
+ * aws4_request, a DER signature in lowercase hex). Returns 0, or -1 when
+ * it is neither or is malformed (a part missing, too long, a signature
+ * that is not 64 lowercase hex digits (SigV4), signed headers not
  * lowercase, sorted and unique). */
 int sigv4_parse_auth(const char *value, struct sigv4_auth *out);
 
@@ -81,6 +88,19 @@ int sigv4_canonical_request(const struct sigv4_msg *m, const char *signed_header
  * service), "aws4_request"). */
 void sigv4_signing_key(const char *secret, size_t secret_len, const char *date,
 		       const char *region, const char *service, uint8_t key[32]);
+
+/* SigV4a's ECDSA P-256 private key, derived from the key id and the
+ * secret by the counter-mode KDF of NIST SP 800-108 (HMAC-SHA256 keyed
+ * with "AWS4A" + secret over 1 || "AWS4-ECDSA-P256-SHA256" || 0 ||
+ * key id || counter || 256; the first result c <= n - 2 gives c + 1).
+ * Returns 0, or -1. */
+int sigv4a_private_key(const char *key_id, const char *secret, size_t secret_len,
+		       uint8_t d[32]);
+
+/* Does @sig_hex (DER, hex) verify as the SigV4a signature of @sts (the
+ * string to sign) with the key derived from @key_id and @secret? */
+bool sigv4a_verify(const char *key_id, const char *secret, size_t secret_len,
+		   const char *sts, size_t sts_len, const char *sig_hex, size_t sig_len);
 
 /* The signature (hex, NUL-terminated) of the string to sign
  * "AWS4-HMAC-SHA256\n" amz_date "\n" scope "\n" hex(SHA-256(canonical)). */
@@ -121,8 +141,8 @@ enum sigv4_status {
 				placeholder secret */
 	SIGV4_CHUNK,         /* a chunk is malformed or its signature does
 				not verify */
-	SIGV4_SIGV4A,        /* SigV4a (AWS4-ECDSA-P256-SHA256): not
-				re-signed */
+	SIGV4_SIGV4A,        /* a SigV4a (AWS4-ECDSA-P256-SHA256) streaming
+				upload: not re-signed */
 	SIGV4_TRAILER,       /* a signed trailer is malformed or its
 				signature does not verify */
 	SIGV4_STATUS_COUNT
@@ -150,8 +170,9 @@ struct sigv4_resign {
 };
 
 /* Verifies @m, whose Authorization names @ph's key id, with @ph's secret,
- * and signs it with @real's: the new Authorization differs only in the key
- * id and the signature; the X-Amz-Security-Token field, when present, must
+ * and signs it with @real's (SigV4, or SigV4a with the keys derived from
+ * them; a SigV4a signature is randomised, and its length may differ):
+ * the new Authorization differs only in the key id and the signature; the X-Amz-Security-Token field, when present, must
  * be @ph's token (and is present when @real has one) and becomes @real's.
  * @payload_hash: the body's SHA-256 in hex, for a request without
  * x-amz-content-sha256 (else NULL). @out is overwritten; free it with

@@ -60,8 +60,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mman.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -85,14 +85,6 @@
 #include "proxy.h"
 #include "registry.h"
 #include "util.h"
-
-/* How long a worker that captured a value waits for the supervisor to
- * have told every other worker (it then cuts the answer). */
-#define WORKER_CAPTURE_WAIT_MS 5000
-/* How long a worker waits for the supervisor's refresh after a 401 to an
- * OAuth token (the refresh's own bound, and some) before the 401 is
- * relayed as it is. */
-#define WORKER_OAUTH_WAIT_MS (GHAPP_TIMEOUT_MS + 2000)
 
 /* The largest canonical policy a worker takes (the file is at most 1 MiB;
  * its canonical form adds the defaults). */
@@ -206,10 +198,10 @@ static int worker_leaf(void *arg, const char *host, struct tls_leaf *out, char *
 }
 
 static void worker_sync(void *arg);
-static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
-			    bool wait);
-static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
-			       size_t len, const char *ph, size_t phlen);
+static int worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
+			   bool wait);
+static int worker_announce(void *arg, const char *secret, time_t expires, const char *value,
+			   size_t len, const char *ph, size_t phlen);
 
 /* The block of a MSG_FILTER_CONFIG @r (its name read): in the message,
  * or in the sealed memfd *@fd (then read into *@copy, and *@fd closed and
@@ -409,6 +401,7 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 
 	if (n <= 0) {
 		/* The supervisor is gone (PDEATHSIG follows). */
+		proxy_unwatch(x->px, x->ctl);
 		proxy_stop(x->px, 0);
 		return false;
 	}
@@ -438,8 +431,11 @@ static bool serve_one(struct wctx *x, ssize_t n, int fd)
 		break;
 	case MSG_OAUTH_401:
 	case MSG_CAPTURE_ACK:
-		/* late: the refresh or the capture it answers was given
-		 * up on */
+		/* the answer to the oldest question asked (a late one given
+		 * up on included) */
+		if (!msg_end(&r) || fd >= 0)
+			child_fatal("the supervisor sent a bad answer");
+		secretfilter_answered(made(x, &secretfilter_def));
 		break;
 	case MSG_GO:
 	case MSG_WORKER_READY:
@@ -472,87 +468,53 @@ static void worker_sync(void *arg)
 	serve_ctl(arg);
 }
 
-/* Waits up to @ms for the supervisor's answer of type @type (no fields),
- * serving every other message meanwhile (a MSG_CAPTURE among them).
- * Returns the microseconds since @t0, or -1. */
-static int64_t await_answer(struct wctx *x, uint32_t type, const struct timespec *t0,
-			    int64_t ms)
-{
-	struct timespec t1;
-	int64_t waited = 0;
-
-	while (waited < ms) {
-		struct pollfd pfd = { x->ctl, POLLIN, 0 };
-		struct msg_reader r;
-		int fd = -1, pr;
-		ssize_t n;
-
-		pr = poll(&pfd, 1, (int)(ms - waited));
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited = (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
-		if (pr <= 0)
-			continue;
-		n = msg_recv(x->ctl, x->in, MSG_MAX, &fd, MSG_DONTWAIT);
-		if (n == -EAGAIN)
-			continue;
-		if (n > 0 && msg_reader_init(&r, MSG_CHAN_WORKER, x->in, (size_t)n) && r.type == type &&
-		    msg_end(&r)) {
-			if (fd >= 0)
-				close(fd);
-			return (t1.tv_sec - t0->tv_sec) * 1000000 +
-			       (t1.tv_nsec - t0->tv_nsec) / 1000;
-		}
-		if (!serve_one(x, n, fd))
-			return -1;
-	}
-	return -1;
-}
-
 /* A bound host answered 401 to an OAuth token: the supervisor refreshes
  * it (oauth.c) and hands the new one to every worker. With @wait, the
- * supervisor's answer (MSG_OAUTH_401 without fields, after the new token,
- * if any) is awaited, so that the request can be sent again with it;
- * this worker's loop waits meanwhile (bounded: WORKER_OAUTH_WAIT_MS). */
-static void worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
-			    bool wait)
+ * supervisor answers (MSG_OAUTH_401 without fields, after the new token,
+ * if any: secretfilter_answered()), so that the request can be sent
+ * again with it; the exchange waits for that, never this loop. */
+static int worker_oauth401(void *arg, const char *secret, const char *value, size_t len,
+			   bool wait)
 {
 	struct wctx *x = arg;
-	struct timespec t0;
+	int r;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	msg_start(&x->out, MSG_OAUTH_401);
 	msg_put_cstr(&x->out, secret);
 	msg_put_bytes(&x->out, value, len);
 	msg_put_u32(&x->out, wait);
-	if (msg_send(x->ctl, &x->out, -1, 0) < 0)
-		child_fatal("cannot ask the supervisor for an OAuth refresh");
+	r = msg_send(x->ctl, &x->out, -1, 0);
 	explicit_bzero(x->out.buf, x->out.cap);
-	if (wait)
-		(void)await_answer(x, MSG_OAUTH_401, &t0, WORKER_OAUTH_WAIT_MS);
+	return r < 0 ? -1 : 0;
 }
 
 /* A value this worker captured: to the supervisor, which queues it for
- * every other worker and answers; the answer is awaited (other messages
- * served meanwhile), so that no worker decides a request with the
- * placeholder before it knows it. Returns the microseconds it took, or -1. */
-static int64_t worker_announce(void *arg, const char *secret, time_t expires, const char *value,
-			       size_t len, const char *ph, size_t phlen)
+ * every other worker and answers (MSG_CAPTURE_ACK:
+ * secretfilter_answered()); the exchange waits for the answer, so that
+ * no worker decides a request with the placeholder before it knows it. */
+static int worker_announce(void *arg, const char *secret, time_t expires, const char *value,
+			   size_t len, const char *ph, size_t phlen)
 {
 	struct wctx *x = arg;
-	struct timespec t0;
+	int r;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	msg_start(&x->out, MSG_CAPTURE);
 	msg_put_cstr(&x->out, secret);
 	msg_put_u64(&x->out, (uint64_t)expires);
 	msg_put_str(&x->out, ph, phlen);
 	msg_put_bytes(&x->out, value, len);
-	if (msg_send(x->ctl, &x->out, -1, 0) < 0) {
-		explicit_bzero(x->out.buf, x->out.cap);
-		return -1;
-	}
+	r = msg_send(x->ctl, &x->out, -1, 0);
 	explicit_bzero(x->out.buf, x->out.cap);
-	return await_answer(x, MSG_CAPTURE_ACK, &t0, WORKER_CAPTURE_WAIT_MS);
+	return r < 0 ? -1 : 0;
+}
+
+/* The supervisor's channel is read as soon as it holds something (the
+ * answers to a capture or a refresh come without a signal). */
+static void worker_ctl_ready(void *arg, int fd, uint32_t events)
+{
+	(void)fd;
+	(void)events;
+	serve_ctl(arg);
 }
 
 static bool worker_signal(void *arg, const struct signalfd_siginfo *si)
@@ -711,6 +673,8 @@ __attribute__((noreturn)) static void worker_main(const struct worker_config *cf
 		if (x.made[i] && filter_table[i]->start &&
 		    filter_table[i]->start(x.made[i], &loop) < 0)
 			child_fatal("the %s filter cannot start", filter_table[i]->name);
+	if (proxy_watch(x.px, ctl, EPOLLIN, worker_ctl_ready, &x) < 0)
+		child_fatal("cannot watch the supervisor's channel");
 	if (confine_self(CONFINE_WORKER, paths,
 			 read_paths(cfg->policy, paths, owned, &nowned), err,
 			 sizeof(err)) < 0)

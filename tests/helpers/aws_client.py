@@ -11,7 +11,8 @@ MODE:
   trailer N      PUT N bytes as aws-chunked with a signed trailer (a CRC32
                  checksum: STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)
   trailer-tamper N  the same with the trailer's checksum changed after signing
-  sigv4a         GET with an AWS4-ECDSA-P256-SHA256 (SigV4a) Authorization
+  sigv4a         GET signed with SigV4a (AWS4-ECDSA-P256-SHA256)
+  sigv4a-tamper  the same, then a signed header changed
   tamper         GET signed, then a signed header changed
   wrong-secret   GET signed with a secret that is not the placeholder's
 """
@@ -67,12 +68,17 @@ def main():
                              dict((k.lower(), v) for k, v in headers)["x-amz-content-sha256"],
                              True)
     sig = awssig.sign(key, amz_date, scope, canon)
-    if mode == "sigv4a":
-        # the form only: the broker refuses it before any check
+    if mode.startswith("sigv4a"):
+        # SigV4a (awssig.py's own ECDSA signer): the region set signed too
         headers.append(("X-Amz-Region-Set", "*"))
+        signed = ";".join(sorted(k.lower() for k, _ in headers))
+        canon = awssig.canonical(method, path, "", headers, signed,
+                                 dict((k.lower(), v) for k, v in headers)["x-amz-content-sha256"],
+                                 True)
+        sig = awssig.v4a_sign(key_id, secret, amz_date, "%s/s3/aws4_request" % date, canon)
         headers.append(("Authorization", "AWS4-ECDSA-P256-SHA256 Credential=%s/%s/s3/"
                         "aws4_request, SignedHeaders=%s, Signature=%s" %
-                        (key_id, date, signed, sig * 2)))
+                        (key_id, date, signed, sig)))
     else:
         headers.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, "
                         "SignedHeaders=%s, Signature=%s" % (key_id, scope, signed, sig)))
@@ -84,7 +90,7 @@ def main():
         if mode == "trailer-tamper":
             i = body.index(b"x-amz-checksum-crc32:") + len("x-amz-checksum-crc32:")
             body = body[:i] + (b"B" if body[i:i + 1] != b"B" else b"C") + body[i + 1:]
-    if mode == "tamper":
+    if mode in ("tamper", "sigv4a-tamper"):
         headers = [(k, "bytes=0-99") if k == "Range" else (k, v) for k, v in headers]
     proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
     ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])

@@ -60,6 +60,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def verify(self, raw, path, query):
         """(why or None, payload)"""
+        m4a = awssig.V4A_RE.match(self.headers.get("Authorization", ""))
+        if m4a:
+            return self.verify_v4a(m4a, raw, path, query), raw
         m = awssig.AUTH_RE.match(self.headers.get("Authorization", ""))
         if not m:
             return "no SigV4 Authorization", raw
@@ -93,6 +96,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if sha and sha != "UNSIGNED-PAYLOAD" and sha != awssig.sha(raw):
             return "payload hash", raw
         return None, raw
+
+    def verify_v4a(self, m, raw, path, query):
+        """SigV4a, with the key derived from the real credentials: why or None."""
+        key_id, date, service, signed, sig = m.groups()
+        if key_id != CFG["access_key_id"]:
+            return "not the real access key id"
+        if self.headers.get("X-Amz-Security-Token") != CFG.get("session_token"):
+            return "not the real session token"
+        sha = self.headers.get("x-amz-content-sha256") or awssig.sha(raw)
+        try:
+            canon = awssig.canonical(self.command, path, query, list(self.headers.items()),
+                                     signed, sha, service == "s3")
+        except KeyError as e:
+            return "signed header absent: %s" % e
+        if not awssig.v4a_verify(key_id, CFG["secret_access_key"],
+                                 self.headers.get("X-Amz-Date", ""),
+                                 "%s/%s/aws4_request" % (date, service), canon, sig):
+            return "signature (SigV4a)"
+        return None
 
     def reply(self, code, body=b"", ctype="application/xml", extra=()):
         self.send_response(code)

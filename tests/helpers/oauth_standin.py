@@ -7,7 +7,10 @@ picks the part:
           client_secret and refresh_token against the configuration and
           issues a new access token (the nth grant's expires_in is
           lifetimes[n], then the last again). While the file DOWN exists it
-          answers 503.
+          answers 503. When the file HOLD exists, one grant (HOLD is
+          removed) first writes HOLDING, then waits until RELEASE exists,
+          at most hold_max seconds, and logs which ended the wait
+          (held: "released" or "timeout").
   api.*   GET /v1/...         200 only for the newest token issued (every
           older one, and a revoked one, gets 401). /v1/echo answers the
           Authorization header it got; /v1/revoke revokes the newest token;
@@ -20,7 +23,8 @@ Authorization), which grant the token was (0: none of them), the status.
 
     oauth_standin.py LISTEN CERT KEY CONFIG.json
 CONFIG: {"log", "ready", "down", "client_id", "client_secret",
-         "refresh_token", "lifetimes": [s, ...], "lifetime": s (whole run)}
+         "refresh_token", "lifetimes": [s, ...], "lifetime": s (whole run),
+         optional "hold", "holding", "release" (files), "hold_max": s}
 """
 import json
 import os
@@ -80,13 +84,21 @@ class H(BaseHTTPRequestHandler):
         if not ok:
             log(host=self.host(), path=self.path, form=form, status=400)
             return self.answer(400, {"error": "invalid_grant"})
+        held = None
+        if C.get("hold") and os.path.exists(C["hold"]):
+            os.unlink(C["hold"])
+            open(C["holding"], "w").close()
+            end = time.monotonic() + C.get("hold_max", 10)
+            while not os.path.exists(C["release"]) and time.monotonic() < end:
+                time.sleep(0.05)
+            held = "released" if os.path.exists(C["release"]) else "timeout"
         with LOCK:
             tok = "oat-%d-%s" % (len(TOKENS) + 1, secrets.token_urlsafe(30))
             TOKENS.append(tok)
             k = len(TOKENS)
         lt = C["lifetimes"][min(k - 1, len(C["lifetimes"]) - 1)]
         log(host=self.host(), path=self.path, form=form, status=200, grant=k, token=tok,
-            expires_in=lt, scope=form.get("scope"))
+            expires_in=lt, scope=form.get("scope"), held=held)
         return self.answer(200, {"access_token": tok, "token_type": "Bearer",
                                  "expires_in": lt})
 

@@ -27,7 +27,9 @@ OLOG="$T/oauth.log"
 cat > "$T/oauth.json" <<EOF
 {"log": "$OLOG", "ready": "$T/oauth.ready", "down": "$T/oauth.down",
  "client_id": "cli-1", "client_secret": "$CS", "refresh_token": "$RT",
- "lifetimes": [4, 4, 3600], "lifetime": 300}
+ "lifetimes": [4, 4, 3600], "lifetime": 300,
+ "hold": "$T/oauth.hold", "holding": "$T/oauth.holding", "release": "$T/oauth.release",
+ "hold_max": 10}
 EOF
 python3 "$AIRLOCK_SRC/tests/helpers/oauth_standin.py" "$OS:443" "$T/tls/leaf.pem" \
 	"$T/tls/leaf.key" "$T/oauth.json" > "$T/oauth.out" 2>&1 &
@@ -232,6 +234,33 @@ req https://api.oauth.airlock.test/v1/proxy --cacert "$T/session-ca.pem" -H "Aut
 r=$(api /v1/proxy)
 is "$CODE $(jf "$r" status)" "200 200" "... a request through the standalone proxy carries the token it obtained"
 like "$(grep '"type":"secret.refresh"' "$EV" | head -1)" '"why":"start"' "... recorded as secret.refresh"
+
+# The worker's loop never waits for the supervisor: while the refresh
+# after a 401 is in flight (the token endpoint holds its answer until the
+# test releases it, at most 10 s), the exchange that waits for it is
+# parked and another connection to the same (only) worker is answered.
+n401=$(grep -c '"path": "/v1/always401"' "$OLOG")
+: > "$T/oauth.hold"
+curl -sS --http1.1 --max-time 40 -x "http://$PROXY" --cacert "$T/session-ca.pem" -o "$T/pa.out" \
+	-w '%{http_code}' -H "Authorization: Bearer $PPH" \
+	https://api.oauth.airlock.test/v1/always401 > "$T/pa.code" 2>&1 &
+PA=$!
+i=0
+while [ ! -f "$T/oauth.holding" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+ok "$([ -f "$T/oauth.holding" ] && echo 0 || echo 1)" \
+	"a 401 made the supervisor ask the token endpoint, which holds its answer"
+req https://api.oauth.airlock.test/v1/meanwhile --http1.1 --cacert "$T/session-ca.pem" \
+	-H "Authorization: Bearer $PPH"
+: > "$T/oauth.release"
+wait $PA
+r=$(grep '"held": "' "$OLOG" | tail -1)
+is "$CODE $(jf "$r" held)" "200 released" \
+	"another connection to the worker was answered while the refresh was in flight (the token endpoint released by the test, not by its deadline)"
+is "$(jf "$(api /v1/meanwhile)" status)" 200 "... it reached the API with the token in force"
+is "$(cat "$T/pa.code") $(($(grep -c '"path": "/v1/always401"' "$OLOG") - n401))" "401 2" \
+	"... the parked request went again once the refresh was answered (its second 401 relayed)"
+r=$(grep '"type":"secret.retry"' "$EV" | grep '/v1/always401' | head -1)
+is "$(jf "$r" decision) $(jf "$r" subject.why)" "allow refreshed" "... recorded (secret.retry refreshed)"
 sup=0
 wrk=0
 for p in $(pl_proxy_pids); do
@@ -242,6 +271,26 @@ for p in $(pl_proxy_pids); do
 	fi
 done
 is "$sup $wrk" "1 0" "the client secret's variable is wiped in the proxy worker (control: the supervisor's has it)"
+pl_stop_proxy
+
+# A refresh that is not answered in time (the worker's bound shortened
+# to 1 s for the test): the parked request fails closed, 502 and a
+# receipt; the worker goes on.
+rm -f "$T/oauth.release" "$T/oauth.holding" "$EV"
+AIRLOCK_TEST_TIMEOUTS=oauth_wait=1000 OAUTH_CS=$CS pl_start_proxy_ok --ca-out "$T/session-ca.pem" \
+	--placeholders "$T/ph.env" --workers 1
+PPH=$(sed -n 's/^API_TOKEN=//p' "$T/ph.env")
+: > "$T/oauth.hold"
+req https://api.oauth.airlock.test/v1/always401 --http1.1 --cacert "$T/session-ca.pem" \
+	-H "Authorization: Bearer $PPH"
+: > "$T/oauth.release"
+is "$CODE" 502 "a refresh not answered in time: the parked request is answered 502"
+r=$(grep '"rule":"secrets.api.oauth"' "$EV" | grep 'not answered within' | tail -1)
+is "$(jf "$r" type) $(jf "$r" decision) $(jf "$r" subject.path)" "proxy.error block /v1/always401" \
+	"... with a receipt naming the secret (rule secrets.api.oauth) and the request"
+req https://api.oauth.airlock.test/v1/after-timeout --http1.1 --cacert "$T/session-ca.pem" \
+	-H "Authorization: Bearer $PPH"
+is "$CODE" 200 "... and the next request works"
 pl_stop_proxy
 
 # the token endpoint down at start: the session is refused

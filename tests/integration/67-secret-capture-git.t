@@ -6,7 +6,10 @@
 # is captured; the agent holds only placeholders; git clone and push to the
 # session repository on a real git http-backend (which accepts only the
 # exact token) work with the captured token; the token is refused toward
-# another repository and another host, and never enters the sandbox.
+# another repository and another host, and never enters the sandbox. The
+# provider access token that /sessions/ID/provider-auth/PROVIDER/access-token
+# answers ({"accessToken": ...}) is captured the same way: used toward the
+# provider's host, refused elsewhere. `make e2e` runs this file too.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/proxylib.sh"
 
@@ -21,9 +24,13 @@ z["git.test"] = ["198.18.0.21"]
 print(json.dumps(z))')
 TOKEN="ghs_SessionInstallationToken0123456789abcdefgh"
 SANDBOX="sbx-0123456789abcdefghijklmnopqrstuvwxyzABCD"
+PTOKEN="sk-ProviderAccessToken0123456789abcdefghijKLMNOP"
 PL_ANSWERS=$(python3 -c '
 import json, sys
-print(json.dumps({"/sessions/s1/scm-credentials": [{"body": json.dumps({"token": sys.argv[1]})}]}))' "$TOKEN")
+print(json.dumps({"/sessions/s1/scm-credentials": [{"body": json.dumps({"token": sys.argv[1]})}],
+                  "/sessions/s1/provider-auth/openai/access-token": [{"body": json.dumps(
+                      {"accessToken": sys.argv[2], "expiresAt": "2099-01-01T00:00:00Z"})}]}))' \
+	"$TOKEN" "$PTOKEN")
 pl_start_net
 
 for r in api other; do
@@ -66,13 +73,19 @@ cat > "$POLICY" <<EOF
     "sandbox_token": {
       "from_env": "SANDBOX_SECRET", "env": "SANDBOX_AUTH_TOKEN",
       "hosts": ["www.airlock.test"], "headers": ["authorization"],
-      "paths": ["/sessions/s1/scm-credentials"]
+      "paths": ["/sessions/s1/scm-credentials", "/sessions/s1/provider-auth/"]
     },
     "scm_token": {
       "hosts": ["git.test"], "headers": ["authorization"], "paths": ["/acme/api.git/"],
       "capture": [{"hosts": ["www.airlock.test"], "methods": ["POST"],
                    "paths": ["/sessions/*/scm-credentials"], "json": ["/token"],
                    "expires": "/expires_at"}]
+    },
+    "provider_access": {
+      "hosts": ["api.airlock.test"], "headers": ["authorization"],
+      "capture": [{"hosts": ["www.airlock.test"], "methods": ["POST"],
+                   "paths": ["/sessions/*/provider-auth/*/access-token"],
+                   "json": ["/accessToken", "/access_token", "/token"], "expires": "/expiresAt"}]
     }
   }
 }
@@ -102,6 +115,15 @@ timeout 60 git clone -q "https://x-access-token:$tok@git.test/acme/other.git" ot
 echo $? > other.rc
 curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $tok" \
 	https://api.airlock.test/repos/acme/api > elsewhere.code 2>&1
+# what the platform'"'"'s provider token broker does
+curl -sS --max-time 20 -X POST -H "Authorization: Bearer $SANDBOX_AUTH_TOKEN" \
+	https://www.airlock.test/sessions/s1/provider-auth/openai/access-token > pcred.out 2>&1
+ptok=$(python3 -c "import json; print(json.load(open(\"pcred.out\"))[\"accessToken\"])")
+printf "%s" "$ptok" > pph
+curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $ptok" \
+	https://api.airlock.test/v1/models > provider.code 2>&1
+curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $ptok" \
+	https://www.airlock.test/v1/models > pelsewhere.code 2>&1
 env > env.txt
 exit 0
 ' "$WS" > "$T/out" 2>&1 </dev/null
@@ -124,10 +146,24 @@ ok "$(grep '"path": "/acme/other.git' "$T/git.log" | grep -q '"auth": "ok"' && e
 	"... the git server never got the token for it"
 is "$(cat "$WS/elsewhere.code")" 403 "another host: refused"
 is "$(net_count line~/repos/acme/api)" 0 "... nothing sent"
-! grep -rq -e "$TOKEN" -e "$SANDBOX" "$WS"
-ok $? "neither the SCM token nor the sandbox token entered the sandbox"
-! grep -q "$TOKEN" "$EV"
-ok $? "no receipt holds the token"
+PPH=$(cat "$WS/pph")
+like "$PPH" '^sk-[0-9A-Za-z]+$' "the agent got a placeholder for the provider access token (/provider-auth/...)"
+ok "$([ "$PPH" != "$PTOKEN" ] && [ "${#PPH}" = "${#PTOKEN}" ] && echo 0 || echo 1)" \
+	"... shaped like it, not it"
+is "$(cat "$WS/provider.code")" 200 "the provider's host answered the request with the placeholder"
+like "$(net_last line~/v1/models)" "\"Bearer $PTOKEN\"" "... and got the real access token"
+is "$(cat "$WS/pelsewhere.code")" 403 "the access token toward another host: refused"
+r=$(grep '"type":"secret.block"' "$EV" | grep '"secret":"provider_access"' | tail -1)
+is "$(jf "$r" subject.host) $(jf "$r" rule)" "www.airlock.test secrets.provider_access.hosts" \
+	"... secret.block: the token is not bound there"
+! grep -rq -e "$TOKEN" -e "$SANDBOX" -e "$PTOKEN" "$WS"
+ok $? "neither the SCM token, the provider token nor the sandbox token entered the sandbox"
+! grep -q -e "$TOKEN" -e "$PTOKEN" "$EV"
+ok $? "no receipt holds a captured token"
+r=$(grep '"type":"secret.capture"' "$EV" | grep provider_access | head -1)
+is "$(jf "$r" decision) $(jf "$r" subject.path) $(jf "$r" subject.where) $(jf "$r" subject.expires_at)" \
+	"allow /sessions/s1/provider-auth/openai/access-token /accessToken 2099-01-01T00:00:00Z" \
+	"secret.capture recorded the provider token (member, expiry)"
 r=$(grep '"type":"secret.capture"' "$EV" | head -1)
 is "$(jf "$r" decision) $(jf "$r" subject.secret) $(jf "$r" subject.path)" \
 	"allow scm_token /sessions/s1/scm-credentials" "secret.capture recorded"
