@@ -77,7 +77,9 @@ pl_policy_refused 's|"scope": "read write"|"scope": "read write", "grant": 1|' '
 
 OAUTH_CS=$CS timeout 120 "$AIRLOCK" run --workers 2 --policy "$POLICY" --workspace "$WS" --events "$EV" -- sh -c '
 cd "$0"
-c() { n=$1; shift; curl -sS --max-time 20 -o "$n.out" -w "%{http_code}" "$@" > "$n.code" 2>&1; }
+# HTTP/1.1: an exchange parks while the refresh runs (over HTTP/2 a
+# stream cannot, and its 401 is relayed: docs/SECRETS.md)
+c() { n=$1; shift; curl -sS --http1.1 --max-time 20 -o "$n.out" -w "%{http_code}" "$@" > "$n.code" 2>&1; }
 env > env.out
 cat "$1" > rtfile.out 2>&1
 printf "%s" "$API_TOKEN" > ph
