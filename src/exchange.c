@@ -1297,6 +1297,10 @@ static void record_request(struct conn *c)
 		decode_codings_format(&x->codings, codings, sizeof(codings));
 		json_object_set_new(s, "decoded", json_string(codings));
 	}
+	if (c->upstream.h2up) { /* carried over h2 (h2up.c) */
+		json_object_set_new(s, "protocol", json_string("http/1.1"));
+		json_object_set_new(s, "upstream_protocol", json_string("h2"));
+	}
 	conn_record(c, "http.request", RECEIPT_ALLOW, c->rule_id, s, "relayed");
 }
 

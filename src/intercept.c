@@ -69,6 +69,7 @@
 
 #include "clienthello.h"
 #include "h2.h"
+#include "h2up.h"
 #include "filter.h"
 #include "tls.h"
 #include "util.h"
@@ -360,9 +361,13 @@ static bool alpn_offered(const struct conn *c, const char *name)
 	return false;
 }
 
+/* The upstream is asked for h2 (and http/1.1) when the client offers h2,
+ * or http/1.1 in ALPN (an h2 answer is then translated, h2up.c); a
+ * client offering no ALPN at all (most WebSocket libraries) has it asked
+ * for http/1.1 only, so that an Upgrade can go through. */
 static bool h2_offered(const struct conn *c)
 {
-	return alpn_offered(c, TLS_ALPN_H2);
+	return alpn_offered(c, TLS_ALPN_H2) || alpn_offered(c, TLS_ALPN_HTTP11);
 }
 
 void intercept_connected(struct conn *c)
@@ -503,6 +508,8 @@ static void established(struct conn *c)
 		h2_begin(c, upstream_h2);
 		return;
 	}
+	if (upstream_h2)
+		h2up_attach(&c->upstream); /* HTTP/1.1 carried over h2 */
 	exchange_begin(c, true);
 	if (!conn_closed(c) && c->state == CONN_HEAD)
 		exchange_step(c, false, EPOLLIN);
