@@ -18,12 +18,14 @@ if ! $PY -c 'import h2' 2>/dev/null; then
 	echo "1..0 # SKIP python3-h2 missing"
 	exit 0
 fi
-ip addr add 198.18.0.20/32 dev lo || { echo "Bail out! ip addr add"; exit 1; }
-PL_TLS_NAMES="$PL_TLS_NAMES h2.airlock.test"
+ip addr add 198.18.0.20/32 dev lo && ip addr add 198.18.0.21/32 dev lo ||
+	{ echo "Bail out! ip addr add"; exit 1; }
+PL_TLS_NAMES="$PL_TLS_NAMES h2.airlock.test ws.airlock.test"
 PL_ZONE=$(printf '%s' "$PL_ZONE" | $PY -c '
 import json, sys
 z = json.load(sys.stdin)
 z["h2.airlock.test"] = ["198.18.0.20"]
+z["ws.airlock.test"] = ["198.18.0.21"]
 print(json.dumps(z))')
 pl_start_net
 H2LOG="$T/h2.log"
@@ -33,8 +35,13 @@ $PY "$AIRLOCK_SRC/tests/helpers/h2server.py" --listen 198.18.0.20:443 \
 	--cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" --log "$H2LOG" --ready "$T/h2.ready" \
 	--alpn h2 --lifetime 300 > "$T/h2server.out" 2>&1 &
 PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
+# h2 when offered, else HTTP/1.1 for a WebSocket
+$PY "$AIRLOCK_SRC/tests/helpers/h2server.py" --listen 198.18.0.21:443 \
+	--cert "$T/tls/leaf.pem" --key "$T/tls/leaf.key" --log "$H2LOG" --ready "$T/ws.ready" \
+	--alpn h2,http/1.1 --lifetime 300 > "$T/wsserver.out" 2>&1 &
+PL_EXTRA_PIDS="$PL_EXTRA_PIDS $!"
 i=0
-while [ ! -f "$T/h2.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+while { [ ! -f "$T/h2.ready" ] || [ ! -f "$T/ws.ready" ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 [ -f "$T/h2.ready" ] || { echo "Bail out! h2server.py: $(cat "$T/h2server.out")"; exit 1; }
 
 VALUE="tok_0123456789abcdefghijklmnopqrstuvwxyzABCD"
@@ -43,13 +50,13 @@ cat > "$POLICY" <<EOF
   "version": 1,
   "mode": "enforce",
   "egress": {
-    "allow": ["h2.airlock.test"],
+    "allow": ["h2.airlock.test", "ws.airlock.test"],
     "allow_ranges": ["198.18.0.0/15"],
     "resolver": ["$PL_RESOLVER"],
     "upstream_ca": "$CA"
   },
   "secrets": {
-    "tok": { "from_env": "TOK", "env": "SERVICE_TOKEN", "hosts": ["h2.airlock.test"],
+    "tok": { "from_env": "TOK", "env": "SERVICE_TOKEN", "hosts": ["h2.airlock.test", "ws.airlock.test"],
              "headers": ["authorization", "x-api-key"] }
   }
 }
@@ -123,6 +130,54 @@ is "$(printf '%s' "$_o" | tr '\n' ' ')" "200 1 200 0 200 0" \
 	"three requests on one keep-alive client connection"
 is "$(grep -c '"path": "/k1"\|"path": "/len?k2"\|"path": "/echo?k3"' "$H2LOG")" 3 \
 	"... each one stream upstream"
+
+# a WebSocket on a connection whose upstream chose h2: a request over h2,
+# then the Upgrade, which goes on an upstream connection of its own asked
+# for http/1.1 only
+PROXY=$PROXY SCA=$SCA PH=$PH $PY - > "$T/ws.out" 2>&1 <<'PY'
+import os, socket, ssl
+host, port = os.environ["PROXY"].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(b"CONNECT ws.airlock.test:443 HTTP/1.1\r\nHost: ws.airlock.test:443\r\n\r\n")
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+ctx = ssl.create_default_context(cafile=os.environ["SCA"])
+ctx.set_alpn_protocols(["http/1.1"])
+t = ctx.wrap_socket(s, server_hostname="ws.airlock.test")
+ph = os.environ["PH"].encode()
+def until(m):
+    global buf
+    while m not in buf:
+        d = t.recv(65536)
+        if not d:
+            raise SystemExit("closed: %r" % buf[-200:])
+        buf += d
+    i = buf.index(m) + len(m)
+    out, buf = buf[:i], buf[i:]
+    return out
+buf = b""
+t.sendall(b"GET /len?first HTTP/1.1\r\nHost: ws.airlock.test\r\nx-api-key: " + ph + b"\r\n\r\n")
+h = until(b"\r\n\r\n")
+print("first", h.split(b" ")[1].decode())
+if b"chunked" in h.lower():
+    until(b"\r\n0\r\n\r\n")
+t.sendall(b"GET /ws HTTP/1.1\r\nHost: ws.airlock.test\r\nUpgrade: websocket\r\n"
+          b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+          b"Sec-WebSocket-Version: 13\r\nx-api-key: " + ph + b"\r\n\r\n")
+h = until(b"\r\n\r\n")
+frame = b"\x81\x05hello"
+t.sendall(frame)
+print("ws", h.split(b" ")[1].decode(), until(frame) == frame)
+PY
+is "$(sed -n 's/^first //p' "$T/ws.out") $(sed -n 's/^ws //p' "$T/ws.out")" "200 101 True" \
+	"an Upgrade after a request over h2 on one client connection: 101, frames both ways" ||
+	{ diag_file "$T/ws.out"; tail -5 "$T/proxy.err" >&2; }
+r=$(grep '"ws": "/ws"' "$H2LOG" | tail -1)
+like "$r" '"alpn": "http/1.1"' "... the upgrade went on an upstream connection of HTTP/1.1"
+like "$r" "\"x-api-key\", \"$VALUE\"" "... substituted as ever"
+like "$(grep '"path": "/len?first"' "$H2LOG" | tail -1)" '":authority", "ws.airlock.test"' \
+	"... after the first request went over h2"
 
 kill -0 "$PL_PROXY_PID" 2>/dev/null
 ok $? "the proxy is still running" || diag_file "$T/proxy.err"
