@@ -216,6 +216,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *u)
 	if (!h->ended)
 		h->error = -ECONNRESET;
 	h->sid = -1;
+	h->body.len = 0;
 	if (h->rq == REQ_DONE)
 		h->rq = REQ_HEAD;
 	return 0;
@@ -357,7 +358,8 @@ static int parse(struct h2up *h)
 		if (h->rq == REQ_LENGTH) {
 			size_t n = h->left < h->in.len ? (size_t)h->left : h->in.len;
 
-			buf_append(&h->body, h->in.data, n);
+			if (h->sid >= 0) /* else answered and closed early */
+				buf_append(&h->body, h->in.data, n);
 			buf_consume(&h->in, n);
 			h->left -= n;
 			if (h->left == 0) {
@@ -373,7 +375,7 @@ static int parse(struct h2up *h)
 
 				if (r == HTTP_CHUNKED_BAD)
 					return -EPROTO;
-				if (r == HTTP_CHUNKED_DATA)
+				if (r == HTTP_CHUNKED_DATA && h->sid >= 0)
 					buf_append(&h->body, d.ptr, d.len);
 				buf_consume(&h->in, used);
 				if (r == HTTP_CHUNKED_DONE) {
