@@ -84,14 +84,12 @@ is "$CODE $VER" "200 1.1" "curl --http1.1 to an h2-only upstream: answered over 
 r=$(grep '"path": "/echo"' "$H2LOG" | tail -1)
 like "$r" "\"authorization\", \"Bearer $VALUE\"" "the upstream got the real value in an h2 header"
 like "$r" '":authority", "h2.airlock.test"' "... :authority from Host"
-! grep -q "$VALUE" "$T/h" "$T/b"
+[ "$CODE" = 200 ] && ! grep -q "$VALUE" "$T/h" "$T/b"
 ok $? "the value echoed in a header, the body and a trailer never reaches the client"
 like "$(grep -i '^x-echo:' "$T/h")" "Bearer $PH" "... the header carries the placeholder instead"
 is "$(grep -c "Bearer $PH" "$T/b")" 3 "... the body too, split across 7-byte DATA frames"
-like "$(grep -i '^transfer-encoding:' "$T/h")" 'chunked' \
-	"an answer of no announced length comes chunked"
-is "$(grep -ci '^x-trailer:' "$T/h")" 0 \
-	"... its trailer is not relayed (HTTP/1.1 answer trailers never are)"
+is "$(grep -ci '^transfer-encoding: *chunked' "$T/h") $(grep -ci '^x-trailer:' "$T/h")" "1 0" \
+	"an answer of no announced length comes chunked, its trailer not relayed (HTTP/1.1 answer trailers never are)"
 wait_grep "$EV" '"type":"http.request".*"path":"/echo"'
 r=$(grep '"type":"http.request"' "$EV" | grep '"path":"/echo"' | tail -1)
 is "$(jf "$r" subject.status) $(jf "$r" subject.protocol) $(jf "$r" subject.upstream_protocol)" \
@@ -174,12 +172,13 @@ is "$(sed -n 's/^first //p' "$T/ws.out") $(sed -n 's/^ws //p' "$T/ws.out")" "200
 	"an Upgrade after a request over h2 on one client connection: 101, frames both ways" ||
 	{ diag_file "$T/ws.out"; tail -5 "$T/proxy.err" >&2; }
 r=$(grep '"ws": "/ws"' "$H2LOG" | tail -1)
-like "$r" '"alpn": "http/1.1"' "... the upgrade went on an upstream connection of HTTP/1.1"
+# h2server.py logs "path" for an h2 stream, "ws" for the HTTP/1.1 upgrade
+is "$(printf '%s' "$r" | grep -c '"alpn": "http/1.1"') $(grep -c '"path": "/len?first"' "$H2LOG")" "1 1" \
+	"... the upgrade went on an upstream connection of HTTP/1.1, the request before it over h2"
 like "$r" "\"x-api-key\", \"$VALUE\"" "... substituted as ever"
-like "$(grep '"path": "/len?first"' "$H2LOG" | tail -1)" '":authority", "ws.airlock.test"' \
-	"... after the first request went over h2"
 
-kill -0 "$PL_PROXY_PID" 2>/dev/null
-ok $? "the proxy is still running" || diag_file "$T/proxy.err"
+h1c https://h2.airlock.test/len -H "x-api-key: $PH"
+kill -0 "$PL_PROXY_PID" 2>/dev/null && [ "$CODE" = 200 ]
+ok $? "the proxy is still running and serving" || diag_file "$T/proxy.err"
 
 done_testing
