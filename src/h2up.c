@@ -51,7 +51,7 @@
 #include "http.h"
 #include "util.h"
 
-#define H2UP_BODY_MAX (64 * 1024)
+#define H2UP_BODY_MAX ((size_t)64 * 1024)
 #define H2UP_READ 16384
 
 enum req_state { REQ_HEAD, REQ_LENGTH, REQ_CHUNKED, REQ_DONE };
@@ -280,6 +280,7 @@ static int submit(struct h2up *h, const struct http_request *rq)
 	size_t i, n = 0, cnt = rq->headers.count;
 	nghttp2_nv *nv = util_xcalloc(cnt + 5, sizeof(*nv));
 	char **names = util_xcalloc(cnt + 1, sizeof(*names));
+	/* cppcheck-suppress variableScope ; nv points into it until submitted */
 	char length[24];
 	nghttp2_data_provider prd;
 	int host = http_header_find(&rq->headers, "host", 0);
