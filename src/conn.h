@@ -287,6 +287,9 @@ bool intercept_wanted(const struct conn *c);
  * endpoints; an upstream that does not verify gets the client a 502
  * naming the reason inside TLS, and nothing of the request is sent. */
 void intercept_connected(struct conn *c);
+/* An Upgrade request on an h2 upstream: a new http/1.1 one (intercept.c). */
+void intercept_reopen(struct conn *c);
+void intercept_reopened(struct conn *c);
 void intercept_step(struct conn *c, bool upstream, uint32_t events);
 void intercept_free(struct conn *c);
 
@@ -298,6 +301,8 @@ void intercept_free(struct conn *c);
 void exchange_begin(struct conn *c, bool inner);
 void exchange_addressed(struct conn *c);
 void exchange_connected(struct conn *c);
+/* The upstream intercept_reopen() asked for is ready: the request goes. */
+void exchange_upstream_ready(struct conn *c);
 void exchange_step(struct conn *c, bool upstream, uint32_t events);
 /* Frees the exchange; filters still attached hear @outcome. */
 void exchange_free(struct conn *c, enum filter_outcome outcome);

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "h2up.h"
 #include "util.h"
 
 #define READ_CHUNK 16384
@@ -33,6 +34,7 @@ void endpoint_init(struct endpoint *e)
 	e->rd_need = EPOLLIN;
 	e->wr_need = EPOLLOUT;
 	e->registered = ENDPOINT_UNREGISTERED;
+	e->h2up = NULL;
 }
 
 void endpoint_set_fd(struct endpoint *e, int fd)
@@ -76,7 +78,7 @@ static ssize_t ssl_result(struct endpoint *e, int ret, uint32_t *need)
 	}
 }
 
-ssize_t endpoint_read(struct endpoint *e, void *buf, size_t len)
+ssize_t endpoint_read_raw(struct endpoint *e, void *buf, size_t len)
 {
 	ASSERT(e->fd >= 0);
 	if (!e->ssl) {
@@ -104,7 +106,7 @@ ssize_t endpoint_read(struct endpoint *e, void *buf, size_t len)
 	}
 }
 
-ssize_t endpoint_write(struct endpoint *e, const void *buf, size_t len)
+ssize_t endpoint_write_raw(struct endpoint *e, const void *buf, size_t len)
 {
 	ASSERT(e->fd >= 0);
 	if (!e->ssl) {
@@ -134,6 +136,16 @@ ssize_t endpoint_write(struct endpoint *e, const void *buf, size_t len)
 	}
 }
 
+ssize_t endpoint_read(struct endpoint *e, void *buf, size_t len)
+{
+	return e->h2up ? h2up_read(e, buf, len) : endpoint_read_raw(e, buf, len);
+}
+
+ssize_t endpoint_write(struct endpoint *e, const void *buf, size_t len)
+{
+	return e->h2up ? h2up_write(e, buf, len) : endpoint_write_raw(e, buf, len);
+}
+
 int endpoint_shutdown(struct endpoint *e)
 {
 	ASSERT(e->fd >= 0);
@@ -158,12 +170,16 @@ int endpoint_shutdown(struct endpoint *e)
 
 bool endpoint_pending(const struct endpoint *e)
 {
+	if (e->h2up && h2up_pending(e->h2up))
+		return true;
 	return e->ssl && SSL_pending(e->ssl) > 0;
 }
 
 uint32_t endpoint_events(const struct endpoint *e, bool want_read,
 			 bool want_write)
 {
+	if (e->h2up)
+		return h2up_events(e, want_read, want_write);
 	return (want_read ? e->rd_need : 0) | (want_write ? e->wr_need : 0);
 }
 
@@ -183,6 +199,9 @@ ssize_t endpoint_read_buf(struct endpoint *e, struct buf *b, size_t max)
 
 int endpoint_flush(struct endpoint *e, struct buf *b)
 {
+	/* a translating endpoint has frames of its own to write */
+	if (e->h2up && b->len == 0)
+		return h2up_flush(e);
 	while (b->len > 0) {
 		ssize_t n = endpoint_write(e, b->data, b->len);
 
@@ -197,6 +216,7 @@ int endpoint_flush(struct endpoint *e, struct buf *b)
 
 void endpoint_close(struct endpoint *e)
 {
+	h2up_free(e->h2up);
 	if (e->ssl)
 		SSL_free(e->ssl);
 	if (e->fd >= 0)

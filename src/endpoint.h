@@ -37,6 +37,7 @@ struct endpoint {
 	uint32_t rd_need;   /* epoll events the last blocked read waits for */
 	uint32_t wr_need;   /* ... and the last blocked write */
 	uint32_t registered;/* interest in the epoll set (conn.c keeps it) */
+	struct h2up *h2up;  /* NULL, or HTTP/1.1 carried over h2 (h2up.c) */
 };
 
 /* An empty endpoint (fd -1). */
@@ -61,6 +62,10 @@ static inline bool endpoint_plain(const struct endpoint *e)
 
 ssize_t endpoint_read(struct endpoint *e, void *buf, size_t len);
 ssize_t endpoint_write(struct endpoint *e, const void *buf, size_t len);
+
+/* The socket or TLS itself, under any translation (h2up.c). */
+ssize_t endpoint_read_raw(struct endpoint *e, void *buf, size_t len);
+ssize_t endpoint_write_raw(struct endpoint *e, const void *buf, size_t len);
 
 /* Sends our end of the stream: TLS close_notify, then the socket's FIN.
  * Returns 0, -EAGAIN (call again when endpoint_events(e, false, true)

@@ -605,6 +605,11 @@ static bool filter_request_slice(struct conn *c, const char *d, size_t n, bool l
 static void proceed(struct conn *c)
 {
 	if (c->inner && endpoint_open(&c->upstream)) {
+		if (c->upstream.h2up && c->x->rq.upgrade) {
+			/* no Upgrade over h2 (h2up.c): its own connection */
+			intercept_reopen(c);
+			return;
+		}
 		/* opened before the first flight was read (tunnel.c, ports
 		 * other than 80 and 443): the tunnel is recorded now */
 		if (!c->allow_recorded && !c->shadowed)
@@ -627,8 +632,17 @@ void exchange_addressed(struct conn *c)
 	run_filters(c);
 }
 
+void exchange_upstream_ready(struct conn *c)
+{
+	send_head(c);
+}
+
 void exchange_connected(struct conn *c)
 {
+	if (c->intercept) {
+		intercept_reopened(c); /* after intercept_reopen() */
+		return;
+	}
 	if (c->inner)
 		answer_record_allow(c, json_pack("{s:b}", "tls", 0));
 	else
@@ -1394,6 +1408,10 @@ static void record_request(struct conn *c)
 
 		decode_codings_format(&x->codings, codings, sizeof(codings));
 		json_object_set_new(s, "decoded", json_string(codings));
+	}
+	if (c->upstream.h2up) { /* carried over h2 (h2up.c) */
+		json_object_set_new(s, "protocol", json_string("http/1.1"));
+		json_object_set_new(s, "upstream_protocol", json_string("h2"));
 	}
 	conn_record(c, "http.request", RECEIPT_ALLOW, c->rule_id, s, "relayed");
 }

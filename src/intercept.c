@@ -16,8 +16,8 @@
  *
  *  1. the upstream TCP connection is opened to the checked address
  *     (upstream.c) and the proxy's own TLS handshake runs on it: SNI =
- *     the host, ALPN http/1.1 (and h2 first when the client's ClientHello
- *     offers it), the chain and the name verified against
+ *     the host, ALPN h2 and http/1.1 whatever the client offers, the
+ *     chain and the name verified against
  *     the system store plus egress.upstream_ca (tls.c); the session of
  *     an earlier verified connection to the same host:port is offered
  *     for resumption (the session cache below). Nothing of the
@@ -29,8 +29,11 @@
  *     from the socket); it is given h2 whenever it offers it, whatever
  *     the upstream chose: an h2 client has each stream one exchange
  *     (h2.c), relayed as h2 streams to an h2 upstream or one HTTP/1.1
- *     exchange after another to an HTTP/1.1 upstream; else HTTP/1.1 on
- *     both (an HTTP/1.1 client is not relayed to an h2-only upstream);
+ *     exchange after another to an HTTP/1.1 upstream; else HTTP/1.1,
+ *     each request carried as one h2 stream when the upstream chose h2
+ *     (h2up.c), but a request asking for Upgrade (WebSocket), which gets
+ *     an upstream connection of its own asked for http/1.1 only
+ *     (intercept_reopen(): same address, verified again);
  *  3. if the upstream did not verify, the client, now speaking TLS with
  *     the proxy, gets a 502 naming the reason (proxy.error, rule
  *     upstream.tls) and the connection ends: never a fallback to
@@ -68,8 +71,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "clienthello.h"
 #include "h2.h"
+#include "h2up.h"
 #include "filter.h"
 #include "tls.h"
 #include "util.h"
@@ -300,8 +303,9 @@ static const struct tls_cert *leaf_for(struct proxy *p, const char *host, char *
 
 struct intercept_state {
 	BIO *hello;           /* the ClientHello already read, until consumed */
-	bool upstream_h2;     /* the upstream chose h2 (asked only when the
-				 client's ClientHello offers it) */
+	bool upstream_h2;     /* the upstream chose h2 */
+	bool reopen;          /* a second upstream connection, http/1.1
+				 only, for an Upgrade (intercept_reopen) */
 	char *upstream_error; /* why the upstream did not verify, or NULL */
 };
 
@@ -347,31 +351,13 @@ static void want(struct conn *c, bool upstream, int ssl_err)
 
 static void client_begin(struct conn *c);
 
-/* The client's ClientHello (in c->cin) offers @name. */
-static bool alpn_offered(const struct conn *c, const char *name)
-{
-	struct clienthello ch;
-	size_t i, n = strlen(name);
-
-	if (clienthello_parse((const uint8_t *)c->cin.data, c->cin.len, &ch) != CLIENTHELLO_OK)
-		return false;
-	for (i = 0; i < ch.alpn_count && i < CLIENTHELLO_ALPN_MAX; i++)
-		if (ch.alpn[i].len == n && memcmp(ch.alpn[i].name, name, n) == 0)
-			return true;
-	return false;
-}
-
-static bool h2_offered(const struct conn *c)
-{
-	return alpn_offered(c, TLS_ALPN_H2);
-}
-
-void intercept_connected(struct conn *c)
+/* The proxy's TLS handshake with the upstream, on the connected socket:
+ * ALPN h2 and http/1.1 (@h2), else http/1.1 alone. */
+static void upstream_handshake(struct conn *c, bool h2)
 {
 	char err[256];
 	SSL *ssl;
 
-	c->ic = util_xcalloc(1, sizeof(*c->ic));
 	/* The system store, loaded on the first upstream handshake. */
 	if (tls_client_trust_system(c->p->intercept->client) < 0) {
 		fail_close(c, "upstream.tls", "cannot load the system's trust store");
@@ -388,7 +374,7 @@ void intercept_connected(struct conn *c)
 		fail_close(c, "upstream.tls", err);
 		return;
 	}
-	if (h2_offered(c) && tls_client_offer_h2(ssl) < 0) {
+	if (h2 && tls_client_offer_h2(ssl) < 0) {
 		SSL_free(ssl);
 		fail_close(c, "upstream.tls", "cannot offer h2");
 		return;
@@ -397,9 +383,39 @@ void intercept_connected(struct conn *c)
 		session_offer(c->p->leaves, ssl, c->target.name, c->port);
 	make_tls(&c->upstream, ssl);
 	conn_enter(c, CONN_TLS_UPSTREAM);
-	/* The client waits for our ServerHello: nothing to read from it. */
+	/* The client waits for our ServerHello (or, reopening, for the
+	 * answer): nothing to read from it. */
 	conn_watch(c, false, 0);
 	intercept_step(c, true, 0);
+}
+
+/* The upstream is asked for h2 and http/1.1 whatever the client offers:
+ * an h2 client's streams go as streams or one HTTP/1.1 exchange after
+ * another (h2.c), an HTTP/1.1 client's requests as HTTP/1.1 or each one
+ * h2 stream (h2up.c). */
+void intercept_connected(struct conn *c)
+{
+	c->ic = util_xcalloc(1, sizeof(*c->ic));
+	upstream_handshake(c, true);
+}
+
+/* An HTTP/1.1 request asking for Upgrade (WebSocket) on a connection
+ * whose upstream chose h2: it gets an upstream connection of its own, to
+ * the same checked address, verified again, asked for http/1.1 only
+ * (WebSocket over h2, RFC 8441, is not offered). The h2 connection is
+ * closed first: the exchange that follows an upgrade is the last one. */
+void intercept_reopen(struct conn *c)
+{
+	conn_drop_upstream(c);
+	upstream_connect(c);
+}
+
+/* The socket of intercept_reopen() is connected. */
+void intercept_reopened(struct conn *c)
+{
+	c->ic = util_xcalloc(1, sizeof(*c->ic));
+	c->ic->reopen = true;
+	upstream_handshake(c, false);
 }
 
 static void step_upstream(struct conn *c)
@@ -409,6 +425,16 @@ static void step_upstream(struct conn *c)
 
 	ERR_clear_error();
 	r = SSL_connect(ssl);
+	if (r == 1 && c->ic->reopen) {
+		intercept_free(c);
+		if (!tls_alpn_ok(ssl) || tls_alpn_is_h2(ssl)) {
+			fail_close(c, "upstream.tls",
+				   "the upstream chose a protocol other than http/1.1");
+			return;
+		}
+		exchange_upstream_ready(c);
+		return;
+	}
 	if (r == 1) {
 		if (!tls_alpn_ok(ssl)) {
 			c->ic->upstream_error =
@@ -429,6 +455,11 @@ static void step_upstream(struct conn *c)
 		char why[256];
 
 		tls_handshake_error(ssl, r, why, sizeof(why));
+		if (c->ic->reopen) {
+			intercept_free(c);
+			fail_close(c, "upstream.tls", why);
+			return;
+		}
 		c->ic->upstream_error = util_xstrdup(why);
 	}
 	conn_drop_upstream(c);
@@ -509,6 +540,8 @@ static void established(struct conn *c)
 		h2_begin(c, upstream_h2);
 		return;
 	}
+	if (upstream_h2)
+		h2up_attach(&c->upstream); /* HTTP/1.1 carried over h2 */
 	exchange_begin(c, true);
 	if (!conn_closed(c) && c->state == CONN_HEAD)
 		exchange_step(c, false, EPOLLIN);

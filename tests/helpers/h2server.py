@@ -27,6 +27,11 @@ ends. Answers:
              after its first half
   else       200 "ok"
 
+A connection whose ALPN is http/1.1 (--alpn h2,http/1.1: only when the
+client offers no h2) serves one HTTP/1.1 WebSocket handshake: the
+request is logged {"ws": PATH, "alpn": "http/1.1", "headers": [...]},
+answered 101, and every byte after it echoed back until the close.
+
 --grpc also starts a gRPC server (python3-grpcio, generic handlers, no
 codegen) on ADDR:PORT with the same leaf: /test.Echo/Unary,
 /test.Echo/ServerStream (3 messages), /test.Echo/Bidi (one answer per
@@ -123,6 +128,33 @@ def serve_conn(sock, a):
             send_all(sock, conn)
         except OSError:
             return
+
+
+def serve_ws(sock, a):
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 65536:
+        d = sock.recv(4096)
+        if not d:
+            return
+        head += d
+    head, _, rest = head.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = [tuple(x.strip() for x in l.split(":", 1)) for l in lines[1:] if ":" in l]
+    log(a.log, {"ws": lines[0].split(" ")[1], "alpn": "http/1.1", "headers": headers})
+    key = dict((k.lower(), v) for k, v in headers).get("sec-websocket-key", "")
+    import base64
+    import hashlib
+    acc = base64.b64encode(hashlib.sha1(
+        (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    sock.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    if rest:
+        sock.sendall(rest)
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            return
+        sock.sendall(d)
 
 
 def encode(coding, data):
@@ -275,7 +307,10 @@ def main():
                 s.close()
                 return
             try:
-                serve_conn(t, a)
+                if t.selected_alpn_protocol() == "http/1.1":
+                    serve_ws(t, a)
+                else:
+                    serve_conn(t, a)
             except Exception as e:  # a broken client: this connection only
                 sys.stderr.write("h2server: %r\n" % e)
             finally:
