@@ -15,7 +15,7 @@ like "$out" "echo airlock-ph-api-[A-Za-z0-9_-]{32} again:airlock-ph-api-" "the k
 like "$out" "HTTP 403  secrets\.api\.hosts" "the placeholder toward another host is refused"
 like "$out" "secret\.block +block +broker +secrets\.api +api img\.cdn\.airlock\.test x-api-key plain-http" \
 	"... and over plain http, with a secret.block receipt"
-like "$out" "secret\.inject +allow +broker +secrets\.api +api api\.airlock\.test x-api-key" "the injection is recorded"
+like "$out" "secret\.inject +allow +broker +secrets\.api +api api\.airlock\.test [Xx]-[Aa]pi-[Kk]ey" "the injection is recorded (the header as the filters see it: over h2, HTTP/1.1's customary case)"
 like "$out" "secret\.scrub +allow +broker" "the scrub is recorded"
 like "$out" "HTTP 403  egress.default" "exfiltration is denied by the default rule"
 like "$out" "HTTP 403  egress.deny\[0\]" "a deny rule denies"
