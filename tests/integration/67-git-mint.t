@@ -187,7 +187,20 @@ wait "$ctl_pid" 2>/dev/null
 is "$d_ctl $d_mint" "1 0" "the mint process is not dumpable (a capless control process is)"
 is "$(mem_count "$sup" "$T/secret.raw" "$T/token.raw" | awk '{print ($1 > 0) " " ($2 > 0)}')" "1 1" \
 	"control: the supervisor's memory holds the secret value and the minted token"
-is "$(mem_count "$mint" "$T/secret.raw" "$T/token.raw")" "0 0" \
+# Under make SAN=1 the ASan runtime keeps its own copy of the
+# supervisor's environment from before main (SCAN_SECRET=... among it),
+# which every forked child inherits and nothing in airlock can wipe (see
+# 77-publish.t): there, the copies that are that whole environment string
+# are not counted; a copy the mint made of the value would still be.
+printf 'SCAN_SECRET=%s' "$SCAN_SECRET" > "$T/secret.env"
+read -r m_secret m_token m_env <<EOF
+$(mem_count "$mint" "$T/secret.raw" "$T/token.raw" "$T/secret.env")
+EOF
+if ldd "$AIRLOCK" 2>/dev/null | grep -q libasan; then
+	diag "sanitizer build: $m_env of the mint's $m_secret copies of the secret are ASan's environment buffer, not counted"
+	m_secret=$((m_secret - m_env))
+fi
+is "$m_secret $m_token" "0 0" \
 	"the mint process's memory holds neither the secret value nor, once it has answered, the token"
 touch "$T/ws/go"
 wait "$spid"
