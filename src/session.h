@@ -63,6 +63,17 @@ void session_set_witness(const char *spec);
  * on a malformed URL; every session opened after this feeds it; returns
  * true). */
 bool session_events_option(const char *cmd, const char *dest, const char **events);
+/* The help of the two options above, as `airlock run` and `airlock
+ * proxy` both print it. */
+#define SESSION_FEED_HELP \
+	"  --events otlp+http://HOST[:PORT][/PATH]  given besides the stream's\n" \
+	"                      --events: also send each receipt, as it is\n" \
+	"                      written, to an OpenTelemetry collector (OTLP/HTTP\n" \
+	"                      JSON logs, the OCSF events of airlock export;\n" \
+	"                      port 4318 and path /v1/logs by default); what the\n" \
+	"                      feed loses is recorded as receipt.gap lines\n" \
+	"  --feed-queue N      lines the feed holds while the collector is down\n" \
+	"                      or slow (default 10000)\n"
 /* --feed-queue N: exits 125 unless 1..FEED_QUEUE_MAX. */
 void session_feed_queue_option(const char *cmd, const char *arg);
 /* After the options: exits 125 for a feed without a local stream (@events
