@@ -96,8 +96,11 @@ dumpable() {
 		fi
 	else
 		# gdb can fail to attach on a loaded machine: up to 3 tries.
+		# The executable by /proc/PID/exe: a process in the sandbox's
+		# mount namespace (its init) does not see a checkout under
+		# /tmp by its path, and gdb would find no symbols.
 		for _try in 1 2 3; do
-			_d=$(timeout 120 gdb -nx -q -batch -p "$1" -ex 'set debuginfod enabled off' \
+			_d=$(timeout 120 gdb -nx -q -batch "/proc/$1/exe" -p "$1" -ex 'set debuginfod enabled off' \
 				-ex 'print (int)prctl(3, 0, 0, 0, 0)' 2>/dev/null |
 				sed -n 's/^\$[0-9]* = //p')
 			[ -n "$_d" ] && break
